@@ -1,0 +1,23 @@
+// ridgeline: the command-line entry point. Each subcommand lives in its own file (src/cli/cmd_*.cpp).
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ridgeline: an LLM inference engine (CPU and CUDA), measured against the roofline", "ridgeline"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Print the help of every command");
+  int exit_code = 0;
+  rl::cli::add_generate_command(app, &exit_code);
+  rl::cli::add_inspect_command(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ridgeline: error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

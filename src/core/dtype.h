@@ -1,0 +1,42 @@
+// Element types and conversions. bf16 and f16 are stored as raw 16-bit patterns and computed in f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace rl {
+
+enum class DType : uint8_t { kF32, kF16, kBF16, kFP8E4M3, kI32, kI64, kU8 };
+
+size_t dtype_size(DType dt);
+std::string_view dtype_name(DType dt);  // "f32", "bf16", ...
+bool parse_dtype(std::string_view name, DType* out);  // accepts "f32"/"float32", "bf16"/"bfloat16", "f16"/"float16"
+
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Round to nearest even, as torch does; NaN stays NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+
+// Converts n elements of src (dtype `from`) into f32.
+void convert_to_f32(const void* src, DType from, float* dst, size_t n);
+// Converts n f32 elements into dst (dtype `to`, f32/f16/bf16).
+void convert_from_f32(const float* src, void* dst, DType to, size_t n);
+
+}  // namespace rl

@@ -1,0 +1,57 @@
+#include "core/log.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+
+namespace rl {
+
+namespace {
+std::atomic<int> g_level{static_cast<int>(LogLevel::kWarn)};
+}
+
+void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
+LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+
+void log_msg(LogLevel level, const std::string& msg) {
+  if (static_cast<int>(level) < g_level.load()) return;
+  static const char* kNames[] = {"debug", "info", "warning", "error"};
+  std::fprintf(stderr, "ridgeline: %s: %s\n", kNames[static_cast<int>(level)], msg.c_str());
+}
+
+bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+ProgressBar::ProgressBar(std::string label, uint64_t total)
+    : label_(std::move(label)), total_(total), enabled_(stderr_is_terminal() && total > 0) {}
+
+ProgressBar::~ProgressBar() { finish(); }
+
+void ProgressBar::update(uint64_t done) {
+  if (!enabled_ || finished_) return;
+  int pct = static_cast<int>(done * 100 / total_);
+  if (pct == last_pct_) return;
+  last_pct_ = pct;
+  constexpr int kWidth = 30;
+  int filled = pct * kWidth / 100;
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.append(static_cast<size_t>(kWidth - filled), '.');
+  std::fprintf(stderr, "\r%s [%s] %3d%% %.2f/%.2f GB", label_.c_str(), bar.c_str(), pct, done / 1e9,
+               total_ / 1e9);
+  std::fflush(stderr);
+}
+
+void ProgressBar::finish() {
+  if (!enabled_ || finished_) return;
+  update(total_);
+  std::fprintf(stderr, "\n");
+  finished_ = true;
+}
+
+double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace rl
