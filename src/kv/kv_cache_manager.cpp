@@ -1,0 +1,134 @@
+#include "kv/kv_cache_manager.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace rl {
+
+KvCacheManager::KvCacheManager(KvCacheConfig config)
+    : config_(std::move(config)), pool_(config_.num_blocks, config_.block_size) {
+  if (!config_.hash_fn) config_.hash_fn = hash_block;
+}
+
+void KvCacheManager::compute_hashes(RequestBlocks& state, const KvRequestView& request, int32_t num_blocks) const {
+  const int32_t bs = block_size();
+  RL_CHECK(static_cast<int64_t>(num_blocks) * bs <= static_cast<int64_t>(request.token_ids.size()));
+  for (int32_t i = static_cast<int32_t>(state.block_hashes.size()); i < num_blocks; ++i) {
+    const BlockHash* parent = i == 0 ? nullptr : &state.block_hashes[i - 1];
+    state.block_hashes.push_back(
+        config_.hash_fn(parent, request.token_ids.subspan(static_cast<size_t>(i) * bs, bs), request.cache_salt));
+  }
+}
+
+ComputedBlocks KvCacheManager::get_computed_blocks(const KvRequestView& request) {
+  ComputedBlocks out;
+  if (!config_.enable_prefix_caching || request.token_ids.empty()) return out;
+  const int32_t bs = block_size();
+  const int32_t max_blocks = (static_cast<int32_t>(request.token_ids.size()) - 1) / bs;
+  RequestBlocks& state = requests_[request.key];
+  compute_hashes(state, request, max_blocks);
+  BlockId parent = kNullBlock;
+  for (int32_t i = 0; i < max_blocks; ++i) {
+    std::optional<BlockId> hit = pool_.lookup(state.block_hashes[i],
+                                              request.token_ids.subspan(static_cast<size_t>(i) * bs, bs),
+                                              parent, request.cache_salt);
+    if (!hit) break;
+    out.block_ids.push_back(*hit);
+    parent = *hit;
+  }
+  out.num_computed_tokens = static_cast<int32_t>(out.block_ids.size()) * bs;
+  return out;
+}
+
+std::optional<std::vector<BlockId>> KvCacheManager::allocate_slots(const KvRequestView& request,
+                                                                   int32_t num_new_tokens,
+                                                                   const ComputedBlocks* computed) {
+  RL_CHECK(num_new_tokens >= 0);
+  RequestBlocks& state = requests_[request.key];
+  const int32_t num_hit_blocks = computed ? static_cast<int32_t>(computed->block_ids.size()) : 0;
+  RL_CHECK(computed == nullptr || state.block_ids.empty());
+  const int64_t num_tokens = static_cast<int64_t>(request.num_computed_tokens) +
+                             (computed ? computed->num_computed_tokens : 0) + num_new_tokens;
+  const int64_t num_required = (num_tokens + block_size() - 1) / block_size();
+  const int64_t num_held = static_cast<int64_t>(state.block_ids.size()) + num_hit_blocks;
+  const int32_t num_new_blocks = static_cast<int32_t>(std::max<int64_t>(0, num_required - num_held));
+  // Hit blocks that sit idle in the free queue leave it when touched, so they do not count as free here.
+  int32_t num_idle_hits = 0;
+  for (int32_t i = 0; i < num_hit_blocks; ++i) num_idle_hits += pool_.ref_count(computed->block_ids[i]) == 0;
+  if (num_new_blocks > pool_.num_free_blocks() - num_idle_hits) {
+    if (state.block_ids.empty() && state.block_hashes.empty()) requests_.erase(request.key);
+    return std::nullopt;
+  }
+  if (computed) {
+    for (BlockId id : computed->block_ids) pool_.touch(id);
+    state.block_ids = computed->block_ids;
+    state.num_cached_blocks = num_hit_blocks;
+    if (config_.enable_prefix_caching) {
+      pool_.record_prefix_query(static_cast<int64_t>(request.token_ids.size()), computed->num_computed_tokens);
+    }
+  }
+  std::vector<BlockId> fresh = pool_.allocate(num_new_blocks);
+  state.block_ids.insert(state.block_ids.end(), fresh.begin(), fresh.end());
+  return fresh;
+}
+
+void KvCacheManager::cache_full_blocks(const KvRequestView& request) {
+  if (!config_.enable_prefix_caching) return;
+  auto it = requests_.find(request.key);
+  if (it == requests_.end()) return;
+  RequestBlocks& state = it->second;
+  const int32_t bs = block_size();
+  const int32_t num_full = std::min<int32_t>(request.num_computed_tokens / bs,
+                                             static_cast<int32_t>(state.block_ids.size()));
+  if (num_full <= state.num_cached_blocks) return;
+  compute_hashes(state, request, num_full);
+  for (int32_t i = state.num_cached_blocks; i < num_full; ++i) {
+    const BlockId parent = i == 0 ? kNullBlock : state.block_ids[i - 1];
+    pool_.cache(state.block_ids[i], state.block_hashes[i],
+                request.token_ids.subspan(static_cast<size_t>(i) * bs, bs), parent, request.cache_salt);
+  }
+  state.num_cached_blocks = num_full;
+}
+
+void KvCacheManager::free(uint64_t key) {
+  auto it = requests_.find(key);
+  if (it == requests_.end()) return;
+  std::vector<BlockId>& ids = it->second.block_ids;
+  std::reverse(ids.begin(), ids.end());
+  pool_.release(ids);
+  requests_.erase(it);
+}
+
+std::span<const BlockId> KvCacheManager::block_table(uint64_t key) const {
+  auto it = requests_.find(key);
+  if (it == requests_.end()) return {};
+  return it->second.block_ids;
+}
+
+Status KvCacheManager::check_integrity() const {
+  RL_RETURN_IF_ERROR(pool_.check_integrity());
+  std::vector<int32_t> num_holders(pool_.num_blocks(), 0);
+  for (const auto& [key, state] : requests_) {
+    if (state.num_cached_blocks > static_cast<int32_t>(state.block_ids.size())) {
+      return Status::error("kv cache: request " + std::to_string(key) + " caches more blocks than it holds");
+    }
+    for (BlockId id : state.block_ids) {
+      if (id <= kNullBlock || id >= pool_.num_blocks()) {
+        return Status::error("kv cache: request " + std::to_string(key) + " holds invalid block " +
+                             std::to_string(id));
+      }
+      ++num_holders[id];
+    }
+  }
+  for (BlockId id = 1; id < pool_.num_blocks(); ++id) {
+    if (num_holders[id] != pool_.ref_count(id)) {
+      return Status::error("kv cache: block " + std::to_string(id) + " has ref_count " +
+                           std::to_string(pool_.ref_count(id)) + " but " + std::to_string(num_holders[id]) +
+                           " holders");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace rl

@@ -1,0 +1,96 @@
+// The KV cache manager (vLLM v1 KVCacheManager): the sole owner of blocks. The scheduler asks it for a
+// request's cached prefix, for slots for new tokens, to cache blocks once their KV is written, and to free.
+//
+// Invariants:
+// - block tables are append-only while a request holds blocks (no deduplication after the fact);
+// - a request's block i is cached only once tokens [0, (i + 1) * block_size) have their KV written
+//   (cache_full_blocks with the post-step num_computed_tokens), so an aborted or preempted half-written prefill
+//   never enters the cache;
+// - the ref count of a block equals the number of block tables that hold it (check_integrity()).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+#include "kv/kv_types.h"
+
+namespace rl {
+
+struct KvCacheConfig {
+  int32_t num_blocks = 0;  // including the null block
+  int32_t block_size = kDefaultBlockSize;
+  bool enable_prefix_caching = true;
+  // Replaceable so that tests can force hash collisions; defaults to hash_block (XXH3-128).
+  BlockHashFn hash_fn;
+};
+
+// What the manager needs to know about a request; the scheduler's Request stays out of kv/.
+struct KvRequestView {
+  uint64_t key = 0;                      // unique per live request
+  std::span<const TokenId> token_ids;    // all known tokens: prompt, then outputs
+  int32_t num_computed_tokens = 0;       // tokens whose KV is written (or hit in the cache)
+  std::string_view cache_salt;           // extra key: requests with different salts never share blocks
+};
+
+// The cached prefix of a new request: full blocks only, never the last token (its logits are needed).
+struct ComputedBlocks {
+  std::vector<BlockId> block_ids;
+  int32_t num_computed_tokens = 0;
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(KvCacheConfig config);
+
+  int32_t block_size() const { return pool_.block_size(); }
+  int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
+  int32_t num_usable_blocks() const { return pool_.num_usable_blocks(); }
+  double usage() const { return pool_.usage(); }
+  const BlockPool& pool() const { return pool_; }
+
+  // Longest cached prefix of full blocks: at most (num_tokens - 1) / block_size blocks. Takes no references.
+  ComputedBlocks get_computed_blocks(const KvRequestView& request);
+
+  // Grows the request's block table to hold num_computed_tokens (+ computed->num_computed_tokens on the
+  // request's first allocation) + num_new_tokens tokens. Returns the newly allocated block ids, or nullopt
+  // when the free blocks do not suffice; a failure changes nothing. computed (from get_computed_blocks, only
+  // on a request's first allocation) is taken into the table and counted in the prefix-cache statistics.
+  std::optional<std::vector<BlockId>> allocate_slots(const KvRequestView& request, int32_t num_new_tokens,
+                                                     const ComputedBlocks* computed = nullptr);
+
+  // Caches the request's blocks that are completely written, i.e. those inside [0, num_computed_tokens).
+  void cache_full_blocks(const KvRequestView& request);
+
+  // Releases the request's blocks, last block first, so its prefix is evicted last. Unknown keys are a no-op.
+  void free(uint64_t key);
+
+  // The request's block table (empty if it holds none).
+  std::span<const BlockId> block_table(uint64_t key) const;
+
+  // Pool invariants, plus: ref counts equal the number of block tables holding each block.
+  Status check_integrity() const;
+
+ private:
+  struct RequestBlocks {
+    std::vector<BlockId> block_ids;
+    std::vector<BlockHash> block_hashes;  // chained hashes of the known full blocks, computed lazily
+    int32_t num_cached_blocks = 0;        // block_ids[0, num_cached_blocks) have been entered into the cache
+  };
+
+  // Extends state.block_hashes to cover the first num_blocks full blocks of the request.
+  void compute_hashes(RequestBlocks& state, const KvRequestView& request, int32_t num_blocks) const;
+
+  KvCacheConfig config_;
+  BlockPool pool_;
+  std::unordered_map<uint64_t, RequestBlocks> requests_;
+};
+
+}  // namespace rl
