@@ -1,0 +1,107 @@
+// The interface every compute backend implements (CPU reference, CUDA). The model composes these ops; it never
+// sees kernels. All tensors passed to ops live in the backend's memory (alloc / upload). Activations use
+// act_dtype() (f32 on CPU, bf16 on CUDA); weights may be stored in f32 or bf16; accumulation is f32.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/ops.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace rl {
+
+enum class DeviceKind { kCpu, kCuda };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceKind device() const = 0;
+  virtual std::string name() const = 0;
+  virtual DType act_dtype() const = 0;
+  // Weight storage dtypes the backend can compute with.
+  virtual bool supports_weight_dtype(DType dt) const = 0;
+
+  // --- memory ---
+  virtual void* alloc(size_t nbytes) = 0;
+  virtual void free(void* p) = 0;
+  virtual void upload(void* dst, const void* host_src, size_t nbytes) = 0;
+  virtual void download(void* host_dst, const void* src, size_t nbytes) = 0;
+  virtual void fill_zero(void* dst, size_t nbytes) = 0;
+  virtual void synchronize() = 0;
+  // Bytes of device memory free and in total (CPU: physical memory).
+  virtual void memory_info(size_t* free_bytes, size_t* total_bytes) = 0;
+
+  // --- ops ---
+  // ids: i32 [T]; table: [vocab, hidden]; out: [T, hidden]
+  virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+  // out = rms_norm(x) * weight. x, out: [T, hidden]; weight: [hidden]
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p) = 0;
+  // residual += x; out = rms_norm(residual) * weight (the fused pre-norm of every block after the first).
+  virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& out,
+                            const NormParams& p) = 0;
+  // y = x · wᵀ (+ bias). x: [M, K]; w: [N, K]; bias: [N] or null data; y: [M, N]
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) = 0;
+  // In place on the q and k parts of qkv (QkvLayout): optional per-head RMSNorm (Qwen3 q_norm / k_norm;
+  // weights [head_dim], null data = none), then neox-style RoPE at positions (i32 [T]).
+  virtual void qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                            const RopeParams& rope, const NormParams& norm) = 0;
+  // Writes the k and v parts of qkv into the cache at slot_mapping (i32 [T]; slot = block * block_size +
+  // offset; a negative slot is skipped).
+  virtual void kv_write(const Tensor& qkv, const QkvLayout& layout, const Tensor& slot_mapping,
+                        const KvLayer& cache) = 0;
+  // Causal GQA attention of the q part of qkv over the paged cache (which already holds this step's K/V):
+  // query row i of sequence s sits at position seq_lens_k[s] - (cu[s+1] - cu[s]) + (i - cu[s]).
+  // out: [T, num_heads * head_dim]
+  virtual void attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                         const Tensor& out) = 0;
+  // gate_up: [T, 2 * I] (gate then up); out: [T, I] = silu(gate) * up
+  virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // out[i] = x[indices[i]]. x: [T, H]; indices: i32 [n]; out: [n, H]
+  virtual void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) = 0;
+  // Fills t (f32 or bf16) with uniform values in [lo, hi) from a counter-based generator keyed by seed:
+  // the same seed gives the same values on every backend (used for --dummy-weights).
+  virtual void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) = 0;
+  // Converts between dtypes element-wise (same shape), e.g. bf16 logits → f32.
+  virtual void cast(const Tensor& src, const Tensor& dst) = 0;
+};
+
+// A device allocation owned by a backend (RAII).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend* backend, size_t nbytes) : backend_(backend), size_(nbytes) {
+    ptr_ = nbytes ? backend->alloc(nbytes) : nullptr;
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      backend_ = o.backend_;
+      ptr_ = o.ptr_;
+      size_ = o.size_;
+      o.ptr_ = nullptr;
+      o.size_ = 0;
+    }
+    return *this;
+  }
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t size() const { return size_; }
+  void reset() {
+    if (ptr_ && backend_) backend_->free(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+  }
+
+ private:
+  Backend* backend_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace rl

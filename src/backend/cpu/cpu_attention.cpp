@@ -1,0 +1,72 @@
+// Reference causal GQA attention over the paged KV cache, in f32 with an exact (two-pass) softmax.
+// Parallel over (sequence, query token, query head); each task reads its sequence's K/V through the block table.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace rl {
+
+void cpu_paged_attention(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                         const Tensor& out) {
+  const QkvLayout& l = meta.layout;
+  const int64_t num_heads = l.num_heads, d = l.head_dim, row = l.row();
+  const int64_t num_kv_heads = cache.num_kv_heads(), bs = cache.block_size();
+  const int64_t group = num_heads / num_kv_heads;
+  const int64_t max_blocks = meta.block_tables.dim(1);
+  const int32_t* cu = meta.cu_seqlens_q.i32();
+  const int32_t* seq_lens = meta.seq_lens_k.i32();
+  const int32_t* tables = meta.block_tables.i32();
+  const float* kc = cache.k.as<float>();
+  const float* vc = cache.v.as<float>();
+  RL_CHECK(cache.k.dtype == DType::kF32 && cache.head_dim() == d);
+
+  // Flatten (token, head) into tasks; find each token's sequence by its cu_seqlens interval.
+  const int64_t num_tokens = qkv.dim(0);
+  std::vector<int32_t> seq_of(static_cast<size_t>(num_tokens));
+  for (int64_t s = 0; s < meta.num_seqs; ++s)
+    for (int32_t i = cu[s]; i < cu[s + 1]; ++i) seq_of[static_cast<size_t>(i)] = static_cast<int32_t>(s);
+
+  pool.parallel_for(num_tokens * num_heads, [&](int64_t b, int64_t e, int) {
+    std::vector<float> scores(static_cast<size_t>(meta.max_seqlen_k));
+    std::vector<float> acc(static_cast<size_t>(d));
+    for (int64_t task = b; task < e; ++task) {
+      int64_t tok = task / num_heads, h = task % num_heads, kvh = h / group;
+      int32_t s = seq_of[static_cast<size_t>(tok)];
+      int64_t qlen = cu[s + 1] - cu[s];
+      int64_t pos = seq_lens[s] - qlen + (tok - cu[s]);
+      int64_t nk = pos + 1;  // causal: keys at positions 0..pos
+      RL_CHECK((nk + bs - 1) / bs <= max_blocks);
+      const float* qv = qkv.f32() + tok * row + h * d;
+      const int32_t* table = tables + s * max_blocks;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < nk; ++j) {
+        int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
+        const float* kv = kc + (slot * num_kv_heads + kvh) * d;
+        float dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += qv[c] * kv[c];
+        scores[static_cast<size_t>(j)] = dot * meta.scale;
+        mx = std::max(mx, scores[static_cast<size_t>(j)]);
+      }
+      float sum = 0;
+      for (int64_t j = 0; j < nk; ++j) {
+        float p = std::exp(scores[static_cast<size_t>(j)] - mx);
+        scores[static_cast<size_t>(j)] = p;
+        sum += p;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < nk; ++j) {
+        int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
+        const float* vv = vc + (slot * num_kv_heads + kvh) * d;
+        float p = scores[static_cast<size_t>(j)];
+        for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p * vv[c];
+      }
+      float* o = out.f32() + (tok * num_heads + h) * d;
+      float inv = 1.0f / sum;
+      for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv;
+    }
+  });
+}
+
+}  // namespace rl

@@ -1,0 +1,220 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/random.h"
+
+namespace rl {
+
+CpuBackend::CpuBackend(int num_threads) : pool_(num_threads) {}
+
+std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.num_threads()) + " threads)"; }
+
+void* CpuBackend::alloc(size_t nbytes) {
+  size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void CpuBackend::free(void* p) { std::free(p); }
+void CpuBackend::upload(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+void CpuBackend::download(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+void CpuBackend::fill_zero(void* dst, size_t n) { std::memset(dst, 0, n); }
+
+void CpuBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {
+  long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  *total_bytes = static_cast<size_t>(pages) * static_cast<size_t>(page);
+  *free_bytes = static_cast<size_t>(avail) * static_cast<size_t>(page);
+}
+
+namespace {
+
+// Reads row `r` of a [rows, cols] f32/bf16 tensor into f32.
+inline void load_row(const Tensor& t, int64_t r, float* dst, int64_t cols) {
+  if (t.dtype == DType::kF32) {
+    std::memcpy(dst, t.as<float>() + r * cols, static_cast<size_t>(cols) * 4);
+  } else {
+    convert_to_f32(t.as<uint16_t>() + r * cols, t.dtype, dst, static_cast<size_t>(cols));
+  }
+}
+
+inline void rms_norm_row(const float* x, const Tensor& weight, float* out, int64_t h, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < h; ++i) ss += static_cast<double>(x[i]) * x[i];
+  float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(h)) + eps);
+  if (weight.dtype == DType::kF32) {
+    const float* w = weight.as<float>();
+    for (int64_t i = 0; i < h; ++i) out[i] = w[i] * (x[i] * inv);
+  } else {
+    const uint16_t* w = weight.as<uint16_t>();
+    for (int64_t i = 0; i < h; ++i) out[i] = bf16_to_f32(w[i]) * (x[i] * inv);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  int64_t n = ids.numel(), h = table.dim(1), vocab = table.dim(0);
+  const int32_t* id = ids.i32();
+  float* o = out.f32();
+  pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      RL_CHECK_MSG(id[i] >= 0 && id[i] < vocab, "token id %d outside the vocabulary", id[i]);
+      load_row(table, id[i], o + i * h, h);
+    }
+  });
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p) {
+  int64_t h = x.dim(-1);
+  const float* xs = x.f32();
+  float* o = out.f32();
+  pool_.parallel_for(x.rows(), [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) rms_norm_row(xs + r * h, weight, o + r * h, h, p.eps);
+  });
+}
+
+void CpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& out,
+                              const NormParams& p) {
+  int64_t h = x.dim(-1);
+  float* res = residual.f32();
+  const float* xs = x.f32();
+  float* o = out.f32();
+  pool_.parallel_for(x.rows(), [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      float* rr = res + r * h;
+      for (int64_t i = 0; i < h; ++i) rr[i] += xs[r * h + i];
+      rms_norm_row(rr, weight, o + r * h, h, p.eps);
+    }
+  });
+}
+
+void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
+  RL_CHECK(w.dim(1) == k && y.dim(-1) == n && y.rows() == m);
+  if (w.dtype == DType::kF32) {
+    cpu_gemm_f32(pool_, x.f32(), w.as<float>(), y.f32(), m, n, k);
+  } else {
+    RL_CHECK(w.dtype == DType::kBF16);
+    cpu_gemm_bf16(pool_, x.f32(), w.as<uint16_t>(), y.f32(), m, n, k);
+  }
+  if (bias.data) {
+    std::vector<float> b(static_cast<size_t>(n));
+    load_row(bias, 0, b.data(), n);
+    float* ys = y.f32();
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) ys[r * n + j] += b[static_cast<size_t>(j)];
+  }
+}
+
+void CpuBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                              const Tensor& positions, const RopeParams& rope, const NormParams& norm) {
+  const QkvLayout& l = rope.layout;
+  const int64_t t = qkv.dim(0), d = l.head_dim, half = d / 2, row = l.row();
+  RL_CHECK(qkv.dim(-1) == row && d <= 1024);
+  const int32_t* pos = positions.i32();
+  auto apply = [&](float* v, const Tensor& nw, const float* cs, const float* sn) {
+    if (nw.data) {
+      float tmp[1024];
+      rms_norm_row(v, nw, tmp, d, norm.eps);
+      std::memcpy(v, tmp, static_cast<size_t>(d) * 4);
+    }
+    for (int64_t i = 0; i < half; ++i) {
+      float a = v[i], b = v[i + half];
+      v[i] = a * cs[i] - b * sn[i];
+      v[i + half] = b * cs[i] + a * sn[i];
+    }
+  };
+  pool_.parallel_for(t, [&](int64_t b, int64_t e, int) {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    for (int64_t r = b; r < e; ++r) {
+      // As transformers: angle = float(position) * inv_freq in f32, then cos/sin in f32.
+      float p = static_cast<float>(pos[r]);
+      for (int64_t i = 0; i < half; ++i) {
+        float ang = p * rope.inv_freq[i];
+        cs[static_cast<size_t>(i)] = std::cos(ang);
+        sn[static_cast<size_t>(i)] = std::sin(ang);
+      }
+      float* base = qkv.f32() + r * row;
+      for (int64_t h = 0; h < l.num_heads; ++h) apply(base + h * d, q_norm, cs.data(), sn.data());
+      for (int64_t h = 0; h < l.num_kv_heads; ++h) {
+        apply(base + l.k_offset() + h * d, k_norm, cs.data(), sn.data());
+      }
+    }
+  });
+}
+
+void CpuBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& slot_mapping,
+                          const KvLayer& cache) {
+  const int64_t t = qkv.dim(0), kv_row = l.num_kv_heads * l.head_dim, row = l.row();
+  const int64_t num_slots = cache.k.dim(0) * cache.block_size();
+  const int32_t* slots = slot_mapping.i32();
+  RL_CHECK(cache.k.dtype == DType::kF32 && cache.num_kv_heads() * cache.head_dim() == kv_row);
+  for (int64_t i = 0; i < t; ++i) {
+    if (slots[i] < 0) continue;
+    RL_CHECK(slots[i] < num_slots);
+    const float* src = qkv.f32() + i * row;
+    std::memcpy(cache.k.as<float>() + slots[i] * kv_row, src + l.k_offset(), static_cast<size_t>(kv_row) * 4);
+    std::memcpy(cache.v.as<float>() + slots[i] * kv_row, src + l.v_offset(), static_cast<size_t>(kv_row) * 4);
+  }
+}
+
+void CpuBackend::attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                           const Tensor& out) {
+  cpu_paged_attention(pool_, qkv, cache, meta, out);
+}
+
+void CpuBackend::fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) {
+  const int64_t n = t.numel();
+  pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      float v = lo + (hi - lo) * uniform_from_counter(seed, static_cast<uint64_t>(i));
+      if (t.dtype == DType::kF32) t.as<float>()[i] = v;
+      else t.as<uint16_t>()[i] = f32_to_bf16(v);
+    }
+  }, 4096);
+}
+
+void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
+  int64_t inter = out.dim(-1);
+  const float* gu = gate_up.f32();
+  float* o = out.f32();
+  pool_.parallel_for(out.rows(), [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* g = gu + r * 2 * inter;
+      const float* u = g + inter;
+      for (int64_t i = 0; i < inter; ++i) o[r * inter + i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    }
+  });
+}
+
+void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) {
+  int64_t h = x.dim(-1), n = indices.numel();
+  size_t es = dtype_size(x.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t r = indices.i32()[i];
+    RL_CHECK(r >= 0 && r < x.rows());
+    std::memcpy(static_cast<char*>(out.data) + static_cast<size_t>(i * h) * es,
+                static_cast<const char*>(x.data) + static_cast<size_t>(r * h) * es, static_cast<size_t>(h) * es);
+  }
+}
+
+void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
+  RL_CHECK(src.numel() == dst.numel());
+  size_t n = static_cast<size_t>(src.numel());
+  if (src.dtype == dst.dtype) {
+    std::memcpy(dst.data, src.data, src.nbytes());
+  } else if (dst.dtype == DType::kF32) {
+    convert_to_f32(src.data, src.dtype, dst.f32(), n);
+  } else {
+    RL_CHECK(src.dtype == DType::kF32);
+    convert_from_f32(src.f32(), dst.data, dst.dtype, n);
+  }
+}
+
+}  // namespace rl

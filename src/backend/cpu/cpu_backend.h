@@ -1,0 +1,58 @@
+// The CPU backend: the correctness reference for every other backend, multithreaded over a ThreadPool.
+// Activations are f32; weights f32 (OpenBLAS sgemm) or bf16 (our own converting GEMV/GEMM).
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace rl {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int num_threads);
+
+  DeviceKind device() const override { return DeviceKind::kCpu; }
+  std::string name() const override;
+  DType act_dtype() const override { return DType::kF32; }
+  bool supports_weight_dtype(DType dt) const override { return dt == DType::kF32 || dt == DType::kBF16; }
+
+  void* alloc(size_t nbytes) override;
+  void free(void* p) override;
+  void upload(void* dst, const void* host_src, size_t nbytes) override;
+  void download(void* host_dst, const void* src, size_t nbytes) override;
+  void fill_zero(void* dst, size_t nbytes) override;
+  void synchronize() override {}
+  void memory_info(size_t* free_bytes, size_t* total_bytes) override;
+
+  void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p) override;
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& out,
+                    const NormParams& p) override;
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override;
+  void qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                    const RopeParams& rope, const NormParams& norm) override;
+  void kv_write(const Tensor& qkv, const QkvLayout& layout, const Tensor& slot_mapping,
+                const KvLayer& cache) override;
+  void attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                 const Tensor& out) override;
+  void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
+  void cast(const Tensor& src, const Tensor& dst) override;
+
+  ThreadPool& pool() { return pool_; }
+
+ private:
+  ThreadPool pool_;
+};
+
+// GEMM kernels shared by CpuBackend::linear (cpu_gemm.cpp). y: [M, N] f32 = x [M, K] f32 · wᵀ (w [N, K]).
+void cpu_gemm_f32(ThreadPool& pool, const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k);
+void cpu_gemm_bf16(ThreadPool& pool, const float* x, const uint16_t* w, float* y, int64_t m, int64_t n, int64_t k);
+// Causal paged attention (cpu_attention.cpp).
+void cpu_paged_attention(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                         const Tensor& out);
+
+}  // namespace rl

@@ -1,0 +1,56 @@
+// Op parameter structs and the metadata attention needs. Plain data only: backends interpret them.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace rl {
+
+// The fused projection output qkv: [T, (num_heads + 2 * num_kv_heads) * head_dim], per token q heads, then k
+// heads, then v heads. Ops that read q, k or v take this layout instead of separate tensors, so one GEMM
+// produces all three and no copy splits them.
+struct QkvLayout {
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t row() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
+  int64_t k_offset() const { return num_heads * head_dim; }
+  int64_t v_offset() const { return (num_heads + num_kv_heads) * head_dim; }
+};
+
+struct RopeParams {
+  QkvLayout layout;
+  // inv_freq[head_dim / 2], f32, in the backend's memory: precomputed once (with llama3 scaling applied) by the
+  // model, so kernels never see scaling types.
+  const float* inv_freq = nullptr;
+};
+
+struct NormParams {
+  float eps = 1e-6f;
+};
+
+// The paged KV cache of one layer: K and V as [num_blocks, block_size, num_kv_heads, head_dim].
+struct KvLayer {
+  Tensor k;
+  Tensor v;
+  int64_t block_size() const { return k.shape[1]; }
+  int64_t num_kv_heads() const { return k.shape[2]; }
+  int64_t head_dim() const { return k.shape[3]; }
+};
+
+// Per-step attention metadata (vLLM v1 style, flattened: prefill chunks and decode tokens mix in one batch).
+// Device tensors are in the backend's memory; the host_* fields mirror what kernels need for dispatch.
+struct AttentionMetadata {
+  Tensor cu_seqlens_q;  // i32 [num_seqs + 1]: query tokens of sequence s are rows [cu[s], cu[s+1])
+  Tensor seq_lens_k;    // i32 [num_seqs]: context length of s including this step's tokens
+  Tensor block_tables;  // i32 [num_seqs, max_blocks_per_seq]: KV block ids of s, in order
+  int64_t num_seqs = 0;
+  int64_t max_seqlen_q = 0;
+  int64_t max_seqlen_k = 0;
+  bool all_decode = false;  // every sequence has exactly one query token
+  QkvLayout layout;
+  float scale = 1.0f;       // softmax scale, usually head_dim^-0.5
+};
+
+}  // namespace rl

@@ -1,0 +1,92 @@
+#include "model/weights.h"
+
+#include <cstring>
+
+namespace rl {
+
+Result<std::unique_ptr<WeightLoader>> WeightLoader::create(const std::string& model_dir, Backend* backend,
+                                                           const LoadOptions& opts, uint64_t total_bytes) {
+  auto w = std::make_unique<WeightLoader>();
+  w->backend_ = backend;
+  w->opts_ = opts;
+  if (!opts.dummy_weights) {
+    RL_ASSIGN_OR_RETURN(WeightStore store, WeightStore::open(model_dir));
+    w->store_ = std::move(store);
+  }
+  if (!backend->supports_weight_dtype(opts.weight_dtype)) {
+    return Status::error("backend " + backend->name() + " cannot compute with " +
+                         std::string(dtype_name(opts.weight_dtype)) + " weights");
+  }
+  w->progress_ = std::make_unique<ProgressBar>("loading weights", total_bytes);
+  return w;
+}
+
+bool WeightLoader::has(const std::string& name) const { return !store_ || store_->find(name) != nullptr; }
+
+Result<Tensor> WeightLoader::load(const std::vector<std::string>& names,
+                                  const std::vector<std::vector<int64_t>>& shapes, float dummy_scale,
+                                  std::optional<float> dummy_fill) {
+  RL_CHECK(names.size() == shapes.size() && !names.empty());
+  const int64_t cols = shapes[0].size() == 2 ? shapes[0][1] : 1;
+  int64_t rows = 0;
+  for (const auto& s : shapes) {
+    RL_CHECK(s.size() == shapes[0].size() && (s.size() == 1 || s[1] == cols));
+    rows += s[0];
+  }
+  const DType dt = opts_.weight_dtype;
+  const size_t es = dtype_size(dt);
+  DeviceBuffer buf(backend_, static_cast<size_t>(rows * cols) * es);
+  Tensor out = shapes[0].size() == 2 ? Tensor(buf.data(), dt, {rows, cols}) : Tensor(buf.data(), dt, {rows});
+
+  int64_t row0 = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto& shape = shapes[i];
+    Tensor part = out.slice_rows(row0, shape[0]);
+    row0 += shape[0];
+    if (!store_) {
+      ++counter_;
+      if (dummy_fill) {
+        backend_->fill_uniform(part, counter_, *dummy_fill, *dummy_fill);
+      } else {
+        backend_->fill_uniform(part, opts_.dummy_seed * 1000003ull + counter_, -dummy_scale, dummy_scale);
+      }
+      bytes_loaded_ += part.nbytes();
+      progress_->update(bytes_loaded_);
+      continue;
+    }
+    const TensorInfo* t = store_->find(names[i]);
+    if (!t) return Status::error("weights: tensor \"" + names[i] + "\" not found in the model's safetensors");
+    std::vector<int64_t> want = shape;
+    if (t->shape != want) {
+      std::string ws = "[";
+      for (size_t j = 0; j < want.size(); ++j) ws += (j ? ", " : "") + std::to_string(want[j]);
+      return Status::error(t->file + ": tensor \"" + names[i] + "\" has shape " + t->shape_str() +
+                           " but the config implies " + ws + "]");
+    }
+    // Convert on the host into the storage dtype, in chunks, then upload.
+    const int64_t n = part.numel();
+    constexpr int64_t kChunk = 1 << 22;
+    std::vector<float> f32(static_cast<size_t>(std::min(n, kChunk)));
+    std::vector<unsigned char> staged(static_cast<size_t>(std::min(n, kChunk)) * es);
+    for (int64_t off = 0; off < n; off += kChunk) {
+      int64_t cnt = std::min(kChunk, n - off);
+      const unsigned char* src = t->data + static_cast<size_t>(off) * dtype_size(t->dtype);
+      void* dst = static_cast<char*>(part.data) + static_cast<size_t>(off) * es;
+      if (t->dtype == dt) {
+        backend_->upload(dst, src, static_cast<size_t>(cnt) * es);
+      } else {
+        convert_to_f32(src, t->dtype, f32.data(), static_cast<size_t>(cnt));
+        convert_from_f32(f32.data(), staged.data(), dt, static_cast<size_t>(cnt));
+        backend_->upload(dst, staged.data(), static_cast<size_t>(cnt) * es);
+      }
+      bytes_loaded_ += static_cast<uint64_t>(cnt) * es;
+      progress_->update(bytes_loaded_);
+    }
+  }
+  buffers_.push_back(std::move(buf));
+  return out;
+}
+
+void WeightLoader::finish() { progress_->finish(); }
+
+}  // namespace rl

@@ -1,0 +1,47 @@
+// Binding weights by their Hugging Face names: each tensor is checked against the shape the architecture
+// expects, converted to the storage dtype and uploaded to the backend once. With dummy weights, tensors are
+// filled on the backend with seeded uniform values instead.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/log.h"
+#include "loader/safetensors.h"
+#include "model/model.h"
+
+namespace rl {
+
+class WeightLoader {
+ public:
+  // Opens the folder's safetensors (unless opts.dummy_weights). total_bytes drives the progress bar.
+  static Result<std::unique_ptr<WeightLoader>> create(const std::string& model_dir, Backend* backend,
+                                                      const LoadOptions& opts, uint64_t total_bytes);
+
+  bool has(const std::string& name) const;
+  // Loads the named tensors (concatenated along dim 0 when several, e.g. q/k/v → qkv), each with the shape
+  // given in `shapes`, into one backend tensor of the storage dtype. Dummy: uniform in [-scale, scale] (or
+  // `fill` exactly when set, for norm weights).
+  Result<Tensor> load(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+                      float dummy_scale, std::optional<float> dummy_fill = std::nullopt);
+  void finish();
+
+  // Every allocation made by load(); the model keeps them alive.
+  std::vector<DeviceBuffer> take_buffers() { return std::move(buffers_); }
+  uint64_t bytes_loaded() const { return bytes_loaded_; }
+
+ private:
+  Backend* backend_ = nullptr;
+  LoadOptions opts_;
+  std::optional<WeightStore> store_;
+  std::vector<DeviceBuffer> buffers_;
+  std::unique_ptr<ProgressBar> progress_;
+  uint64_t bytes_loaded_ = 0;
+  uint64_t counter_ = 0;
+};
+
+}  // namespace rl

@@ -1,0 +1,158 @@
+// Golden tests: our CPU forward pass against transformers on tiny random checkpoints (tests/data/golden).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/file.h"
+#include "core/json.h"
+#include "loader/safetensors.h"
+#include "model/model.h"
+#include "runtime/kv_storage.h"
+#include "runtime/model_runner.h"
+
+namespace rl {
+namespace {
+
+const std::string kGoldenDir = std::string(RIDGELINE_SOURCE_DIR) + "/tests/data/golden/";
+
+struct Golden {
+  std::vector<int32_t> prompt, greedy;
+  std::vector<float> logits;  // [positions, vocab]
+  int64_t vocab = 0;
+};
+
+Golden load_golden(const std::string& dir) {
+  Golden g;
+  auto j = load_json_file(dir + "/golden.json");
+  EXPECT_TRUE(j.is_ok()) << j.message();
+  for (auto v : (*j)["prompt_ids"]) g.prompt.push_back(v.get<int32_t>());
+  for (auto v : (*j)["greedy_ids"]) g.greedy.push_back(v.get<int32_t>());
+  auto f = SafetensorsFile::open(dir + "/logits.safetensors");
+  EXPECT_TRUE(f.is_ok()) << f.message();
+  const TensorInfo& t = (*f)->tensors().at("logits");
+  g.vocab = t.shape[1];
+  g.logits.resize(static_cast<size_t>(t.numel()));
+  convert_to_f32(t.data, t.dtype, g.logits.data(), g.logits.size());
+  return g;
+}
+
+// A model with a KV cache of `num_blocks` blocks of 16 and a runner able to return logits for every token.
+struct Harness {
+  CpuBackend backend{2};
+  std::unique_ptr<Model> model;
+  std::unique_ptr<KvStorage> kv;
+  std::unique_ptr<ModelRunner> runner;
+  std::vector<int32_t> block_table;
+
+  explicit Harness(const std::string& dir, DType wdt = DType::kF32) {
+    LoadOptions opts;
+    opts.weight_dtype = wdt;
+    auto m = load_model(dir, &backend, opts);
+    EXPECT_TRUE(m.is_ok()) << m.message();
+    model = std::move(m).value();
+    kv = std::make_unique<KvStorage>(&backend, model->config(), 16, 16, DType::kF32);
+    RunnerLimits lim;
+    lim.max_num_tokens = 64;
+    lim.max_num_seqs = 4;
+    lim.max_model_len = 64;
+    lim.max_num_logits = 64;
+    runner = std::make_unique<ModelRunner>(model.get(), kv.get(), lim);
+    // Non-contiguous, descending block ids: exercises the block table rather than a flat layout.
+    block_table = {13, 7, 2, 11};
+  }
+
+  // Feeds tokens[begin, end) as one step after `begin` computed tokens; returns all their logits.
+  std::vector<float> feed(const std::vector<int32_t>& tokens, int64_t begin, int64_t end, bool all) {
+    SeqStep s;
+    s.token_ids = tokens.data() + begin;
+    s.num_new_tokens = end - begin;
+    s.num_computed = begin;
+    s.block_table = block_table.data();
+    s.num_blocks = static_cast<int64_t>(block_table.size());
+    s.all_logits = all;
+    std::vector<float> logits;
+    runner->step({s}, &logits);
+    return logits;
+  }
+};
+
+float max_abs_diff(const float* a, const float* b, size_t n) {
+  float m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTest, TeacherForcedLogitsMatchTransformers) {
+  const std::string dir = kGoldenDir + GetParam();
+  Golden g = load_golden(dir);
+  Harness h(dir);
+  std::vector<int32_t> seq = g.prompt;
+  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const int64_t n = static_cast<int64_t>(seq.size());
+  std::vector<float> logits = h.feed(seq, 0, n, /*all=*/true);
+  ASSERT_EQ(logits.size(), g.logits.size());
+  EXPECT_LE(max_abs_diff(logits.data(), g.logits.data(), logits.size()), 1e-4f);
+}
+
+TEST_P(GoldenTest, ChunkedPrefillThroughPagedCacheGivesSameLogits) {
+  const std::string dir = kGoldenDir + GetParam();
+  Golden g = load_golden(dir);
+  Harness h(dir);
+  std::vector<int32_t> seq = g.prompt;
+  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const int64_t n = static_cast<int64_t>(seq.size());
+  // Chunks of 5 cross the 16-token block boundaries at different offsets.
+  for (int64_t b = 0; b < n; b += 5) {
+    int64_t e = std::min(n, b + 5);
+    std::vector<float> logits = h.feed(seq, b, e, /*all=*/true);
+    ASSERT_EQ(static_cast<int64_t>(logits.size()), (e - b) * g.vocab);
+    EXPECT_LE(max_abs_diff(logits.data(), g.logits.data() + b * g.vocab, logits.size()), 1e-4f)
+        << "chunk starting at " << b;
+  }
+}
+
+TEST_P(GoldenTest, GreedyTokensIdentical) {
+  const std::string dir = kGoldenDir + GetParam();
+  Golden g = load_golden(dir);
+  Harness h(dir);
+  std::vector<int32_t> seq = g.prompt;
+  std::vector<float> logits = h.feed(seq, 0, static_cast<int64_t>(seq.size()), false);
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < g.greedy.size(); ++i) {
+    int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    seq.push_back(next);
+    int64_t len = static_cast<int64_t>(seq.size());
+    logits = h.feed(seq, len - 1, len, false);
+  }
+  EXPECT_EQ(out, g.greedy);
+}
+
+TEST_P(GoldenTest, Bf16WeightsStayCloseToTransformers) {
+  const std::string dir = kGoldenDir + GetParam();
+  Golden g = load_golden(dir);
+  Harness h(dir, DType::kBF16);
+  std::vector<int32_t> seq = g.prompt;
+  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  std::vector<float> logits = h.feed(seq, 0, static_cast<int64_t>(seq.size()), true);
+  ASSERT_EQ(logits.size(), g.logits.size());
+  // bf16 has 8 bits of mantissa: relative error of the whole logit tensor around 1e-2.
+  double num = 0, den = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    num += (logits[i] - g.logits[i]) * (logits[i] - g.logits[i]);
+    den += g.logits[i] * g.logits[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 2e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
+                         ::testing::Values("llama_gqa_llama3rope", "llama_headdim_tied_bias", "mistral_sharded",
+                                           "qwen2_qkv_bias", "qwen3_qknorm_tied", "qwen3_bias_gqa"));
+
+}  // namespace
+}  // namespace rl
