@@ -1,0 +1,67 @@
+// One sequence's state as the scheduler sees it. Owned by the Scheduler while live; handed back to the
+// engine (unique_ptr) when it finishes or is aborted.
+//
+// Invariants: token_ids = prompt (num_prompt_tokens) then outputs, append-only; 0 <= num_computed_tokens <=
+// num_tokens(); a running request's KV blocks cover at least num_computed_tokens tokens; a preempted request
+// holds no blocks and has num_computed_tokens == 0.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/kv_types.h"
+#include "sched/sampling_params.h"
+
+namespace rl {
+
+enum class RequestStatus {
+  kWaiting,
+  kRunning,
+  kPreempted,  // waiting again, to be recomputed from scratch
+  kFinishedStopped,  // EOS or a stop token id (or a stop string, reported by the engine through finish())
+  kFinishedLength,   // max_tokens or max_model_len
+  kFinishedAborted,
+  kFinishedError,
+};
+
+const char* request_status_name(RequestStatus status);
+inline bool is_finished(RequestStatus s) { return s >= RequestStatus::kFinishedStopped; }
+
+struct Request {
+  std::string id;
+  std::vector<TokenId> token_ids;
+  int32_t num_prompt_tokens = 0;
+  SamplingParams params;
+  std::vector<TokenId> eos_token_ids;
+
+  RequestStatus status = RequestStatus::kWaiting;
+  int32_t num_computed_tokens = 0;
+  int32_t num_cached_prompt_tokens = 0;  // prefix-cache hit at the first admission
+  int32_t num_preemptions = 0;
+  std::optional<TokenId> stop_token;     // the EOS / stop id that finished it
+
+  // Set by the scheduler: the arrival order (also the KV key) and timestamps (seconds, Scheduler's clock).
+  uint64_t arrival_seq = 0;
+  double arrival_time = 0.0;
+  std::optional<double> first_scheduled_time;
+  std::optional<double> first_token_time;
+  std::optional<double> last_token_time;
+  std::optional<double> finished_time;
+
+  Request() = default;
+  Request(std::string request_id, std::vector<TokenId> prompt, SamplingParams sampling,
+          std::vector<TokenId> eos = {});
+
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const TokenId> prompt_token_ids() const { return {token_ids.data(), size_t(num_prompt_tokens)}; }
+  std::span<const TokenId> output_token_ids() const {
+    return std::span<const TokenId>(token_ids).subspan(num_prompt_tokens);
+  }
+  int32_t max_tokens() const { return params.max_tokens.value_or(0); }
+};
+
+}  // namespace rl

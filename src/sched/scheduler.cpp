@@ -1,0 +1,278 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace rl {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+bool contains(const std::vector<TokenId>& ids, TokenId t) {
+  return std::find(ids.begin(), ids.end(), t) != ids.end();
+}
+
+}  // namespace
+
+Status SchedulerConfig::validate() const {
+  if (max_num_batched_tokens < 1) return Status::error("scheduler: max_num_batched_tokens must be >= 1");
+  if (max_num_seqs < 1) return Status::error("scheduler: max_num_seqs must be >= 1");
+  if (max_model_len < 2) return Status::error("scheduler: max_model_len must be >= 2");
+  if (max_waiting < 1) return Status::error("scheduler: max_waiting must be >= 1");
+  if (long_prefill_token_threshold < 0) return Status::error("scheduler: long_prefill_token_threshold < 0");
+  if (kv.block_size < 1) return Status::error("scheduler: block_size must be >= 1");
+  if (kv.num_blocks < 2) return Status::error("scheduler: num_blocks must be >= 2 (block 0 is reserved)");
+  return Status::ok();
+}
+
+Scheduler::Scheduler(SchedulerConfig config, Clock clock)
+    : config_(std::move(config)), clock_(std::move(clock)), kv_(config_.kv) {
+  const Status st = config_.validate();
+  RL_CHECK_MSG(st.is_ok(), "%s", st.message().c_str());
+  if (!clock_) clock_ = now_seconds;
+}
+
+KvRequestView Scheduler::kv_view(const Request& r) const {
+  return KvRequestView{r.arrival_seq, r.token_ids, r.num_computed_tokens, r.params.cache_salt};
+}
+
+AddResult Scheduler::add_request(Request request) {
+  const auto reject = [&](const std::string& why) {
+    return AddResult{AddError::kRejected, Status::error("request '" + request.id + "': " + why)};
+  };
+  if (request.id.empty()) return reject("empty request id");
+  if (requests_.count(request.id) != 0) return reject("duplicate request id");
+  if (request.num_prompt_tokens != request.num_tokens()) return reject("must not carry output tokens");
+  if (request.num_prompt_tokens == 0) return reject("empty prompt");
+  if (Status st = request.params.validate(); !st.is_ok()) return reject(st.message());
+  const int64_t prompt = request.num_prompt_tokens;
+  if (prompt >= config_.max_model_len) {
+    return reject("prompt has " + str(prompt) + " tokens, max_model_len is " + str(config_.max_model_len));
+  }
+  if (!request.params.max_tokens) {
+    request.params.max_tokens = config_.max_model_len - static_cast<int32_t>(prompt);
+  }
+  const int64_t total = prompt + *request.params.max_tokens;
+  if (total > config_.max_model_len) {
+    return reject("prompt (" + str(prompt) + " tokens) + max_tokens (" + str(*request.params.max_tokens) +
+                  ") exceeds max_model_len (" + str(config_.max_model_len) + ")");
+  }
+  // The last sampled token never needs a KV slot, so a request needs room for total - 1 tokens.
+  const int64_t num_blocks_needed = (total - 1 + kv_.block_size() - 1) / kv_.block_size();
+  if (num_blocks_needed > kv_.num_usable_blocks()) {
+    return reject("needs " + str(num_blocks_needed) + " KV blocks, only " + str(kv_.num_usable_blocks()) +
+                  " exist");
+  }
+  if (!config_.enable_chunked_prefill && prompt > config_.max_num_batched_tokens) {
+    return reject("prompt has " + str(prompt) + " tokens, more than max_num_batched_tokens (" +
+                  str(config_.max_num_batched_tokens) + ") without chunked prefill");
+  }
+  if (num_waiting() >= config_.max_waiting) {
+    return AddResult{AddError::kQueueFull, Status::error("request '" + request.id + "': the waiting queue is full (" +
+                                                         str(config_.max_waiting) + " requests)")};
+  }
+  auto owned = std::make_unique<Request>(std::move(request));
+  owned->status = RequestStatus::kWaiting;
+  owned->num_computed_tokens = 0;
+  owned->arrival_seq = next_arrival_seq_++;
+  owned->arrival_time = clock_();
+  waiting_.push_back(owned.get());
+  requests_.emplace(owned->id, std::move(owned));
+  return AddResult{};
+}
+
+void Scheduler::preempt(Request* r) {
+  kv_.free(r->arrival_seq);
+  r->status = RequestStatus::kPreempted;
+  r->num_computed_tokens = 0;
+  ++r->num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_front(r);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  out.finished_request_ids = std::move(finished_since_schedule_);
+  finished_since_schedule_.clear();
+  int32_t budget = config_.max_num_batched_tokens;
+  const double now = clock_();
+
+  const auto emit = [&](Request* r, int32_t num_new, bool is_new) {
+    ScheduledRequest s;
+    s.request = r;
+    s.num_computed_tokens = r->num_computed_tokens;
+    s.num_scheduled_tokens = num_new;
+    s.token_ids = std::span<const TokenId>(r->token_ids).subspan(r->num_computed_tokens, num_new);
+    auto table = kv_.block_table(r->arrival_seq);
+    s.block_table.assign(table.begin(), table.end());
+    s.samples = r->num_computed_tokens + num_new == r->num_tokens();
+    s.is_new = is_new;
+    out.scheduled.push_back(std::move(s));
+    out.num_scheduled_tokens += num_new;
+    budget -= num_new;
+  };
+  const auto clamp = [&](int32_t num_new) {
+    if (config_.long_prefill_token_threshold > 0) {
+      num_new = std::min(num_new, config_.long_prefill_token_threshold);
+    }
+    return std::min(num_new, budget);
+  };
+
+  // Running requests first, oldest first; preemption takes the newest, which has not been scheduled yet.
+  bool preempted_any = false;
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* r = running_[i];
+    const int32_t num_new = clamp(r->num_tokens() - r->num_computed_tokens);
+    RL_CHECK(num_new > 0);
+    bool self_preempted = false;
+    while (!kv_.allocate_slots(kv_view(*r), num_new)) {
+      Request* victim = running_.back();
+      running_.pop_back();
+      preempt(victim);
+      out.preempted_request_ids.push_back(victim->id);
+      preempted_any = true;
+      if (victim == r) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    emit(r, num_new, false);
+    ++i;
+  }
+
+  // Then waiting requests in order, unless this step had to preempt (blocks are scarce).
+  while (!preempted_any && !waiting_.empty() && budget > 0 && num_running() < config_.max_num_seqs) {
+    Request* r = waiting_.front();
+    RL_CHECK(r->num_computed_tokens == 0);
+    ComputedBlocks hit = kv_.get_computed_blocks(kv_view(*r));
+    const int32_t num_remaining = r->num_tokens() - hit.num_computed_tokens;
+    if (!config_.enable_chunked_prefill && num_remaining > budget) break;
+    const int32_t num_new = clamp(num_remaining);
+    if (!kv_.allocate_slots(kv_view(*r), num_new, &hit)) break;
+    waiting_.pop_front();
+    running_.push_back(r);
+    if (!r->first_scheduled_time) {
+      r->first_scheduled_time = now;
+      r->num_cached_prompt_tokens = hit.num_computed_tokens;
+    }
+    r->status = RequestStatus::kRunning;
+    r->num_computed_tokens = hit.num_computed_tokens;
+    emit(r, num_new, true);
+  }
+  return out;
+}
+
+std::optional<RequestStatus> Scheduler::stop_status(const Request& r) const {
+  const TokenId last = r.token_ids.back();
+  // The sampler suppresses EOS and stop ids while fewer than min_tokens outputs exist; agree with it here.
+  if (r.num_output_tokens() > r.params.min_tokens) {
+    if (!r.params.ignore_eos && contains(r.eos_token_ids, last)) return RequestStatus::kFinishedStopped;
+    if (contains(r.params.stop_token_ids, last)) return RequestStatus::kFinishedStopped;
+  }
+  if (r.num_output_tokens() >= r.max_tokens()) return RequestStatus::kFinishedLength;
+  if (r.num_tokens() >= config_.max_model_len) return RequestStatus::kFinishedLength;
+  return std::nullopt;
+}
+
+UpdateResult Scheduler::update_from_output(const SchedulerOutput& output,
+                                           std::span<const TokenId> sampled_token_ids) {
+  RL_CHECK(sampled_token_ids.size() == output.scheduled.size());
+  UpdateResult result;
+  const double now = clock_();
+  for (size_t i = 0; i < output.scheduled.size(); ++i) {
+    const ScheduledRequest& s = output.scheduled[i];
+    auto it = requests_.find(s.request->id);
+    // Finished or preempted since this output was made: its chunk no longer counts.
+    if (it == requests_.end() || it->second.get() != s.request) continue;
+    Request* r = it->second.get();
+    if (r->status != RequestStatus::kRunning || r->num_computed_tokens != s.num_computed_tokens) continue;
+    r->num_computed_tokens += s.num_scheduled_tokens;
+    std::optional<RequestStatus> finished;
+    if (s.samples) {
+      const TokenId token = sampled_token_ids[i];
+      r->token_ids.push_back(token);
+      if (!r->first_token_time) {
+        r->first_token_time = now;
+        num_prompt_tokens_ += r->num_prompt_tokens;
+      }
+      r->last_token_time = now;
+      ++num_generation_tokens_;
+      finished = stop_status(*r);
+      if (finished && *finished == RequestStatus::kFinishedStopped) r->stop_token = token;
+      result.tokens.push_back(TokenUpdate{r->id, token, finished.value_or(RequestStatus::kRunning)});
+    }
+    kv_.cache_full_blocks(kv_view(*r));
+    if (finished) result.finished.push_back(release(r, *finished));
+  }
+  return result;
+}
+
+std::unique_ptr<Request> Scheduler::release(Request* r, RequestStatus status) {
+  RL_CHECK(is_finished(status));
+  if (r->status == RequestStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), r));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
+  }
+  kv_.free(r->arrival_seq);
+  r->status = status;
+  r->finished_time = clock_();
+  finished_since_schedule_.push_back(r->id);
+  auto it = requests_.find(r->id);
+  std::unique_ptr<Request> owned = std::move(it->second);
+  requests_.erase(it);
+  return owned;
+}
+
+std::unique_ptr<Request> Scheduler::finish_request(const std::string& id, RequestStatus status) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return nullptr;
+  return release(it->second.get(), status);
+}
+
+const Request* Scheduler::find(const std::string& id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  s.num_running = num_running();
+  s.num_waiting = num_waiting();
+  s.kv_usage = kv_.usage();
+  s.prefix_cache_queries = kv_.pool().prefix_cache_queries();
+  s.prefix_cache_hits = kv_.pool().prefix_cache_hits();
+  s.num_preemptions = num_preemptions_;
+  s.num_prompt_tokens = num_prompt_tokens_;
+  s.num_generation_tokens = num_generation_tokens_;
+  return s;
+}
+
+Status Scheduler::check_integrity() const {
+  RL_RETURN_IF_ERROR(kv_.check_integrity());
+  if (running_.size() + waiting_.size() != requests_.size()) {
+    return Status::error("scheduler: live requests are not exactly the running plus the waiting ones");
+  }
+  const int32_t bs = kv_.block_size();
+  for (const Request* r : running_) {
+    if (r->status != RequestStatus::kRunning) return Status::error("scheduler: '" + r->id + "' in running_");
+    const int64_t num_slots = static_cast<int64_t>(kv_.block_table(r->arrival_seq).size()) * bs;
+    if (num_slots < r->num_computed_tokens || r->num_computed_tokens > r->num_tokens()) {
+      return Status::error("scheduler: '" + r->id + "' has fewer KV slots than computed tokens");
+    }
+  }
+  for (const Request* r : waiting_) {
+    if (r->status != RequestStatus::kWaiting && r->status != RequestStatus::kPreempted) {
+      return Status::error("scheduler: '" + r->id + "' in waiting_ with status " + request_status_name(r->status));
+    }
+    if (r->num_computed_tokens != 0 || !kv_.block_table(r->arrival_seq).empty()) {
+      return Status::error("scheduler: waiting '" + r->id + "' holds KV state");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace rl

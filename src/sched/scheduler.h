@@ -1,0 +1,115 @@
+// The token-budget scheduler (vLLM v1 style, phase-agnostic): every step spends max_num_batched_tokens and
+// max_num_seqs on running requests first (a decode is 1 token, a chunked prefill continues), then admits waiting
+// requests (prefix-cache hits skip computed tokens; a prompt larger than the remaining budget is chunked). When
+// blocks run out for a running request, the newest running request is preempted (recompute) and put back at
+// the front of the waiting queue; scheduling never fails. The scheduler owns no tensors.
+//
+// Invariants: every live request is in exactly one of waiting_ (statuses waiting/preempted) or running_;
+// running_ is in admission order (oldest first); only running requests hold KV blocks.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/kv_cache_manager.h"
+#include "sched/request.h"
+#include "sched/scheduler_output.h"
+
+namespace rl {
+
+struct SchedulerConfig {
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 256;
+  int32_t max_model_len = 4096;
+  int32_t max_waiting = 1024;
+  bool enable_chunked_prefill = true;
+  // > 0: a prefill chunk never exceeds this many tokens, so long prompts do not starve the batch.
+  int32_t long_prefill_token_threshold = 0;
+  KvCacheConfig kv;
+
+  Status validate() const;
+};
+
+enum class AddError { kNone, kRejected, kQueueFull };
+
+// The outcome of add_request: kRejected means the request can never run as given (HTTP 400); kQueueFull means
+// try again later (HTTP 503).
+struct AddResult {
+  AddError error = AddError::kNone;
+  Status status;
+  bool ok() const { return error == AddError::kNone; }
+};
+
+struct SchedulerStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  double kv_usage = 0.0;
+  int64_t prefix_cache_queries = 0;  // tokens
+  int64_t prefix_cache_hits = 0;     // tokens
+  int64_t num_preemptions = 0;
+  int64_t num_prompt_tokens = 0;      // prompts of requests that produced their first token
+  int64_t num_generation_tokens = 0;  // sampled tokens
+};
+
+class Scheduler {
+ public:
+  using Clock = std::function<double()>;
+  // config must validate (a bad config is a bug of the caller, checked). clock defaults to now_seconds().
+  explicit Scheduler(SchedulerConfig config, Clock clock = nullptr);
+
+  // Admission control: rejects prompts that can never fit (empty, prompt + max_tokens > max_model_len, more
+  // blocks than exist, bad sampling params, duplicate id) and reports a full waiting queue distinctly.
+  // An unset max_tokens becomes max_model_len - prompt length.
+  AddResult add_request(Request request);
+
+  SchedulerOutput schedule();
+
+  // sampled_token_ids[i] is the token sampled for output.scheduled[i]; entries whose `samples` is false are
+  // ignored. Appends tokens, advances num_computed_tokens, caches newly full blocks, applies stop conditions and
+  // frees finished requests.
+  UpdateResult update_from_output(const SchedulerOutput& output, std::span<const TokenId> sampled_token_ids);
+
+  // Finishes a request in any state (waiting, running mid-prefill, preempted) with a finished status, freeing
+  // its blocks without caching anything not yet completely written. nullptr if the id is unknown.
+  std::unique_ptr<Request> finish_request(const std::string& id, RequestStatus status);
+  std::unique_ptr<Request> abort(const std::string& id) {
+    return finish_request(id, RequestStatus::kFinishedAborted);
+  }
+
+  const Request* find(const std::string& id) const;
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  bool has_unfinished() const { return !requests_.empty(); }
+  SchedulerStats stats() const;
+  const KvCacheManager& kv() const { return kv_; }
+  const SchedulerConfig& config() const { return config_; }
+
+  // KV integrity plus the scheduler's own invariants (every block table matches its request's state).
+  Status check_integrity() const;
+
+ private:
+  KvRequestView kv_view(const Request& r) const;
+  void preempt(Request* r);
+  std::optional<RequestStatus> stop_status(const Request& r) const;
+  std::unique_ptr<Request> release(Request* r, RequestStatus status);
+
+  SchedulerConfig config_;
+  Clock clock_;
+  KvCacheManager kv_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::deque<Request*> waiting_;
+  std::vector<Request*> running_;
+  std::vector<std::string> finished_since_schedule_;
+  uint64_t next_arrival_seq_ = 1;
+  int64_t num_preemptions_ = 0;
+  int64_t num_prompt_tokens_ = 0;
+  int64_t num_generation_tokens_ = 0;
+};
+
+}  // namespace rl

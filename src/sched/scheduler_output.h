@@ -1,0 +1,48 @@
+// What one scheduling step decided, for the model runner (which flattens it into a ForwardBatch) and for
+// Scheduler::update_from_output. Spans and pointers stay valid until update_from_output for this output.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/kv_types.h"
+#include "sched/request.h"
+
+namespace rl {
+
+struct ScheduledRequest {
+  const Request* request = nullptr;
+  // The chunk covers positions [num_computed_tokens, num_computed_tokens + num_scheduled_tokens).
+  int32_t num_computed_tokens = 0;
+  int32_t num_scheduled_tokens = 0;
+  std::span<const TokenId> token_ids;  // [num_scheduled_tokens]: the tokens at those positions
+  std::vector<BlockId> block_table;    // covers at least num_computed_tokens + num_scheduled_tokens slots
+  // The chunk reaches the end of the known tokens, so the last position's logits are sampled this step.
+  bool samples = false;
+  // First step since admission or since a preemption: per-request state in the runner starts afresh.
+  bool is_new = false;
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> scheduled;  // running requests first, then newly admitted ones
+  int32_t num_scheduled_tokens = 0;         // sum over scheduled
+  std::vector<std::string> preempted_request_ids;  // preempted in this step (they hold no blocks now)
+  std::vector<std::string> finished_request_ids;   // finished or aborted since the previous schedule()
+};
+
+// One sampled token applied by update_from_output.
+struct TokenUpdate {
+  std::string request_id;
+  TokenId token = 0;
+  RequestStatus status = RequestStatus::kRunning;  // a finished status if this token ended the request
+};
+
+struct UpdateResult {
+  std::vector<TokenUpdate> tokens;
+  std::vector<std::unique_ptr<Request>> finished;  // ownership returns to the caller
+};
+
+}  // namespace rl
