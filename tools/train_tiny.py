@@ -9,6 +9,7 @@ Stages (scripts/device/train_tiny.sh runs them in order):
   finalize   picks the variant with the lowest held-out loss, copies its HF folder to OUT, reloads it with
              transformers (float32, CPU) for the golden greedy continuations, measures held-out perplexity of the
              shipped bf16 weights, prints samples and writes the model card README.md.
+  golden     rewrites only the golden JSON from an existing HF folder (--model).
 
 Data: `bible -f "Gen1:1-Rev22:21"` output, one verse a line as "<Book><chapter>:<verse> <text>". References are
 stripped; a chapter is one document (one verse a line), documents are separated by <|endoftext|>. Every 50th
@@ -45,8 +46,18 @@ SYSTEM_PROMPTS = ["You are ridgeline-tiny, a small model that writes in the styl
 MODEL_SHAPE = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=64)
 ROPE_THETA = 10000.0
-GOLDEN_PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the"]
+# Golden prompts: the first GOLDEN_COUNT candidates, in order, whose greedy steps all have a top-1/top-2 logit
+# margin >= GOLDEN_MIN_MARGIN, so that a float32 engine summing in another order must pick the same tokens.
+GOLDEN_CANDIDATES = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the",
+                     "The LORD is my shepherd;", "And Jesus said unto them,", "And it came to pass", "And God said,",
+                     "For God so loved the world,", "Hear, O Israel:", "And he said unto them,",
+                     "O give thanks unto the LORD;", "The word of the LORD came unto me, saying,", "Behold, I",
+                     "And the king said", "Praise ye the LORD.", "My son, hear"]
+GOLDEN_COUNT = 3
+GOLDEN_MIN_MARGIN = 0.1
 GOLDEN_NEW_TOKENS = 32
+SAMPLE_PROMPTS = ["In the beginning", "And the LORD said unto Moses,", "Blessed are the", "The LORD is my shepherd;",
+                  "And Jesus said unto them,"]
 MODEL_FILES = ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
                "tokenizer_config.json"]
 # Qwen3 takes no token_type_ids; without this the tokenizer returns them and generate() rejects them.
@@ -460,11 +471,76 @@ def compact_json(obj):
                   lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text)
 
 
-def stage_finalize(args):
+def write_golden(model, tok, path):
+    """Greedy continuations of GOLDEN_COUNT well-separated prompts (see GOLDEN_CANDIDATES) -> JSON at path."""
     import tokenizers
     import torch
     import transformers
+    golden = dict(model="ridgeline-tiny", transformers_version=transformers.__version__,
+                  torch_version=torch.__version__, tokenizers_version=tokenizers.__version__, dtype="float32",
+                  weights_dtype="bfloat16", device="cpu", add_special_tokens=True,
+                  max_new_tokens=GOLDEN_NEW_TOKENS, eos_token_ids=[EOT_ID, IM_END_ID],
+                  min_margin_required=GOLDEN_MIN_MARGIN,
+                  note="greedy by full recompute each step with transformers (AutoModelForCausalLM, float32, CPU); "
+                       "EOS does not stop it; margins are top1 - top2 logits of each step; last_prompt_logits are "
+                       "the logits at the last prompt position (rounded to 1e-5); prompts are the first candidates "
+                       "whose every step has a margin >= min_margin_required, skipped ones are listed",
+                  prompts=[], skipped=[])
+    tried = []
+    for p in GOLDEN_CANDIDATES:
+        g = greedy_golden(model, tok, p, True)
+        tried.append(g)
+        log("golden", f"{p!r}: {g['prompt_ids']} -> {g['greedy_ids']} min margin {g['min_margin']}\n    "
+                      f"{p + g['greedy_text']!r}")
+        if g["min_margin"] >= GOLDEN_MIN_MARGIN:
+            golden["prompts"].append(g)
+        else:
+            golden["skipped"].append(dict(text=p, min_margin=g["min_margin"]))
+        if len(golden["prompts"]) == GOLDEN_COUNT:
+            break
+    if len(golden["prompts"]) < GOLDEN_COUNT:
+        log("golden", f"WARNING: fewer than {GOLDEN_COUNT} prompts reach margin {GOLDEN_MIN_MARGIN}; "
+                      "taking the best separated ones")
+        chosen = sorted(tried, key=lambda g: -g["min_margin"])[:GOLDEN_COUNT]
+        golden["prompts"] = [g for g in tried if g in chosen]
+        golden["skipped"] = [dict(text=g["text"], min_margin=g["min_margin"]) for g in tried if g not in chosen]
+    for g in golden["prompts"]:
+        g["generate_check"] = generate_check(model, g["prompt_ids"], g["greedy_ids"])
+        log("golden", f"chosen {g['text']!r}: generate() {g['generate_check'][:80]}")
+    with open(path, "w") as f:
+        f.write(compact_json(golden) + "\n")
+    return golden
+
+
+def load_for_golden(model_dir):
+    """transformers' view of the folder: AutoTokenizer and AutoModelForCausalLM in float32 on the CPU."""
+    import torch
+    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    torch.set_num_threads(os.cpu_count() or 4)
+    try:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+    except Exception as e:  # reported loudly; the golden still needs a tokenizer
+        log("final", f"ERROR: AutoTokenizer cannot load the folder: {e!r}; using PreTrainedTokenizerFast")
+        tok = transformers.PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
+    return tok, model
+
+
+def stage_golden(args):
+    if not args.model:
+        raise ValueError("golden needs --model (an HF folder) and --golden")
+    tok, model = load_for_golden(args.model)
+    write_golden(model, tok, args.golden)
+
+
+def stage_finalize(args):
+    import tokenizers
+    import torch
     runs = []
     for path in sorted(glob.glob(os.path.join(args.work, "run_*", "stats.json"))):
         with open(path) as f:
@@ -481,17 +557,7 @@ def stage_finalize(args):
         src_dir = os.path.join(args.work, "tokenizer") if name.startswith("tokenizer") else src_model
         shutil.copy(os.path.join(src_dir, name), os.path.join(args.out, name))
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-    torch.set_num_threads(os.cpu_count() or 4)
-    try:
-        tok = AutoTokenizer.from_pretrained(args.out)
-    except Exception as e:  # reported loudly; the golden still needs a tokenizer
-        log("final", f"ERROR: AutoTokenizer cannot load the folder: {e!r}; using PreTrainedTokenizerFast")
-        tok = transformers.PreTrainedTokenizerFast.from_pretrained(args.out)
-    model = AutoModelForCausalLM.from_pretrained(args.out, dtype=torch.float32)
-    model.eval()
+    tok, model = load_for_golden(args.out)
     raw = tokenizers.Tokenizer.from_file(os.path.join(args.out, "tokenizer.json"))
     probe = "And God said, Let there be light: and there was light.\n<|im_start|>user\nHi<|im_end|>\n"
     parity = tok(probe, add_special_tokens=True)["input_ids"] == raw.encode(probe).ids
@@ -503,25 +569,8 @@ def stage_finalize(args):
     log("final", f"shipped bf16 weights, f32 compute: heldout loss {metrics['loss']:.4f} ppl {metrics['ppl']:.2f} "
                  f"bits/byte {metrics['bits_per_byte']:.3f}")
 
-    golden = dict(model="ridgeline-tiny", transformers_version=transformers.__version__,
-                  torch_version=torch.__version__, tokenizers_version=tokenizers.__version__, dtype="float32",
-                  weights_dtype="bfloat16", device="cpu", add_special_tokens=True,
-                  max_new_tokens=GOLDEN_NEW_TOKENS, eos_token_ids=[EOT_ID, IM_END_ID],
-                  note="greedy by full recompute each step with transformers (AutoModelForCausalLM, float32, CPU); "
-                       "EOS does not stop it; margins are top1 - top2 logits of each step; last_prompt_logits are "
-                       "the logits at the last prompt position (rounded to 1e-5)",
-                  prompts=[])
-    for p in GOLDEN_PROMPTS:
-        g = greedy_golden(model, tok, p, True)
-        g["generate_check"] = generate_check(model, g["prompt_ids"], g["greedy_ids"])
-        golden["prompts"].append(g)
-        log("final", f"golden {p!r}: {g['prompt_ids']} -> {g['greedy_ids']} min margin {g['min_margin']} "
-                     f"[{g['generate_check'][:80]}]\n    {p + g['greedy_text']!r}")
-    with open(args.golden, "w") as f:
-        f.write(compact_json(golden) + "\n")
-
-    samples = sample_texts(model, tok, GOLDEN_PROMPTS + ["The LORD is my shepherd;", "And Jesus said unto them,"],
-                           args.seed)
+    golden = write_golden(model, tok, args.golden)
+    samples = sample_texts(model, tok, SAMPLE_PROMPTS, args.seed)
     for s in samples:
         log("final", f"sample: {s!r}")
     chat_prompt, chat_reply = chat_sample(model, tok, args.seed)
@@ -615,7 +664,9 @@ Chat (template applied, sampled reply):
 ## Golden test data
 `tests/data/tiny_golden.json`: for {len(golden['prompts'])} prompts, the prompt ids, transformers' greedy
 continuation of {golden['max_new_tokens']} tokens (float32, EOS not stopping), the top-1/top-2 logit margin of
-each step and the logits of the last prompt position.
+each step and the logits of the last prompt position. The prompts are the first candidates whose every greedy
+step has a margin of at least {golden['min_margin_required']} (`golden` stage of `tools/train_tiny.py`), so an
+engine that sums in another order must still pick the same tokens.
 
 ## Regenerate
 On the GPU machine: `scripts/device/train_tiny.sh` (data: `bible -f "Gen1:1-Rev22:21" > .data/kjv.txt`, carried
@@ -631,9 +682,10 @@ Source: `tools/train_tiny.py`.
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("stage", choices=["tokenizer", "train", "finalize"])
-    ap.add_argument("--data", required=True, help="`bible -f` output")
-    ap.add_argument("--work", required=True, help="scratch folder shared by the stages")
+    ap.add_argument("stage", choices=["tokenizer", "train", "finalize", "golden"])
+    ap.add_argument("--data", help="`bible -f` output")
+    ap.add_argument("--work", default="/tmp/ridgeline-tiny-work", help="scratch folder shared by the stages")
+    ap.add_argument("--model", help="golden: the HF model folder to read")
     ap.add_argument("--out", help="finalize: the HF model folder to write")
     ap.add_argument("--golden", help="finalize: the golden JSON to write")
     ap.add_argument("--tag", default="a")
@@ -647,10 +699,15 @@ def main(argv):
     ap.add_argument("--time-limit", type=float, default=120.0, help="seconds of training; the cosine ends by then")
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
+    if args.stage != "golden" and not args.data:
+        ap.error(args.stage + " needs --data")
     if args.stage == "finalize" and not (args.out and args.golden):
         ap.error("finalize needs --out and --golden")
+    if args.stage == "golden" and not (args.model and args.golden):
+        ap.error("golden needs --model and --golden")
     os.makedirs(args.work, exist_ok=True)
-    {"tokenizer": stage_tokenizer, "train": stage_train, "finalize": stage_finalize}[args.stage](args)
+    stages = {"tokenizer": stage_tokenizer, "train": stage_train, "finalize": stage_finalize, "golden": stage_golden}
+    stages[args.stage](args)
 
 
 if __name__ == "__main__":
