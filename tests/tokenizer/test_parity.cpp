@@ -1,8 +1,9 @@
 // Parity with the JS reference (@huggingface/tokenizers) on the seven real tokenizers over the corpus of
 // tests/data/tokenizer: encode with and without special tokens, decode with and without skip_special_tokens,
-// and decoding of arbitrary id sequences.
+// decoding of arbitrary id sequences, and the incremental detokenizer against decode().
 #include <gtest/gtest.h>
 
+#include "tokenizer/detokenizer.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer_test_util.h"
 
@@ -51,6 +52,50 @@ TEST_P(Parity, MatchesJsReference) {
     EXPECT_EQ(dec_skip, r["decoded_skip"].get<std::string>()) << name << ": decode(skip) of random ids " << r["ids"].dump();
     if (dec != r["decoded"].get<std::string>() || dec_skip != r["decoded_skip"].get<std::string>()) ++num_failures;
   }
+}
+
+// Streams ids through the detokenizer: every piece is valid UTF-8, the text so far is always a prefix of the
+// final decode, and pieces + flush == decode(ids). Without clean-up, text is emitted as soon as it is final:
+// whenever decode(prefix) ends in a complete character, everything up to it has been emitted.
+void check_detokenizer(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip, const std::string& what) {
+  IncrementalDetokenizer detok(tok, skip);
+  std::string want = tok.decode(ids, skip);
+  std::string got;
+  constexpr size_t kEagerCheckIds = 200;  // the eager check decodes every prefix: keep it short
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::string piece = detok.push(ids[i]);
+    ASSERT_TRUE(tok::is_valid_utf8(piece)) << what << ": piece " << i << " is not valid UTF-8";
+    got += piece;
+    ASSERT_EQ(want.compare(0, got.size(), got), 0) << what << ": after id " << i << " emitted " << Json(got).dump()
+                                                   << " is not a prefix of " << Json(want).dump();
+    if (!tok.clean_up_tokenization_spaces() && i < kEagerCheckIds) {
+      std::string prefix = tok.decode(std::span<const int32_t>(ids.data(), i + 1), skip);
+      if (prefix.size() < 3 || prefix.compare(prefix.size() - 3, 3, tok::kReplacementChar) != 0) {
+        ASSERT_EQ(got, prefix) << what << ": text held back after id " << i;
+      }
+    }
+  }
+  got += detok.flush();
+  EXPECT_EQ(got, want) << what;
+}
+
+TEST_P(Parity, DetokenizerStreamsDecode) {
+  const std::string& name = GetParam();
+  std::string error;
+  const Json* ref = reference(name, &error);
+  ASSERT_NE(ref, nullptr) << error;
+  const Tokenizer* tok = tokenizer(name);
+  ASSERT_NE(tok, nullptr);
+  for (const Json& c : (*ref)["cases"]) {
+    for (bool skip : {false, true}) {
+      check_detokenizer(*tok, ids_of(c["ids"]), skip, name + " / " + c["name"].get<std::string>());
+    }
+  }
+  for (const Json& r : (*ref)["random"]) {
+    for (bool skip : {false, true}) check_detokenizer(*tok, ids_of(r["ids"]), skip, name + " / random " + r["ids"].dump());
+  }
+  // Out-of-range and negative ids are skipped, never a crash.
+  check_detokenizer(*tok, {-5, tok->vocab_size(), 1000, -1, INT32_MAX, 1001}, false, name + " / invalid ids");
 }
 
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, Parity, ::testing::ValuesIn(tokenizer_names()),
