@@ -1,0 +1,94 @@
+// config.json / generation_config.json parsing: the real configs in models/configs, and clear errors.
+#include <gtest/gtest.h>
+
+#include "core/json.h"
+#include "loader/model_config.h"
+
+namespace rl {
+namespace {
+
+const std::string kConfigs = std::string(RIDGELINE_SOURCE_DIR) + "/models/configs/";
+
+ModelConfig load(const std::string& name) {
+  auto r = load_model_config(kConfigs + name + "/config.json");
+  EXPECT_TRUE(r.is_ok()) << r.message();
+  return r.is_ok() ? r.value() : ModelConfig{};
+}
+
+std::string parse_error(const std::string& text) {
+  auto j = parse_json(text, "config.json");
+  if (!j.is_ok()) return j.message();
+  auto r = parse_model_config(*j);
+  EXPECT_FALSE(r.is_ok()) << text;
+  return r.is_ok() ? "" : r.message();
+}
+
+TEST(ModelConfigTest, RealConfigsAndParameterCounts) {
+  ModelConfig l = load("Llama-3.1-8B");
+  EXPECT_EQ(l.num_params(), 8030261248);  // transformers' count
+  EXPECT_EQ(l.kv_bytes_per_token(2), 131072);
+  EXPECT_EQ(l.head_dim, 128);
+  EXPECT_EQ(l.rope_scaling.type, RopeScalingType::kLlama3);
+  EXPECT_EQ(l.eos_token_ids, (std::vector<int64_t>{128001, 128008, 128009}));
+  ModelConfig q = load("Qwen3-0.6B");
+  EXPECT_EQ(q.num_params(), 596049920);
+  EXPECT_TRUE(q.qk_norm && q.tie_word_embeddings);
+  EXPECT_EQ(q.head_dim, 128);  // explicit, != 1024 / 16
+  ModelConfig q2 = load("Qwen2.5-7B");
+  EXPECT_EQ(q2.num_params(), 7615616512);
+  EXPECT_TRUE(q2.qkv_bias && !q2.o_bias);
+  EXPECT_EQ(q2.sliding_window, 0);  // use_sliding_window false
+  EXPECT_EQ(load("Qwen3-8B").num_params(), 8190735360);
+  EXPECT_EQ(load("Mistral-7B").num_params(), 7248023552);
+}
+
+TEST(ModelConfigTest, ClearErrors) {
+  const std::string base =
+      R"("hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100)";
+  EXPECT_NE(parse_error(R"({"architectures":["GPT2LMHeadModel"],)" + base + "}").find("Qwen3ForCausalLM"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"architectures":["LlamaForCausalLM"],"hidden_size":64})").find("\"vocab_size\""),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"architectures":["LlamaForCausalLM"],"rope_scaling":{"rope_type":"yarn","factor":4},)" +
+                        base + "}")
+                .find("yarn"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"architectures":["LlamaForCausalLM"],"num_key_value_heads":3,)" + base + "}")
+                .find("multiple"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"architectures":["LlamaForCausalLM"],"hidden_act":"gelu",)" + base + "}").find("gelu"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"architectures":["LlamaForCausalLM"],"vocab_size":"many","hidden_size":64})")
+                .find("must be an integer"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"architectures":[]})").find("architectures"), std::string::npos);
+  EXPECT_NE(parse_error("{not json").find("malformed"), std::string::npos);
+}
+
+TEST(ModelConfigTest, SlidingWindowCapsContext) {
+  auto j = parse_json(R"({"architectures":["MistralForCausalLM"],"hidden_size":64,"intermediate_size":128,)"
+                      R"("num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,)"
+                      R"("max_position_embeddings":32768,"sliding_window":4096})",
+                      "config.json");
+  ASSERT_TRUE(j.is_ok());
+  auto c = parse_model_config(*j);
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(c->max_context_len(), 4096);
+}
+
+TEST(GenerationConfigTest, EosListOrSingle) {
+  auto j = parse_json(R"({"eos_token_id":[1,2],"temperature":0.6,"top_p":0.9,"top_k":20,"do_sample":true})", "g");
+  ASSERT_TRUE(j.is_ok());
+  auto g = parse_generation_config(*j);
+  ASSERT_TRUE(g.is_ok()) << g.message();
+  EXPECT_EQ(g->eos_token_ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_DOUBLE_EQ(g->temperature, 0.6);
+  EXPECT_EQ(g->top_k, 20);
+  auto j2 = parse_json(R"({"eos_token_id":7})", "g");
+  EXPECT_EQ(parse_generation_config(*j2)->eos_token_ids, (std::vector<int64_t>{7}));
+  auto j3 = parse_json(R"({"eos_token_id":"x"})", "g");
+  EXPECT_FALSE(parse_generation_config(*j3).is_ok());
+}
+
+}  // namespace
+}  // namespace rl
