@@ -1,0 +1,91 @@
+// The roofline cost model of a dense decoder: what a token costs in bytes and FLOPs (from config.json alone),
+// and how long a decode step or a prefill takes on a chip that is limited either by memory bandwidth or by
+// its matmul peak: time = max(bytes / bandwidth, flops / peak). Formulas and assumptions: docs/roofline.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "loader/model_config.h"
+#include "perf/hardware.h"
+
+namespace rl::perf {
+
+enum class Precision { kBf16, kFp8 };
+Result<Precision> parse_precision(const std::string& name, const std::string& flag);  // "bf16" | "fp8"
+const char* precision_name(Precision p);
+int64_t precision_bytes(Precision p);
+
+// Per-token costs of one model. All FLOP counts take a multiply-add as 2 FLOPs.
+struct ModelCost {
+  int64_t num_params = 0;     // as transformers counts them (tied embeddings once)
+  int64_t matmul_params = 0;  // weights multiplied per token: q, k, v, o, gate, up, down per layer + lm_head
+  // Every parameter once: the decoder layers' linear weights at the weight precision; embeddings, lm_head,
+  // norms and biases stay bf16 (as fp8 checkpoints keep them).
+  int64_t weight_bytes = 0;
+  int64_t kv_bytes_per_token = 0;  // K and V of every layer at the KV precision
+  // Activations streamed per token: the residual stream read and written around attention and MLP in every
+  // layer (4 * hidden_size bf16 values) plus the f32 logits row.
+  int64_t activation_bytes_per_token = 0;
+  // One query against one key in every layer: QK^T (2 * head_dim per head) + PV (2 * head_dim per head).
+  int64_t attention_flops_per_key = 0;
+
+  double matmul_flops_per_token() const { return 2.0 * static_cast<double>(matmul_params); }
+  // One query token attending to `context` keys (itself included).
+  double attention_flops(int64_t context) const {
+    return static_cast<double>(attention_flops_per_key) * static_cast<double>(context);
+  }
+  double decode_flops_per_token(int64_t context) const { return matmul_flops_per_token() + attention_flops(context); }
+  // A causal prefill of `num_tokens` tokens: token i (1-based) attends to i keys, so attention sums to
+  // attention_flops_per_key * n (n + 1) / 2.
+  double prefill_flops(int64_t num_tokens) const;
+};
+
+ModelCost make_model_cost(const ModelConfig& config, Precision weights, Precision kv);
+
+// The two ceilings of one chip at one precision.
+struct Roof {
+  double bandwidth_bytes_per_s = 0;
+  double peak_flops_per_s = 0;
+  // Arithmetic intensity (FLOP/byte) at which the bandwidth slope meets the compute ceiling.
+  double ridge_intensity() const { return peak_flops_per_s / bandwidth_bytes_per_s; }
+};
+
+// fp8 weights use the fp8 tensor rate; a chip without one (fp8_tflops == 0) runs them dequantized to bf16.
+Roof make_roof(const GpuSpec& gpu, Precision weights);
+
+// One forward step: `batch` sequences, `context` tokens each (decode), or one sequence of `context` prompt
+// tokens (prefill, batch == 1).
+struct StepCost {
+  int64_t batch = 0;
+  int64_t context = 0;
+  int64_t num_tokens = 0;  // tokens the step computes: batch (decode) or the prompt length (prefill)
+  double flops = 0;
+  double bytes = 0;
+  double time_s = 0;  // max(bytes / bandwidth, flops / peak)
+  bool compute_bound = false;
+
+  double intensity() const { return flops / bytes; }
+  double achieved_tflops() const { return flops / time_s / 1e12; }
+  double tokens_per_s() const { return static_cast<double>(num_tokens) / time_s; }
+};
+
+// Decode step (context 0: the matmuls alone, no KV): flops = B (matmul + attention(C)); bytes = weights + B (C
+// kv_bytes_per_token + activations).
+StepCost decode_step(const ModelCost& cost, const Roof& roof, int64_t batch, int64_t context);
+// Prefill of one prompt (its time is the predicted TTFT): flops = prefill_flops(P);
+// bytes = weights + P (kv_bytes_per_token + activations) (the KV is written once).
+StepCost prefill_step(const ModelCost& cost, const Roof& roof, int64_t prompt);
+
+// Smallest batch whose decode step at `context` is compute-bound; nullopt when no batch ever is (the KV read
+// per sequence then costs more time than that sequence's FLOPs, as with long contexts). With context 0 it is
+// the batch at which the weight matmuls alone turn compute-bound (about ridge * weight_bytes / matmul FLOPs).
+std::optional<int64_t> compute_bound_batch(const ModelCost& cost, const Roof& roof, int64_t context);
+
+// Sequences of `context` tokens whose KV fits: floor((memory - weights) * utilization / (context * kv bytes)).
+// 0 when the weights alone do not fit.
+int64_t max_sequences(const ModelCost& cost, double memory_bytes, double utilization, int64_t context);
+
+}  // namespace rl::perf
