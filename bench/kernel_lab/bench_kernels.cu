@@ -1,0 +1,169 @@
+// Kernel benchmarks of the CUDA backend at real model shapes: GEMV/GEMM (linear), split-KV decode attention,
+// FA2 prefill attention, and a device-to-device copy for the bandwidth ceiling. CUDA events around each op,
+// warm-up, median of many repetitions, and inputs rotated over several copies when one copy would fit in L2
+// (60 MB). Prints `RESULT <kernel> <shape> <value> <unit>` lines; bench/peers/report.py builds the table.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+
+namespace rl {
+namespace {
+
+constexpr size_t kL2Rotate = size_t(256) << 20;  // rotate inputs until this many bytes are touched
+
+// Median milliseconds of fn(i) over reps, i = repetition index (for rotation).
+double time_ms(CudaBackend& be, const std::function<void(int)>& fn, int reps = 30) {
+  cudaEvent_t start, stop;
+  RL_CUDA_CHECK(cudaEventCreate(&start));
+  RL_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) fn(i);
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    RL_CUDA_CHECK(cudaEventRecord(start, be.stream()));
+    fn(i);
+    RL_CUDA_CHECK(cudaEventRecord(stop, be.stream()));
+    RL_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    RL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void result(const char* kernel, const std::string& shape, double value, const char* unit) {
+  std::printf("RESULT %s %s %.4g %s\n", kernel, shape.c_str(), value, unit);
+  std::fflush(stdout);
+}
+
+void bench_copy(CudaBackend& be) {
+  const size_t n = size_t(2) << 30;
+  DeviceBuffer a(&be, n), b(&be, n);
+  be.fill_uniform(Tensor(a.data(), DType::kBF16, {static_cast<int64_t>(n / 2)}), 1, -1, 1);
+  const double ms = time_ms(be, [&](int) {
+    RL_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), n, cudaMemcpyDeviceToDevice, be.stream()));
+  });
+  result("copy", "2GiB", 2.0 * n / (ms * 1e-3) / 1e12, "TB/s");
+}
+
+void bench_linear(CudaBackend& be) {
+  const int64_t n = 14336, k = 4096;
+  const size_t w_bytes = static_cast<size_t>(n * k * 2);
+  const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
+  std::vector<DeviceBuffer> ws;
+  for (int c = 0; c < copies; ++c) {
+    ws.emplace_back(&be, w_bytes);
+    be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {n, k}), 10 + c, -0.05f, 0.05f);
+  }
+  for (int64_t m : {1, 16, 64, 256}) {
+    DeviceBuffer x(&be, static_cast<size_t>(m * k * 2)), y(&be, static_cast<size_t>(m * n * 2));
+    be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, k}), 3, -1, 1);
+    const double ms = time_ms(be, [&](int i) {
+      be.linear(Tensor(x.data(), DType::kBF16, {m, k}), Tensor(ws[i % copies].data(), DType::kBF16, {n, k}), Tensor(),
+                Tensor(y.data(), DType::kBF16, {m, n}));
+    });
+    result("linear", "m" + std::to_string(m) + "_4096x14336", w_bytes / (ms * 1e-3) / 1e12, "TB/s");
+  }
+}
+
+// One attention problem: B sequences, q_len new tokens each, context ctx; contiguous block tables per copy.
+struct AttnProblem {
+  std::vector<DeviceBuffer> keep;
+  std::vector<AttentionMetadata> metas;  // one per rotation copy
+  KvLayer cache;
+  Tensor qkv, out;
+};
+
+AttnProblem make_attn(CudaBackend& be, int64_t b, int64_t q_len, int64_t ctx, int64_t heads, int64_t kv_heads,
+                      int64_t d, int copies) {
+  AttnProblem p;
+  const int64_t bs = 16, pages = (ctx + bs - 1) / bs, num_blocks = 1 + copies * b * pages;
+  const QkvLayout l{heads, kv_heads, d};
+  auto alloc = [&](DType dt, std::initializer_list<int64_t> dims) {
+    Tensor t(nullptr, dt, dims);
+    p.keep.emplace_back(&be, t.nbytes());
+    t.data = p.keep.back().data();
+    return t;
+  };
+  p.cache.k = alloc(DType::kBF16, {num_blocks, bs, kv_heads, d});
+  p.cache.v = alloc(DType::kBF16, {num_blocks, bs, kv_heads, d});
+  be.fill_uniform(p.cache.k, 5, -1, 1);
+  be.fill_uniform(p.cache.v, 6, -1, 1);
+  p.qkv = alloc(DType::kBF16, {b * q_len, l.row()});
+  be.fill_uniform(p.qkv, 7, -1, 1);
+  p.out = alloc(DType::kBF16, {b * q_len, heads * d});
+  std::vector<int32_t> cu(b + 1), lens(b, static_cast<int32_t>(ctx));
+  for (int64_t s = 0; s <= b; ++s) cu[s] = static_cast<int32_t>(s * q_len);
+  for (int c = 0; c < copies; ++c) {
+    std::vector<int32_t> table(b * pages);
+    for (int64_t s = 0; s < b; ++s)
+      for (int64_t j = 0; j < pages; ++j) table[s * pages + j] = static_cast<int32_t>(1 + (c * b + s) * pages + j);
+    AttentionMetadata m;
+    m.cu_seqlens_q = alloc(DType::kI32, {b + 1});
+    m.seq_lens_k = alloc(DType::kI32, {b});
+    m.block_tables = alloc(DType::kI32, {b, pages});
+    be.upload(m.cu_seqlens_q.data, cu.data(), cu.size() * 4);
+    be.upload(m.seq_lens_k.data, lens.data(), lens.size() * 4);
+    be.upload(m.block_tables.data, table.data(), table.size() * 4);
+    m.num_seqs = b;
+    m.max_seqlen_q = q_len;
+    m.max_seqlen_k = ctx;
+    m.all_decode = q_len == 1;
+    m.layout = l;
+    m.scale = 1.0f / std::sqrt(static_cast<float>(d));
+    p.metas.push_back(m);
+  }
+  return p;
+}
+
+void bench_decode(CudaBackend& be) {
+  const int64_t heads = 32, kv_heads = 8, d = 128;
+  for (auto [b, ctx] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {64, 4096}, {16, 32768}}) {
+    const size_t kv_bytes = static_cast<size_t>(b * ctx * kv_heads * d * 2 * 2);
+    const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / kv_bytes + 1));
+    AttnProblem p = make_attn(be, b, 1, ctx, heads, kv_heads, d, copies);
+    const double ms = time_ms(be, [&](int i) { be.attention(p.qkv, p.cache, p.metas[i % copies], p.out); }, 50);
+    result("decode_attn", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128",
+           kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+  }
+}
+
+void bench_prefill(CudaBackend& be) {
+  const int64_t heads = 32, kv_heads = 8, d = 128;
+  for (auto [b, s] : std::vector<std::pair<int64_t, int64_t>>{{4, 4096}, {16, 1024}, {1, 16384}}) {
+    AttnProblem p = make_attn(be, b, s, s, heads, kv_heads, d, 1);
+    const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 10);
+    const double flops = 4.0 * b * s * s * heads * d / 2;
+    result("prefill_attn", std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal",
+           flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+  }
+}
+
+}  // namespace
+}  // namespace rl
+
+int main(int argc, char** argv) {
+  auto be = rl::create_cuda_backend(0);
+  if (!be.is_ok()) {
+    std::fprintf(stderr, "%s\n", be.message().c_str());
+    return 1;
+  }
+  auto& cuda = static_cast<rl::CudaBackend&>(*be.value());
+  std::printf("# %s\n", cuda.name().c_str());
+  const std::string only = argc > 1 ? argv[1] : "";
+  if (only.empty() || only == "copy") rl::bench_copy(cuda);
+  if (only.empty() || only == "linear") rl::bench_linear(cuda);
+  if (only.empty() || only == "decode") rl::bench_decode(cuda);
+  if (only.empty() || only == "prefill") rl::bench_prefill(cuda);
+  return 0;
+}

@@ -1,0 +1,224 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/kernel_config.h"
+#include "core/check.h"
+
+namespace rl {
+
+namespace {
+
+uint16_t* bf16_ptr(const Tensor& t) {
+  RL_CHECK_MSG(t.dtype == DType::kBF16, "expected a bf16 tensor, got %s %s", std::string(dtype_name(t.dtype)).c_str(),
+               t.shape_str().c_str());
+  return static_cast<uint16_t*>(t.data);
+}
+
+void check_param_dtype(const Tensor& t) { RL_CHECK(t.dtype == DType::kBF16 || t.dtype == DType::kF32); }
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device_index) : device_(device_index) {
+  RL_CUDA_CHECK(cudaSetDevice(device_));
+  RL_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
+  RL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  RL_CUDA_CHECK(cudaMalloc(&gemm_workspace_, cuda::kCublasWorkspaceBytes));
+  const size_t partial_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * (128 + 1);
+  RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_partials_), partial_floats * sizeof(float)));
+  gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
+}
+
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(stream_);
+  gemm_.reset();
+  cudaFree(decode_partials_);
+  cudaFree(gemm_workspace_);
+  cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::name() const {
+  cudaDeviceProp prop{};
+  RL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  return std::string("cuda:") + std::to_string(device_) + " (" + prop.name + ", " + std::to_string(num_sms_) +
+         " SMs)";
+}
+
+void* CudaBackend::alloc(size_t nbytes) {
+  void* p = nullptr;
+  RL_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(nbytes, 1)));
+  return p;
+}
+void CudaBackend::free(void* p) {
+  if (p) RL_CUDA_CHECK(cudaFree(p));
+}
+void CudaBackend::upload(void* dst, const void* src, size_t n) {
+  RL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_));
+  RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+void CudaBackend::download(void* dst, const void* src, size_t n) {
+  RL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_));
+  RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+void CudaBackend::fill_zero(void* dst, size_t n) { RL_CUDA_CHECK(cudaMemsetAsync(dst, 0, n, stream_)); }
+void CudaBackend::synchronize() { RL_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {
+  RL_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  check_param_dtype(table);
+  RL_CHECK(ids.dtype == DType::kI32 && out.dim(-1) == table.dim(1) && out.rows() == ids.numel());
+  cuda::launch_embedding(ids.as<int32_t>(), ids.numel(), table.data, table.dtype, table.dim(0), table.dim(1),
+                         bf16_ptr(out), stream_);
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p) {
+  check_param_dtype(weight);
+  RL_CHECK(weight.numel() == x.dim(-1) && out.numel() == x.numel());
+  cuda::launch_rms_norm(nullptr, bf16_ptr(x), weight.data, weight.dtype, bf16_ptr(out), x.rows(), x.dim(-1), p.eps,
+                        stream_);
+}
+
+void CudaBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& out,
+                               const NormParams& p) {
+  check_param_dtype(weight);
+  RL_CHECK(weight.numel() == x.dim(-1) && out.numel() == x.numel() && residual.numel() == x.numel());
+  cuda::launch_rms_norm(bf16_ptr(residual), bf16_ptr(x), weight.data, weight.dtype, bf16_ptr(out), x.rows(),
+                        x.dim(-1), p.eps, stream_);
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  const int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
+  RL_CHECK(w.dim(1) == k && y.dim(-1) == n && y.rows() == m);
+  RL_CHECK(y.dtype == DType::kBF16 || y.dtype == DType::kF32);
+  if (bias.data) {
+    check_param_dtype(bias);
+    RL_CHECK(bias.numel() == n);
+  }
+  if (m == 0) return;
+  if (m <= cuda::kGemvMaxM) {
+    cuda::launch_gemv(bf16_ptr(x), bf16_ptr(w), bias.data, bias.dtype, y.data, y.dtype, m, n, k, stream_);
+    return;
+  }
+  gemm_->run(bf16_ptr(x), bf16_ptr(w), y.data, y.dtype, m, n, k, stream_);
+  if (bias.data) cuda::launch_add_bias(y.data, y.dtype, bias.data, bias.dtype, m, n, stream_);
+}
+
+void CudaBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                               const Tensor& positions, const RopeParams& rope, const NormParams& norm) {
+  const QkvLayout& l = rope.layout;
+  RL_CHECK(qkv.dim(-1) == l.row() && l.head_dim % 2 == 0 && l.head_dim <= 256 && rope.inv_freq);
+  RL_CHECK(positions.dtype == DType::kI32 && positions.numel() == qkv.rows());
+  RL_CHECK(!q_norm.data || !k_norm.data || q_norm.dtype == k_norm.dtype);
+  cuda::QkNormRopeArgs a;
+  a.qkv = bf16_ptr(qkv);
+  a.positions = positions.as<int32_t>();
+  a.inv_freq = rope.inv_freq;
+  a.q_norm = q_norm.data;
+  a.k_norm = k_norm.data;
+  a.norm_dt = q_norm.data ? q_norm.dtype : (k_norm.data ? k_norm.dtype : DType::kBF16);
+  a.num_tokens = qkv.rows();
+  a.num_heads = l.num_heads;
+  a.num_kv_heads = l.num_kv_heads;
+  a.head_dim = l.head_dim;
+  a.eps = norm.eps;
+  cuda::launch_qk_norm_rope(a, stream_);
+}
+
+void CudaBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& slot_mapping,
+                           const KvLayer& cache) {
+  const int64_t kv_row = l.num_kv_heads * l.head_dim;
+  RL_CHECK(qkv.dim(-1) == l.row() && cache.num_kv_heads() * cache.head_dim() == kv_row);
+  RL_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == qkv.rows());
+  cuda::launch_kv_write(bf16_ptr(qkv), qkv.rows(), l.row(), l.k_offset(), l.v_offset(), kv_row,
+                        slot_mapping.as<int32_t>(), cache.k.dim(0) * cache.block_size(), bf16_ptr(cache.k),
+                        bf16_ptr(cache.v), stream_);
+}
+
+void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                            const Tensor& out) {
+  const QkvLayout& l = meta.layout;
+  RL_CHECK(qkv.dim(-1) == l.row() && cache.head_dim() == l.head_dim && cache.num_kv_heads() == l.num_kv_heads);
+  RL_CHECK(l.num_kv_heads > 0 && l.num_heads % l.num_kv_heads == 0 && l.head_dim <= 256);
+  RL_CHECK(out.numel() == qkv.rows() * l.num_heads * l.head_dim);
+  cuda::AttentionArgs a;
+  a.qkv = bf16_ptr(qkv);
+  a.k_cache = bf16_ptr(cache.k);
+  a.v_cache = bf16_ptr(cache.v);
+  a.cu_seqlens_q = meta.cu_seqlens_q.as<int32_t>();
+  a.seq_lens_k = meta.seq_lens_k.as<int32_t>();
+  a.block_tables = meta.block_tables.as<int32_t>();
+  a.out = bf16_ptr(out);
+  a.num_tokens = qkv.rows();
+  a.num_seqs = meta.num_seqs;
+  a.max_seqlen_q = meta.max_seqlen_q;
+  a.max_seqlen_k = meta.max_seqlen_k;
+  a.max_blocks = meta.block_tables.dim(1);
+  a.num_heads = l.num_heads;
+  a.num_kv_heads = l.num_kv_heads;
+  a.head_dim = l.head_dim;
+  a.block_size = cache.block_size();
+  a.row = l.row();
+  a.scale = meta.scale;
+  if (a.num_tokens == 0 || a.num_seqs == 0) return;
+  if (attention_impl_ == AttentionImpl::kAuto) {
+    if (meta.all_decode && cuda::decode_attention_supported(a)) {
+      const size_t o_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * 128;
+      cuda::DecodeWorkspace ws{decode_partials_, decode_partials_ + o_floats, cuda::kDecodeWorkspaceRows};
+      cuda::launch_decode_attention(a, ws, num_sms_, stream_);
+      return;
+    }
+    if (cuda::prefill_attention_supported(a)) {
+      cuda::launch_prefill_attention(a, stream_);
+      return;
+    }
+  }
+  cuda::launch_attention_naive(a, stream_);
+}
+
+void CudaBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
+  RL_CHECK(gate_up.dim(-1) == 2 * out.dim(-1) && gate_up.rows() == out.rows());
+  cuda::launch_silu_mul(bf16_ptr(gate_up), bf16_ptr(out), out.rows(), out.dim(-1), stream_);
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) {
+  RL_CHECK(indices.dtype == DType::kI32 && x.dtype == out.dtype && x.dim(-1) == out.dim(-1));
+  RL_CHECK(out.rows() == indices.numel());
+  cuda::launch_gather_rows(x.data, x.rows(), indices.as<int32_t>(), indices.numel(),
+                           x.dim(-1) * static_cast<int64_t>(dtype_size(x.dtype)), out.data, stream_);
+}
+
+void CudaBackend::fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) {
+  RL_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16);
+  cuda::launch_fill_uniform(t.data, t.dtype, t.numel(), seed, lo, hi, stream_);
+}
+
+void CudaBackend::cast(const Tensor& src, const Tensor& dst) {
+  RL_CHECK(src.numel() == dst.numel());
+  if (src.dtype == dst.dtype) {
+    RL_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  auto ok = [](DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; };
+  RL_CHECK(ok(src.dtype) && ok(dst.dtype));
+  cuda::launch_cast(src.data, src.dtype, dst.data, dst.dtype, src.numel(), stream_);
+}
+
+Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    return Status::error(std::string("no CUDA device available: ") + cudaGetErrorString(err));
+  }
+  if (device_index < 0 || device_index >= count) {
+    return Status::error("CUDA device " + std::to_string(device_index) + " does not exist (" +
+                         std::to_string(count) + " device(s) present)");
+  }
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device_index));
+}
+
+}  // namespace rl

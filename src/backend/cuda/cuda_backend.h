@@ -1,0 +1,77 @@
+// The CUDA backend: bf16 activations, weights and KV cache, f32 accumulation, our own kernels (cuBLASLt for
+// GEMMs with M > 16). Every op is enqueued asynchronously on one stream owned by the backend and is
+// graph-capturable: no synchronization, allocation or host read of device data inside an op; dispatch depends
+// only on host-side fields (shapes, AttentionMetadata::all_decode, max_seqlen_*, num_seqs).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/status.h"
+
+namespace rl {
+
+namespace cuda {
+class LtGemm;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  // Use create_cuda_backend(): it reports a missing device as an error value.
+  explicit CudaBackend(int device_index);
+  ~CudaBackend() override;
+
+  DeviceKind device() const override { return DeviceKind::kCuda; }
+  std::string name() const override;
+  DType act_dtype() const override { return DType::kBF16; }
+  bool supports_weight_dtype(DType dt) const override { return dt == DType::kBF16; }
+
+  void* alloc(size_t nbytes) override;
+  void free(void* p) override;
+  void upload(void* dst, const void* host_src, size_t nbytes) override;
+  void download(void* host_dst, const void* src, size_t nbytes) override;
+  void fill_zero(void* dst, size_t nbytes) override;
+  void synchronize() override;
+  void memory_info(size_t* free_bytes, size_t* total_bytes) override;
+
+  void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p) override;
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& out,
+                    const NormParams& p) override;
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) override;
+  void qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                    const RopeParams& rope, const NormParams& norm) override;
+  void kv_write(const Tensor& qkv, const QkvLayout& layout, const Tensor& slot_mapping,
+                const KvLayer& cache) override;
+  void attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                 const Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
+  void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
+  void cast(const Tensor& src, const Tensor& dst) override;
+
+  // The stream every op runs on (for CUDA-graph capture by the runtime).
+  cudaStream_t stream() const { return stream_; }
+  int num_sms() const { return num_sms_; }
+
+  // Which attention kernel attention() uses; kAuto picks split-KV decode or FA2 prefill (naive for other
+  // shapes). Tests and benchmarks force one to compare them.
+  enum class AttentionImpl { kAuto, kNaive };
+  void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
+
+ private:
+  int device_ = 0;
+  int num_sms_ = 0;
+  cudaStream_t stream_ = nullptr;
+  void* gemm_workspace_ = nullptr;
+  float* decode_partials_ = nullptr;  // [kDecodeWorkspaceRows * 128] o then [kDecodeWorkspaceRows] lse
+  std::unique_ptr<cuda::LtGemm> gemm_;
+  AttentionImpl attention_impl_ = AttentionImpl::kAuto;
+};
+
+// Fails (as a value) when there is no CUDA device with that index.
+Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index);
+
+}  // namespace rl

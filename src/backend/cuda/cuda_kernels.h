@@ -1,0 +1,89 @@
+// Host-side launchers of the CUDA kernels (defined in the .cu files of this folder). Plain C++ types only, so
+// cuda_backend.cpp compiles with the host compiler. Every launcher enqueues on `stream` and never synchronizes,
+// allocates or reads device memory on the host (all of them are CUDA-graph capturable).
+// Activations are bf16 (uint16_t bit patterns); weights and norm weights bf16 or f32 as tagged by DType.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace rl::cuda {
+
+// out[i, :] = table[ids[i], :]. out: bf16 [n, hidden]; table: [vocab, hidden] bf16 or f32.
+void launch_embedding(const int32_t* ids, int64_t n, const void* table, DType table_dt, int64_t vocab,
+                      int64_t hidden, uint16_t* out, cudaStream_t stream);
+// out = rms_norm(x) * w; with `residual` non-null: residual += x first (stored rounded to bf16) and the norm
+// is taken of the new residual. x, residual, out: bf16 [rows, hidden]; w: [hidden] bf16 or f32.
+void launch_rms_norm(uint16_t* residual, const uint16_t* x, const void* w, DType w_dt, uint16_t* out,
+                     int64_t rows, int64_t hidden, float eps, cudaStream_t stream);
+
+struct QkNormRopeArgs {
+  uint16_t* qkv = nullptr;  // bf16 [num_tokens, (num_heads + 2 * num_kv_heads) * head_dim]
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;  // [head_dim / 2]
+  const void* q_norm = nullptr;     // [head_dim] or null
+  const void* k_norm = nullptr;
+  DType norm_dt = DType::kBF16;
+  int64_t num_tokens = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  float eps = 1e-6f;
+};
+void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
+
+// Copies the k and v parts of each qkv row into the caches at slot_mapping (negative slots skipped).
+// k_cache, v_cache: bf16 [num_slots, num_kv_heads * head_dim].
+void launch_kv_write(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64_t k_offset, int64_t v_offset,
+                     int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
+                     uint16_t* v_cache, cudaStream_t stream);
+// out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]; bf16.
+void launch_silu_mul(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter, cudaStream_t stream);
+// out[i, :] = x[indices[i], :]; rows of row_bytes bytes.
+void launch_gather_rows(const void* x, int64_t num_rows_x, const int32_t* indices, int64_t n, int64_t row_bytes,
+                        void* out, cudaStream_t stream);
+// Element-wise conversion between f32, f16 and bf16.
+void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n, cudaStream_t stream);
+// t[i] = lo + (hi - lo) * uniform_from_counter(seed, i) (core/random.h), stored as f32 or bf16.
+void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
+
+// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias) for small M (≤ kGemvMaxM), bandwidth-bound: each weight row is read once
+// for all M rows. x, w: bf16; bias: [N] bf16/f32 or null; y: bf16 or f32.
+void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
+                 int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+// y[M, N] += bias[N] (after a cuBLASLt GEMM).
+void launch_add_bias(void* y, DType y_dt, const void* bias, DType bias_dt, int64_t m, int64_t n,
+                     cudaStream_t stream);
+
+// Paged attention problem, shared by the attention kernels. Semantics: Backend::attention.
+struct AttentionArgs {
+  const uint16_t* qkv = nullptr;  // bf16 [num_tokens, row]
+  const uint16_t* k_cache = nullptr;  // bf16 [num_blocks, block_size, num_kv_heads, head_dim]
+  const uint16_t* v_cache = nullptr;
+  const int32_t* cu_seqlens_q = nullptr;  // [num_seqs + 1]
+  const int32_t* seq_lens_k = nullptr;    // [num_seqs]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks]
+  uint16_t* out = nullptr;                // bf16 [num_tokens, num_heads * head_dim]
+  int64_t num_tokens = 0, num_seqs = 0, max_seqlen_q = 0, max_seqlen_k = 0, max_blocks = 0;
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0, row = 0;
+  float scale = 1.0f;
+};
+// Any shape (head_dim ≤ 256): one warp per (token, head), exact online softmax. Slow; the fallback and the
+// first version of the kernel lab.
+void launch_attention_naive(const AttentionArgs& a, cudaStream_t stream);
+
+// Split-KV decode (one query per sequence), block_size 16, head_dim 64/128. partial_o: f32 [num_seqs,
+// num_heads, num_splits, head_dim], partial_lse: f32 [num_seqs, num_heads, num_splits]; unused with 1 split.
+struct DecodeWorkspace {
+  float* partial_o = nullptr;
+  float* partial_lse = nullptr;
+  int64_t capacity_rows = 0;  // (seq, head, split) triples the workspace holds
+};
+bool decode_attention_supported(const AttentionArgs& a);
+void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream);
+
+// FlashAttention-2 style prefill (tensor cores), varlen + causal with prefix, paged K/V, head_dim 64/128.
+bool prefill_attention_supported(const AttentionArgs& a);
+void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace rl::cuda

@@ -1,0 +1,230 @@
+// Split-KV decode attention (FlashDecoding) over the paged cache (block size 16). One block per (sequence,
+// kv head, group chunk, split); its 4 warps walk whole pages, and one 16-byte load of each K/V row serves every
+// query head of the GQA chunk (up to 4). Lanes of a row: D/8 (16 B each); a warp covers 32/(D/8) tokens per step.
+// Softmax in the log2 domain (q pre-scaled by scale·log2 e). Partials (normalized o + lse) are merged by a
+// second kernel when there is more than one split; with one split the block writes the output directly.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernel_config.h"
+
+namespace rl::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct DecodeParams {
+  AttentionArgs a;
+  float* partial_o;
+  float* partial_lse;
+  int num_splits;
+  int pages_per_split;
+  int num_chunks;  // group / G
+};
+
+template <int D, int G>
+__global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(DecodeParams p) {
+  constexpr int kLanesPerRow = D / 8;
+  constexpr int kTokPerStep = 32 / kLanesPerRow;
+  constexpr int kSteps = kDecodePageSize / kTokPerStep;
+  const AttentionArgs& a = p.a;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int col = lane % kLanesPerRow, sub = lane / kLanesPerRow;
+  const int split = blockIdx.x, s = blockIdx.z;
+  const int kvh = blockIdx.y / p.num_chunks;
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t h0 = kvh * group + (blockIdx.y % p.num_chunks) * G;
+  const int64_t tok = a.cu_seqlens_q[s];
+  const int seq_len = a.seq_lens_k[s];
+  const int num_pages = (seq_len + kDecodePageSize - 1) / kDecodePageSize;
+  const int page_begin = split * p.pages_per_split;
+  const int page_end = min(page_begin + p.pages_per_split, num_pages);
+
+  float q[G][8], acc[G][8], m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    unpack8(*reinterpret_cast<const uint4*>(a.qkv + tok * a.row + (h0 + g) * D + col * 8), q[g]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      q[g][e] *= a.scale * kLog2e;
+      acc[g][e] = 0.0f;
+    }
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+  }
+  const int32_t* table = a.block_tables + s * a.max_blocks;
+  const int64_t token_stride = a.num_kv_heads * D;  // elements between consecutive slots of one head
+
+  for (int page = page_begin + warp; page < page_end; page += kDecodeWarps) {
+    const int64_t base = (static_cast<int64_t>(table[page]) * kDecodePageSize * a.num_kv_heads + kvh) * D + col * 8;
+    uint4 kv[kSteps], vv[kSteps];
+#pragma unroll
+    for (int it = 0; it < kSteps; ++it) {
+      const int64_t off = base + (it * kTokPerStep + sub) * token_stride;
+      kv[it] = load_stream(a.k_cache + off);
+      vv[it] = load_stream(a.v_cache + off);
+    }
+    float sc[G][kSteps];
+#pragma unroll
+    for (int it = 0; it < kSteps; ++it) {
+      float kf[8];
+      unpack8(kv[it], kf);
+      const bool valid = page * kDecodePageSize + it * kTokPerStep + sub < seq_len;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot = fmaf(q[g][e], kf[e], dot);
+#pragma unroll
+        for (int o = kLanesPerRow / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        sc[g][it] = valid ? dot : -INFINITY;
+      }
+      // Slots past the sequence end may hold anything (even NaN bit patterns): never let them reach acc.
+      if (!valid) vv[it] = make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = sc[g][0];
+#pragma unroll
+      for (int it = 1; it < kSteps; ++it) mx = fmaxf(mx, sc[g][it]);
+#pragma unroll
+      for (int o = kLanesPerRow; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      const float m_new = fmaxf(m[g], mx);  // finite: every page in range holds a valid token
+      const float corr = exp2f(m[g] - m_new);
+      m[g] = m_new;
+      l[g] *= corr;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] *= corr;
+#pragma unroll
+      for (int it = 0; it < kSteps; ++it) sc[g][it] = exp2f(sc[g][it] - m_new);
+    }
+#pragma unroll
+    for (int it = 0; it < kSteps; ++it) {
+      float vf[8];
+      unpack8(vv[it], vf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        l[g] += sc[g][it];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(sc[g][it], vf[e], acc[g][e]);
+      }
+    }
+  }
+  // Merge the token sub-groups of the warp (lanes with equal col), then the warps through shared memory.
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int o = kLanesPerRow; o < 32; o <<= 1) {
+      l[g] += __shfl_xor_sync(0xffffffffu, l[g], o);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], o);
+    }
+  }
+  __shared__ float sm_m[kDecodeWarps][G], sm_l[kDecodeWarps][G];
+  __shared__ float sm_acc[kDecodeWarps][G][D];
+  if (sub == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sm_acc[warp][g][col * 8 + e] = acc[g][e];
+      if (col == 0) {
+        sm_m[warp][g] = m[g];
+        sm_l[warp][g] = l[g];
+      }
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
+    const int g = i / D, c = i % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, sm_m[w][g]);
+    float sum_l = 0.0f, o = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kDecodeWarps; ++w) {
+        const float f = exp2f(sm_m[w][g] - mx);
+        sum_l += sm_l[w][g] * f;
+        o += sm_acc[w][g][c] * f;
+      }
+      o /= sum_l;
+    }
+    const int64_t h = h0 + g;
+    if (p.num_splits == 1) {
+      a.out[tok * a.num_heads * D + h * D + c] = f32_to_bf16_bits(o);
+    } else {
+      const int64_t r = (static_cast<int64_t>(s) * a.num_heads + h) * p.num_splits + split;
+      p.partial_o[r * D + c] = o;
+      if (c == 0) p.partial_lse[r] = mx == -INFINITY ? -INFINITY : mx + log2f(sum_l);
+    }
+  }
+}
+
+// One block per (sequence, head), one thread per column: the log-sum-exp merge of the splits.
+__global__ void decode_combine_kernel(DecodeParams p) {
+  const AttentionArgs& a = p.a;
+  const int64_t s = blockIdx.x / a.num_heads, h = blockIdx.x % a.num_heads;
+  const int64_t r0 = (s * a.num_heads + h) * p.num_splits;
+  float mx = -INFINITY;
+  for (int i = 0; i < p.num_splits; ++i) mx = fmaxf(mx, p.partial_lse[r0 + i]);
+  const int64_t tok = a.cu_seqlens_q[s];
+  for (int c = threadIdx.x; c < a.head_dim; c += blockDim.x) {
+    float sum = 0.0f, o = 0.0f;
+    for (int i = 0; i < p.num_splits; ++i) {
+      const float f = exp2f(p.partial_lse[r0 + i] - mx);
+      sum += f;
+      o += f * p.partial_o[(r0 + i) * a.head_dim + c];
+    }
+    a.out[tok * a.num_heads * a.head_dim + h * a.head_dim + c] = f32_to_bf16_bits(o / sum);
+  }
+}
+
+template <int D, int G>
+void launch_dg(const DecodeParams& p, cudaStream_t stream) {
+  const dim3 grid(p.num_splits, static_cast<unsigned int>(p.a.num_kv_heads * p.num_chunks),
+                  static_cast<unsigned int>(p.a.num_seqs));
+  decode_attention_kernel<D, G><<<grid, kDecodeWarps * 32, 0, stream>>>(p);
+}
+
+template <int D>
+void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
+  if (g == 4) {
+    launch_dg<D, 4>(p, stream);
+  } else if (g == 2) {
+    launch_dg<D, 2>(p, stream);
+  } else {
+    launch_dg<D, 1>(p, stream);
+  }
+}
+
+}  // namespace
+
+bool decode_attention_supported(const AttentionArgs& a) {
+  return a.block_size == kDecodePageSize && (a.head_dim == 64 || a.head_dim == 128) && a.max_seqlen_q == 1 &&
+         a.num_tokens == a.num_seqs;
+}
+
+void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream) {
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const int g = group % 4 == 0 ? 4 : (group % 2 == 0 ? 2 : 1);
+  DecodeParams p{a, ws.partial_o, ws.partial_lse, 1, 0, static_cast<int>(group / g)};
+  const int64_t max_pages = std::max<int64_t>(1, (a.max_seqlen_k + kDecodePageSize - 1) / kDecodePageSize);
+  int64_t splits = decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
+                                     a.head_dim, num_sms);
+  if (a.num_seqs * a.num_heads * splits > ws.capacity_rows) splits = 1;
+  const int64_t pps = (max_pages + splits - 1) / splits;
+  p.pages_per_split = static_cast<int>(pps);
+  p.num_splits = static_cast<int>((max_pages + pps - 1) / pps);
+  if (a.head_dim == 64) {
+    launch_d<64>(p, g, stream);
+  } else {
+    launch_d<128>(p, g, stream);
+  }
+  RL_CUDA_CHECK_LAUNCH();
+  if (p.num_splits > 1) {
+    decode_combine_kernel<<<static_cast<unsigned int>(a.num_seqs * a.num_heads), 128, 0, stream>>>(p);
+    RL_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace rl::cuda

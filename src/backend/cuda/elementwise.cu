@@ -1,0 +1,294 @@
+// Memory-bound element-wise and per-row kernels: embedding, RMSNorm (+ fused residual add), per-head QK-norm +
+// neox RoPE, KV-cache writes, SiLU·mul, row gathers, casts and the counter-based uniform fill. Each moves its
+// bytes once with 16-byte accesses where the row length allows (rows of a multiple of 8 bf16: vec paths).
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernel_config.h"
+
+namespace rl::cuda {
+namespace {
+
+__global__ void embedding_kernel(const int32_t* ids, const void* table, bool table_f32, int64_t vocab,
+                                 int64_t hidden, uint16_t* out) {
+  const int64_t r = blockIdx.x;
+  const int32_t id = ids[r];
+  if (id < 0 || id >= vocab) __trap();  // the runtime validates ids; an invalid one here is a bug
+  uint16_t* o = out + r * hidden;
+  if (!table_f32 && hidden % 8 == 0) {
+    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(table) + id * hidden);
+    for (int64_t c = threadIdx.x; c < hidden / 8; c += blockDim.x) reinterpret_cast<uint4*>(o)[c] = src[c];
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    o[i] = f32_to_bf16_bits(load_param(table, table_f32, id * hidden + i));
+  }
+}
+
+// One block per row. With residual: residual = bf16(residual + x), then the norm of that stored value.
+__global__ void rms_norm_kernel(uint16_t* residual, const uint16_t* x, const void* w, bool w_f32, uint16_t* out,
+                                int64_t hidden, float eps) {
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
+  const uint16_t* src = residual ? residual + base : x + base;
+  float ss = 0.0f;
+  const bool vec = hidden % 8 == 0;
+  if (vec) {
+    for (int64_t c = threadIdx.x; c < hidden / 8; c += blockDim.x) {
+      float v[8];
+      unpack8(reinterpret_cast<const uint4*>(src)[c], v);
+      if (residual) {
+        float a[8];
+        unpack8(reinterpret_cast<const uint4*>(x + base)[c], a);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = bf16_bits_to_f32(f32_to_bf16_bits(v[i] + a[i]));
+        reinterpret_cast<uint4*>(residual + base)[c] = pack8(v);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+      float v = bf16_bits_to_f32(src[i]);
+      if (residual) {
+        v = bf16_bits_to_f32(f32_to_bf16_bits(v + bf16_bits_to_f32(x[base + i])));
+        residual[base + i] = f32_to_bf16_bits(v);
+      }
+      ss += v * v;
+    }
+  }
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
+  // Each thread re-reads only the elements it wrote above, so no barrier is needed.
+  if (vec) {
+    for (int64_t c = threadIdx.x; c < hidden / 8; c += blockDim.x) {
+      float v[8];
+      unpack8(reinterpret_cast<const uint4*>(src)[c], v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = load_param(w, w_f32, c * 8 + i) * (v[i] * inv);
+      reinterpret_cast<uint4*>(out + base)[c] = pack8(v);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+      out[base + i] = f32_to_bf16_bits(load_param(w, w_f32, i) * (bf16_bits_to_f32(src[i]) * inv));
+    }
+  }
+}
+
+// One warp per (token, head) over the q and k heads. Lane l holds elements i = l + 32 j of the first half
+// and their RoPE partners i + half (head_dim ≤ 256, so j < 4). Norm, then rotation, in f32; one rounding.
+__global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
+  const int64_t num_rot = a.num_heads + a.num_kv_heads;
+  const int64_t task = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (task >= a.num_tokens * num_rot) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t tok = task / num_rot, h = task % num_rot;
+  const int64_t d = a.head_dim, half = d / 2, row = (a.num_heads + 2 * a.num_kv_heads) * d;
+  uint16_t* v = a.qkv + tok * row + h * d;  // k heads follow the q heads directly
+  const void* nw = h < a.num_heads ? a.q_norm : a.k_norm;
+  const bool nw_f32 = a.norm_dt == DType::kF32;
+  float lo[4], hi[4];
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = lane + 32 * j;
+    lo[j] = i < half ? bf16_bits_to_f32(v[i]) : 0.0f;
+    hi[j] = i < half ? bf16_bits_to_f32(v[i + half]) : 0.0f;
+    ss += lo[j] * lo[j] + hi[j] * hi[j];
+  }
+  if (nw) {
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(d) + a.eps);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = lane + 32 * j;
+      if (i < half) {
+        lo[j] = load_param(nw, nw_f32, i) * (lo[j] * inv);
+        hi[j] = load_param(nw, nw_f32, i + half) * (hi[j] * inv);
+      }
+    }
+  }
+  // As transformers: angle = float(position) * inv_freq in f32, then precise cos/sin.
+  const float pos = static_cast<float>(a.positions[tok]);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = lane + 32 * j;
+    if (i < half) {
+      float sn, cs;
+      sincosf(pos * a.inv_freq[i], &sn, &cs);
+      v[i] = f32_to_bf16_bits(lo[j] * cs - hi[j] * sn);
+      v[i + half] = f32_to_bf16_bits(hi[j] * cs + lo[j] * sn);
+    }
+  }
+}
+
+__global__ void kv_write_kernel(const uint16_t* qkv, int64_t row, int64_t k_offset, int64_t v_offset,
+                                int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
+                                uint16_t* v_cache) {
+  const int64_t t = blockIdx.x;
+  const int32_t slot = slots[t];
+  if (slot < 0) return;
+  if (slot >= num_slots) __trap();  // the KV manager hands out slots inside the cache
+  const uint16_t* k = qkv + t * row + k_offset;
+  const uint16_t* v = qkv + t * row + v_offset;
+  uint16_t* kd = k_cache + static_cast<int64_t>(slot) * kv_row;
+  uint16_t* vd = v_cache + static_cast<int64_t>(slot) * kv_row;
+  if (row % 8 == 0 && k_offset % 8 == 0 && v_offset % 8 == 0 && kv_row % 8 == 0) {
+    for (int64_t c = threadIdx.x; c < kv_row / 8; c += blockDim.x) {
+      reinterpret_cast<uint4*>(kd)[c] = reinterpret_cast<const uint4*>(k)[c];
+      reinterpret_cast<uint4*>(vd)[c] = reinterpret_cast<const uint4*>(v)[c];
+    }
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < kv_row; i += blockDim.x) {
+    kd[i] = k[i];
+    vd[i] = v[i];
+  }
+}
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
+__global__ void silu_mul_kernel(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (inter % 8 == 0) {
+    const int64_t per_row = inter / 8;
+    for (int64_t c = start; c < rows * per_row; c += stride) {
+      const int64_t r = c / per_row, j = c % per_row;
+      float g[8], u[8];
+      unpack8(reinterpret_cast<const uint4*>(gate_up + r * 2 * inter)[j], g);
+      unpack8(reinterpret_cast<const uint4*>(gate_up + r * 2 * inter + inter)[j], u);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) g[i] = silu(g[i]) * u[i];
+      reinterpret_cast<uint4*>(out + r * inter)[j] = pack8(g);
+    }
+    return;
+  }
+  for (int64_t e = start; e < rows * inter; e += stride) {
+    const int64_t r = e / inter, i = e % inter;
+    const float g = bf16_bits_to_f32(gate_up[r * 2 * inter + i]);
+    out[e] = f32_to_bf16_bits(silu(g) * bf16_bits_to_f32(gate_up[r * 2 * inter + inter + i]));
+  }
+}
+
+__global__ void gather_rows_kernel(const char* x, int64_t num_rows_x, const int32_t* indices, int64_t row_bytes,
+                                   char* out) {
+  const int64_t i = blockIdx.x;
+  const int32_t r = indices[i];
+  if (r < 0 || r >= num_rows_x) __trap();
+  const char* src = x + r * row_bytes;
+  char* dst = out + i * row_bytes;
+  if (row_bytes % 16 == 0) {
+    for (int64_t c = threadIdx.x; c < row_bytes / 16; c += blockDim.x) {
+      reinterpret_cast<uint4*>(dst)[c] = reinterpret_cast<const uint4*>(src)[c];
+    }
+    return;
+  }
+  for (int64_t b = threadIdx.x; b < row_bytes; b += blockDim.x) dst[b] = src[b];
+}
+
+__device__ __forceinline__ float load_any(const void* p, DType dt, int64_t i) {
+  if (dt == DType::kF32) return static_cast<const float*>(p)[i];
+  if (dt == DType::kF16) return __half2float(__ushort_as_half(static_cast<const uint16_t*>(p)[i]));
+  return bf16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
+}
+__device__ __forceinline__ void store_any(void* p, DType dt, int64_t i, float v) {
+  if (dt == DType::kF32) {
+    static_cast<float*>(p)[i] = v;
+  } else if (dt == DType::kF16) {
+    static_cast<uint16_t*>(p)[i] = __half_as_ushort(__float2half_rn(v));
+  } else {
+    static_cast<uint16_t*>(p)[i] = f32_to_bf16_bits(v);
+  }
+}
+
+__global__ void cast_kernel(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    store_any(dst, dst_dt, i, load_any(src, src_dt, i));
+  }
+}
+
+// The exact math of rl::mix64 / rl::uniform_from_counter (core/random.h), duplicated for the device.
+__device__ __forceinline__ uint64_t mix64_dev(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_uniform_kernel(void* t, DType dt, int64_t n, uint64_t seed, float lo, float hi) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint64_t r = mix64_dev(seed ^ mix64_dev(static_cast<uint64_t>(i)));
+    const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
+    // The CPU build contracts lo + (hi - lo) * u into one fma (GCC with FMA in -march): do the same.
+    store_any(t, dt, i, fmaf(hi - lo, u, lo));
+  }
+}
+
+unsigned int grid_for(int64_t n) {
+  return static_cast<unsigned int>(std::min<int64_t>((n + kElementwiseThreads - 1) / kElementwiseThreads,
+                                                     kElementwiseMaxBlocks));
+}
+
+}  // namespace
+
+void launch_embedding(const int32_t* ids, int64_t n, const void* table, DType table_dt, int64_t vocab,
+                      int64_t hidden, uint16_t* out, cudaStream_t stream) {
+  if (n == 0) return;
+  embedding_kernel<<<static_cast<unsigned int>(n), kRowThreads, 0, stream>>>(ids, table, table_dt == DType::kF32,
+                                                                             vocab, hidden, out);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rms_norm(uint16_t* residual, const uint16_t* x, const void* w, DType w_dt, uint16_t* out,
+                     int64_t rows, int64_t hidden, float eps, cudaStream_t stream) {
+  if (rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(residual, x, w, w_dt == DType::kF32,
+                                                                               out, hidden, eps);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
+  const int64_t tasks = a.num_tokens * (a.num_heads + a.num_kv_heads);
+  if (tasks == 0) return;
+  constexpr int kWarps = 4;
+  qk_norm_rope_kernel<<<ceil_div(tasks, kWarps), kWarps * 32, 0, stream>>>(a);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_kv_write(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64_t k_offset, int64_t v_offset,
+                     int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
+                     uint16_t* v_cache, cudaStream_t stream) {
+  if (num_tokens == 0) return;
+  kv_write_kernel<<<static_cast<unsigned int>(num_tokens), 128, 0, stream>>>(qkv, row, k_offset, v_offset, kv_row,
+                                                                             slots, num_slots, k_cache, v_cache);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_silu_mul(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter, cudaStream_t stream) {
+  if (rows * inter == 0) return;
+  silu_mul_kernel<<<grid_for(rows * inter / (inter % 8 == 0 ? 8 : 1)), kElementwiseThreads, 0, stream>>>(
+      gate_up, out, rows, inter);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gather_rows(const void* x, int64_t num_rows_x, const int32_t* indices, int64_t n, int64_t row_bytes,
+                        void* out, cudaStream_t stream) {
+  if (n == 0) return;
+  gather_rows_kernel<<<static_cast<unsigned int>(n), kRowThreads, 0, stream>>>(
+      static_cast<const char*>(x), num_rows_x, indices, row_bytes, static_cast<char*>(out));
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  cast_kernel<<<grid_for(n), kElementwiseThreads, 0, stream>>>(src, src_dt, dst, dst_dt, n);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_uniform_kernel<<<grid_for(n), kElementwiseThreads, 0, stream>>>(t, dt, n, seed, lo, hi);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace rl::cuda

@@ -1,0 +1,61 @@
+// Tile sizes, launch shapes and dispatch heuristics of the CUDA kernels, with the reasons for each (design §7).
+// Measured figures behind them are in docs/cuda.md and docs/benchmarks.md.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace rl::cuda {
+
+// Element-wise kernels: grid-stride loops; 8 blocks of 256 per SM on 132 SMs saturate HBM for streaming ops.
+constexpr int kElementwiseThreads = 256;
+constexpr int64_t kElementwiseMaxBlocks = 132 * 8;
+// Per-row kernels (norms, gathers): one block per row; 256 threads cover hidden 4096 with one 16 B vector each
+// per two passes, and rows are many enough at prefill to fill the chip.
+constexpr int kRowThreads = 256;
+
+// linear: M ≤ kGemvMaxM uses our GEMV (weights streamed once, bandwidth-bound); above it cuBLASLt, where the
+// problem turns compute-bound (at M = 16 the GEMV still reads each weight byte once; at M = 64 tensor cores win).
+constexpr int64_t kGemvMaxM = 16;
+// GEMV: each warp owns kGemvRowsPerWarp output columns (weight rows) so one 16 B load of x feeds that many
+// weight loads; 4 warps per block, so N = 14336 gives 896 blocks (about 7 per SM) with 8 × 16 B weight loads
+// per lane in flight per unrolled step — enough bytes in flight to cover HBM latency (Little's law: ~32 KB/SM).
+constexpr int kGemvRowsPerWarp = 4;
+constexpr int kGemvWarps = 4;
+
+// cuBLASLt workspace: 32 MiB is what cuBLAS recommends for Hopper split-K / stream-K kernels.
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+
+// Decode attention (split-KV). One block = (sequence, kv head, split), 4 warps, each warp walks whole 16-token
+// pages; a page load serves all query heads of the GQA group (up to kDecodeMaxGroup per block).
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeMaxGroup = 8;
+constexpr int kDecodePageSize = 16;
+// Splits only pay while a split still has work for all 4 warps: at least 2 pages per warp.
+constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
+// Aim for about 4 blocks per SM (132 SMs) so HBM sees enough loads in flight even at batch 1.
+constexpr int64_t kDecodeTargetBlocks = 132 * 4;
+// Workspace for split partials (f32 o [head_dim] + lse): rows of (seq, head, split), allocated at creation.
+constexpr int64_t kDecodeWorkspaceRows = int64_t(1) << 17;  // 64 MiB of partials at head_dim 128
+
+// Chooses the split count of the decode kernel from host-side fields only (graph-capturable dispatch).
+inline int64_t decode_num_splits(int64_t num_seqs, int64_t num_kv_blocks_per_seq_group, int64_t max_seqlen_k,
+                                 int64_t num_heads, int64_t head_dim, int num_sms) {
+  const int64_t max_pages = (max_seqlen_k + kDecodePageSize - 1) / kDecodePageSize;
+  const int64_t base_blocks = num_seqs * num_kv_blocks_per_seq_group;
+  const int64_t target = kDecodeTargetBlocks * num_sms / 132;
+  int64_t splits = std::max<int64_t>(1, (target + base_blocks - 1) / base_blocks);
+  splits = std::min(splits, std::max<int64_t>(1, max_pages / kDecodeMinPagesPerSplit));
+  const int64_t per_split_rows = num_seqs * num_heads;
+  const int64_t rows_cap = kDecodeWorkspaceRows * 128 / std::max<int64_t>(head_dim, 128);
+  splits = std::min(splits, std::max<int64_t>(1, rows_cap / std::max<int64_t>(per_split_rows, 1)));
+  return std::min<int64_t>(splits, 256);
+}
+
+// Prefill attention (FlashAttention-2 style): kPrefillWarps warps × 16 query rows, key tiles of kPrefillBlockN,
+// K/V double-buffered in shared memory with cp.async.
+constexpr int kPrefillWarps = 4;
+constexpr int kPrefillBlockM = 16 * kPrefillWarps;
+constexpr int kPrefillBlockN = 64;
+
+}  // namespace rl::cuda

@@ -1,0 +1,235 @@
+// FlashAttention-2 style prefill attention on tensor cores (mma.sync m16n8k16 bf16 → f32), for varlen batches
+// with a causal mask offset by the prefix already in the cache, K/V read through block tables, GQA.
+// One block = (query tile of kPrefillBlockM rows, query head, sequence); each warp owns 16 query rows and keeps
+// its Q fragments, S tile and O accumulator in registers (online softmax in the log2 domain). K/V tiles of
+// kPrefillBlockN keys are gathered page by page with cp.async into XOR-swizzled shared memory (16-byte chunk
+// index ^ row % 8, so ldmatrix rows hit distinct banks), double-buffered: the next tile loads during compute.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernel_config.h"
+
+namespace rl::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kThreads = kPrefillWarps * 32;
+
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// c += a · b for one m16n8k16 tile.
+__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  return uint32_t(f32_to_bf16_bits(lo)) | (uint32_t(f32_to_bf16_bits(hi)) << 16);
+}
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile with D/8 chunks per row.
+template <int D>
+__device__ __forceinline__ uint32_t swz(int row, int chunk) {
+  return static_cast<uint32_t>(row * D * 2 + ((chunk ^ (row & 7)) << 4));
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(AttentionArgs a) {
+  constexpr int BM = kPrefillBlockM, BN = kPrefillBlockN, kChunks = D / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sq = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t sk[2] = {sq + BM * D * 2, sq + BM * D * 2 + BN * D * 2};
+  const uint32_t sv[2] = {sq + BM * D * 2 + 2 * BN * D * 2, sq + BM * D * 2 + 3 * BN * D * 2};
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+  const int s = blockIdx.z, h = blockIdx.y;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
+  const int q_start = a.cu_seqlens_q[s], q_len = a.cu_seqlens_q[s + 1] - q_start;
+  const int m0 = m_block * BM;
+  if (m0 >= q_len) return;
+  const int seq_len_k = a.seq_lens_k[s];
+  const int offset = seq_len_k - q_len;  // position of query row i is offset + i
+  const int kvh = h / static_cast<int>(a.num_heads / a.num_kv_heads);
+  const int k_end = min(seq_len_k, offset + min(m0 + BM, q_len));  // keys [0, k_end) are visible to the tile
+  const int num_n_blocks = (k_end + BN - 1) / BN;
+  const int32_t* table = a.block_tables + s * a.max_blocks;
+  const int bs = static_cast<int>(a.block_size);
+  const int64_t kv_stride = a.num_kv_heads * D;
+
+  // Q tile: rows past the sequence are zero-filled (their results are never stored).
+  for (int i = tid; i < BM * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool valid = m0 + r < q_len;
+    const uint16_t* src = a.qkv + (valid ? (q_start + m0 + r) * a.row + h * D + c * 8 : 0);
+    cp_async16(sq + swz<D>(r, c), src, valid);
+  }
+  auto load_kv = [&](int nb, int stage) {
+    for (int i = tid; i < BN * kChunks; i += kThreads) {
+      const int r = i / kChunks, c = i % kChunks, key = nb * BN + r;
+      const bool valid = key < seq_len_k;
+      int64_t off = 0;
+      if (valid) off = ((static_cast<int64_t>(table[key / bs]) * bs + key % bs) * kv_stride) + kvh * D + c * 8;
+      cp_async16(sk[stage] + swz<D>(r, c), a.k_cache + off, valid);
+      cp_async16(sv[stage] + swz<D>(r, c), a.v_cache + off, valid);
+    }
+  };
+  load_kv(0, 0);
+  cp_async_commit();
+
+  uint32_t qf[D / 16][4];
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+  const float scale_log2 = a.scale * kLog2e;
+  const int row0 = m0 + warp * 16 + lane / 4;  // this thread's rows: row0 and row0 + 8 (tile-relative + m0)
+
+  for (int nb = 0; nb < num_n_blocks; ++nb) {
+    const int stage = nb & 1;
+    if (nb + 1 < num_n_blocks) load_kv(nb + 1, stage ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (nb == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        ldmatrix_x4(qf[kk], sq + swz<D>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+      }
+    }
+    // S = Q Kᵀ for this warp's 16 rows × BN keys.
+    float sc[BN / 8][4];
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; nt += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, sk[stage] + swz<D>(nt * 8 + ((lane >> 4) << 3) + (lane & 7), kk * 2 + ((lane >> 3) & 1)));
+        mma_bf16(sc[nt], qf[kk], b[0], b[1]);
+        mma_bf16(sc[nt + 1], qf[kk], b[2], b[3]);
+      }
+    }
+    // Causal + length mask, only where the tile crosses the diagonal or the sequence end.
+    const int n0 = nb * BN;
+    const bool needs_mask = n0 + BN > offset + m0 + warp * 16 || n0 + BN > seq_len_k;
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
+        const int pos = offset + row0 + (e >> 1) * 8;
+        float v = sc[nt][e] * scale_log2;
+        if (needs_mask && (key > pos || key >= seq_len_k)) v = -INFINITY;
+        sc[nt][e] = v;
+      }
+    }
+    // Online softmax per row (rows r = 0: row0, r = 1: row0 + 8; the 4 lanes of a quad share a row).
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(row_m[r], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float corr = exp2f(row_m[r] - m_use);
+      row_m[r] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) {
+        sc[nt][2 * r] = exp2f(sc[nt][2 * r] - m_use);
+        sc[nt][2 * r + 1] = exp2f(sc[nt][2 * r + 1] - m_use);
+        sum += sc[nt][2 * r] + sc[nt][2 * r + 1];
+      }
+      row_l[r] = row_l[r] * corr + sum;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt][2 * r] *= corr;
+        o[dt][2 * r + 1] *= corr;
+      }
+    }
+    // O += P V: P's accumulator layout is the A-fragment layout of the next MMA (k = keys).
+#pragma unroll
+    for (int t = 0; t < BN / 16; ++t) {
+      uint32_t pa[4] = {pack_bf16x2(sc[2 * t][0], sc[2 * t][1]), pack_bf16x2(sc[2 * t][2], sc[2 * t][3]),
+                        pack_bf16x2(sc[2 * t + 1][0], sc[2 * t + 1][1]),
+                        pack_bf16x2(sc[2 * t + 1][2], sc[2 * t + 1][3])};
+#pragma unroll
+      for (int dt = 0; dt < D / 8; dt += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, sv[stage] + swz<D>(t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), dt + (lane >> 4)));
+        mma_bf16(o[dt], pa, b[0], b[1]);
+        mma_bf16(o[dt + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // the next iteration's loads overwrite this stage
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = row_l[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = row0 + r * 8;
+    if (row >= q_len) continue;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row) * a.num_heads * D + h * D + 2 * (lane & 3);
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      *reinterpret_cast<uint32_t*>(dst + dt * 8) = pack_bf16x2(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+    }
+  }
+}
+
+template <int D>
+void launch_d(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr int smem = (kPrefillBlockM + 4 * kPrefillBlockN) * D * 2;
+  static bool configured = false;  // the attribute is per function; setting it once is enough
+  if (!configured) {
+    RL_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       smem));
+    configured = true;
+  }
+  const dim3 grid(ceil_div(a.max_seqlen_q, kPrefillBlockM), static_cast<unsigned int>(a.num_heads),
+                  static_cast<unsigned int>(a.num_seqs));
+  prefill_attention_kernel<D><<<grid, kThreads, smem, stream>>>(a);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool prefill_attention_supported(const AttentionArgs& a) {
+  return (a.head_dim == 64 || a.head_dim == 128) && a.row % 8 == 0 && a.block_size > 0;
+}
+
+void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.head_dim == 64) {
+    launch_d<64>(a, stream);
+  } else {
+    launch_d<128>(a, stream);
+  }
+}
+
+}  // namespace rl::cuda

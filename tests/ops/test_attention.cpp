@@ -1,0 +1,146 @@
+// CUDA paged attention vs the CPU backend's f32 reference (run on f32 copies of the same bf16 values), over
+// ragged lengths, page boundaries, GQA ratios, head dims, prefix-in-cache chunks, mixed batches and shuffled
+// (non-contiguous) block tables. Unused cache slots hold NaN on the GPU and unused block-table entries are -1,
+// so a kernel reading past a sequence fails the comparison (or compute-sanitizer's memcheck).
+#include <algorithm>
+#include <numeric>
+
+#include "ops_test_util.h"
+
+namespace rl::ops_test {
+namespace {
+
+constexpr int64_t kBlockSize = 16;
+
+struct SeqSpec {
+  int64_t q_len;    // new tokens this step
+  int64_t ctx_len;  // context including them
+};
+
+// Runs one batch on both backends with the given CUDA kernel choice; returns the relative error.
+double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
+                CudaBackend::AttentionImpl impl) {
+  const QkvLayout l{num_heads, num_kv_heads, head_dim};
+  const int64_t num_seqs = static_cast<int64_t>(seqs.size());
+  int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 0, total_blocks = 0;
+  for (const auto& s : seqs) {
+    num_tokens += s.q_len;
+    max_q = std::max(max_q, s.q_len);
+    max_k = std::max(max_k, s.ctx_len);
+    const int64_t nb = (s.ctx_len + kBlockSize - 1) / kBlockSize;
+    max_blocks = std::max(max_blocks, nb);
+    total_blocks += nb;
+  }
+  max_blocks += 2;  // spare table columns stay -1
+  const int64_t num_blocks = total_blocks + 3;  // block 0 and a few never used
+  std::vector<int32_t> ids(static_cast<size_t>(num_blocks - 1));
+  std::iota(ids.begin(), ids.end(), 1);
+  std::shuffle(ids.begin(), ids.end(), rng());
+  std::vector<int32_t> cu(num_seqs + 1, 0), lens(num_seqs), table(num_seqs * max_blocks, -1);
+  const int64_t kv_row = num_kv_heads * head_dim;
+  auto k = random_bf16_values(num_blocks * kBlockSize * kv_row, -2, 2);
+  auto v = random_bf16_values(num_blocks * kBlockSize * kv_row, -2, 2);
+  std::vector<uint16_t> k_dev = to_bf16(k), v_dev = to_bf16(v);
+  std::vector<bool> used(static_cast<size_t>(num_blocks * kBlockSize), false);
+  size_t next = 0;
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    cu[s + 1] = cu[s] + static_cast<int32_t>(seqs[s].q_len);
+    lens[s] = static_cast<int32_t>(seqs[s].ctx_len);
+    for (int64_t j = 0; j * kBlockSize < seqs[s].ctx_len; ++j) table[s * max_blocks + j] = ids[next++];
+    for (int64_t p = 0; p < seqs[s].ctx_len; ++p) used[table[s * max_blocks + p / kBlockSize] * kBlockSize + p % kBlockSize] = true;
+  }
+  for (size_t slot = 0; slot < used.size(); ++slot) {
+    if (used[slot]) continue;
+    for (int64_t i = 0; i < kv_row; ++i) {
+      k_dev[slot * kv_row + i] = v_dev[slot * kv_row + i] = 0xffff;  // NaN on the GPU
+      k[slot * kv_row + i] = v[slot * kv_row + i] = 0.0f;
+    }
+  }
+  auto qkv = random_bf16_values(num_tokens * l.row(), -2, 2);
+
+  auto make_meta = [&](Backend& be, std::vector<Owned>& keep) {
+    keep.push_back(make_i32(be, cu, {num_seqs + 1}));
+    keep.push_back(make_i32(be, lens, {num_seqs}));
+    keep.push_back(make_i32(be, table, {num_seqs, max_blocks}));
+    AttentionMetadata m;
+    m.cu_seqlens_q = keep[0].t;
+    m.seq_lens_k = keep[1].t;
+    m.block_tables = keep[2].t;
+    m.num_seqs = num_seqs;
+    m.max_seqlen_q = max_q;
+    m.max_seqlen_k = max_k;
+    m.all_decode = max_q == 1;
+    m.layout = l;
+    m.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    return m;
+  };
+  std::vector<Owned> g_keep, c_keep;
+  const AttentionMetadata g_meta = make_meta(cpu(), g_keep), c_meta = make_meta(cuda(), c_keep);
+  auto g_qkv = make_f32(cpu(), qkv, {num_tokens, l.row()});
+  auto g_k = make_f32(cpu(), k, {num_blocks, kBlockSize, num_kv_heads, head_dim});
+  auto g_v = make_f32(cpu(), v, {num_blocks, kBlockSize, num_kv_heads, head_dim});
+  auto g_out = make(cpu(), DType::kF32, {num_tokens, num_heads * head_dim});
+  auto c_qkv = make_bf16(cuda(), qkv, {num_tokens, l.row()});
+  auto c_k = make(cuda(), DType::kBF16, {num_blocks, kBlockSize, num_kv_heads, head_dim});
+  auto c_v = make(cuda(), DType::kBF16, {num_blocks, kBlockSize, num_kv_heads, head_dim});
+  cuda().upload(c_k.t.data, k_dev.data(), k_dev.size() * 2);
+  cuda().upload(c_v.t.data, v_dev.data(), v_dev.size() * 2);
+  auto c_out = make(cuda(), DType::kBF16, {num_tokens, num_heads * head_dim});
+  poison(c_out.t);
+  cpu().attention(g_qkv.t, KvLayer{g_k.t, g_v.t}, g_meta, g_out.t);
+  cuda().set_attention_impl(impl);
+  cuda().attention(c_qkv.t, KvLayer{c_k.t, c_v.t}, c_meta, c_out.t);
+  cuda().set_attention_impl(CudaBackend::AttentionImpl::kAuto);
+  return rel_err(read_f32(cuda(), c_out.t), read_f32(cpu(), g_out.t));
+}
+
+struct Shape {
+  int64_t num_heads, num_kv_heads, head_dim;
+};
+const Shape kShapes[] = {{4, 4, 128}, {8, 4, 64}, {16, 4, 128}, {16, 2, 64}, {12, 4, 128}, {8, 1, 128}};
+
+void check_all_impls(const std::vector<SeqSpec>& seqs, const char* what) {
+  for (const Shape& s : kShapes) {
+    for (auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kNaive}) {
+      const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl);
+      EXPECT_LT(e, kBf16Tol) << what << ": heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
+                             << (impl == CudaBackend::AttentionImpl::kNaive ? " naive" : " auto");
+    }
+  }
+}
+
+TEST(CudaAttention, DecodePageBoundaries) {
+  check_all_impls({{1, 1}, {1, 15}, {1, 16}, {1, 17}, {1, 255}, {1, 33}, {1, 1000}}, "decode ragged");
+}
+
+TEST(CudaAttention, DecodeLongContextSplits) {
+  check_all_impls({{1, 4097}}, "decode 1 x 4097");
+  check_all_impls({{1, 2000}, {1, 3}, {1, 1500}}, "decode long + short");
+}
+
+TEST(CudaAttention, PrefillFromEmptyCache) {
+  check_all_impls({{1, 1}, {15, 15}, {16, 16}, {17, 17}, {130, 130}}, "prefill ragged");
+  check_all_impls({{255, 255}}, "prefill 255");
+}
+
+TEST(CudaAttention, ChunkedPrefillWithPrefixInCache) {
+  check_all_impls({{40, 200}, {64, 64 + 16}, {7, 300}}, "prefix chunks");
+}
+
+TEST(CudaAttention, MixedPrefillAndDecode) {
+  check_all_impls({{1, 50}, {70, 70}, {1, 17}, {33, 129}, {1, 1}}, "mixed");
+}
+
+TEST(CudaAttention, LargeRandomBatch) {
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 12; ++i) {
+    const int64_t ctx = 1 + static_cast<int64_t>(rng()() % 700);
+    const int64_t q = i % 3 == 0 ? 1 : 1 + static_cast<int64_t>(rng()() % ctx);
+    seqs.push_back({q, ctx});
+  }
+  const double e = run_case(seqs, 32, 8, 128, CudaBackend::AttentionImpl::kAuto);
+  EXPECT_LT(e, kBf16Tol);
+}
+
+}  // namespace
+}  // namespace rl::ops_test

@@ -1,0 +1,205 @@
+// CUDA vs CPU for every non-attention op, on fresh random inputs with poisoned outputs.
+#include <numeric>
+
+#include "ops_test_util.h"
+
+namespace rl::ops_test {
+namespace {
+
+TEST(CudaOps, EmbeddingCopiesRowsExactly) {
+  const int64_t vocab = 300, hidden = 264, n = 37;
+  auto table = random_bf16_values(vocab * hidden);
+  std::vector<int32_t> ids(n);
+  for (auto& i : ids) i = static_cast<int32_t>(rng()() % vocab);
+  auto c_table = make_bf16(cuda(), table, {vocab, hidden});
+  auto c_ids = make_i32(cuda(), ids, {n});
+  auto c_out = make(cuda(), DType::kBF16, {n, hidden});
+  poison(c_out.t);
+  cuda().embedding(c_ids.t, c_table.t, c_out.t);
+  auto out = read_f32(cuda(), c_out.t);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < hidden; ++j) ASSERT_EQ(out[i * hidden + j], table[ids[i] * hidden + j]);
+}
+
+void check_norm(int64_t rows, int64_t hidden, DType w_dt, bool with_residual) {
+  auto x = random_bf16_values(rows * hidden, -2, 2), res = random_bf16_values(rows * hidden, -2, 2);
+  auto w = random_bf16_values(hidden, 0.5f, 1.5f);
+  NormParams p{1e-5f};
+  auto g_x = make_f32(cpu(), x, {rows, hidden}), g_res = make_f32(cpu(), res, {rows, hidden});
+  auto g_w = make_f32(cpu(), w, {hidden});
+  auto g_out = make(cpu(), DType::kF32, {rows, hidden});
+  auto c_x = make_bf16(cuda(), x, {rows, hidden}), c_res = make_bf16(cuda(), res, {rows, hidden});
+  auto c_w = w_dt == DType::kF32 ? make_f32(cuda(), w, {hidden}) : make_bf16(cuda(), w, {hidden});
+  auto c_out = make(cuda(), DType::kBF16, {rows, hidden});
+  poison(c_out.t);
+  if (with_residual) {
+    cpu().add_rms_norm(g_res.t, g_x.t, g_w.t, g_out.t, p);
+    cuda().add_rms_norm(c_res.t, c_x.t, c_w.t, c_out.t, p);
+    EXPECT_LT(rel_err(read_f32(cuda(), c_res.t), read_f32(cpu(), g_res.t)), 4e-3);
+  } else {
+    cpu().rms_norm(g_x.t, g_w.t, g_out.t, p);
+    cuda().rms_norm(c_x.t, c_w.t, c_out.t, p);
+  }
+  EXPECT_LT(rel_err(read_f32(cuda(), c_out.t), read_f32(cpu(), g_out.t)), kBf16Tol);
+}
+
+TEST(CudaOps, RmsNorm) {
+  check_norm(7, 4096, DType::kBF16, false);
+  check_norm(3, 100, DType::kF32, false);  // not a multiple of 8: scalar path
+}
+
+TEST(CudaOps, AddRmsNorm) {
+  check_norm(9, 2048, DType::kBF16, true);
+  check_norm(2, 36, DType::kF32, true);
+}
+
+void check_qk_norm_rope(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms) {
+  QkvLayout l{nh, nkv, d};
+  auto qkv = random_bf16_values(t * l.row(), -3, 3);
+  std::vector<int32_t> pos(t);
+  for (auto& p : pos) p = static_cast<int32_t>(rng()() % 40000);
+  std::vector<float> inv(d / 2);
+  for (int64_t i = 0; i < d / 2; ++i) inv[i] = std::pow(1e6f, -2.0f * i / d);
+  auto qn = random_bf16_values(d, 0.5f, 1.5f), kn = random_bf16_values(d, 0.5f, 1.5f);
+  NormParams np{1e-6f};
+  auto g_qkv = make_f32(cpu(), qkv, {t, l.row()}), g_pos = make_i32(cpu(), pos, {t});
+  auto g_inv = make_f32(cpu(), inv, {d / 2});
+  auto g_qn = make_f32(cpu(), qn, {d}), g_kn = make_f32(cpu(), kn, {d});
+  auto c_qkv = make_bf16(cuda(), qkv, {t, l.row()}), c_pos = make_i32(cuda(), pos, {t});
+  auto c_inv = make_f32(cuda(), inv, {d / 2});
+  auto c_qn = make_bf16(cuda(), qn, {d}), c_kn = make_bf16(cuda(), kn, {d});
+  cpu().qk_norm_rope(g_qkv.t, norms ? g_qn.t : Tensor(), norms ? g_kn.t : Tensor(), g_pos.t,
+                     RopeParams{l, g_inv.t.f32()}, np);
+  cuda().qk_norm_rope(c_qkv.t, norms ? c_qn.t : Tensor(), norms ? c_kn.t : Tensor(), c_pos.t,
+                      RopeParams{l, c_inv.t.f32()}, np);
+  auto out = read_f32(cuda(), c_qkv.t), ref = read_f32(cpu(), g_qkv.t);
+  EXPECT_LT(rel_err(out, ref), kBf16Tol);
+  // v is untouched.
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t i = l.v_offset(); i < l.row(); ++i) ASSERT_EQ(out[r * l.row() + i], qkv[r * l.row() + i]);
+}
+
+TEST(CudaOps, QkNormRope) {
+  check_qk_norm_rope(13, 16, 8, 128, true);
+  check_qk_norm_rope(5, 8, 8, 64, false);
+  check_qk_norm_rope(4, 6, 2, 80, true);  // head_dim not a power of two
+}
+
+TEST(CudaOps, KvWriteThroughSlotMapping) {
+  QkvLayout l{8, 2, 64};
+  const int64_t t = 21, num_blocks = 6, bs = 16, kv_row = l.num_kv_heads * l.head_dim;
+  auto qkv = random_bf16_values(t * l.row());
+  auto kc = random_bf16_values(num_blocks * bs * kv_row), vc = random_bf16_values(num_blocks * bs * kv_row);
+  std::vector<int32_t> all(num_blocks * bs);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng());
+  std::vector<int32_t> slots(all.begin(), all.begin() + t);
+  slots[3] = -1;
+  slots[10] = -1;
+  auto g_qkv = make_f32(cpu(), qkv, {t, l.row()}), g_slots = make_i32(cpu(), slots, {t});
+  auto g_k = make_f32(cpu(), kc, {num_blocks, bs, 2, 64}), g_v = make_f32(cpu(), vc, {num_blocks, bs, 2, 64});
+  auto c_qkv = make_bf16(cuda(), qkv, {t, l.row()}), c_slots = make_i32(cuda(), slots, {t});
+  auto c_k = make_bf16(cuda(), kc, {num_blocks, bs, 2, 64}), c_v = make_bf16(cuda(), vc, {num_blocks, bs, 2, 64});
+  cpu().kv_write(g_qkv.t, l, g_slots.t, KvLayer{g_k.t, g_v.t});
+  cuda().kv_write(c_qkv.t, l, c_slots.t, KvLayer{c_k.t, c_v.t});
+  EXPECT_EQ(read_f32(cuda(), c_k.t), read_f32(cpu(), g_k.t));
+  EXPECT_EQ(read_f32(cuda(), c_v.t), read_f32(cpu(), g_v.t));
+}
+
+TEST(CudaOps, SiluMul) {
+  for (int64_t inter : {1536, 99}) {
+    const int64_t rows = 11;
+    auto gu = random_bf16_values(rows * 2 * inter, -6, 6);
+    auto g_gu = make_f32(cpu(), gu, {rows, 2 * inter});
+    auto g_out = make(cpu(), DType::kF32, {rows, inter});
+    auto c_gu = make_bf16(cuda(), gu, {rows, 2 * inter});
+    auto c_out = make(cuda(), DType::kBF16, {rows, inter});
+    poison(c_out.t);
+    cpu().silu_mul(g_gu.t, g_out.t);
+    cuda().silu_mul(c_gu.t, c_out.t);
+    EXPECT_LT(rel_err(read_f32(cuda(), c_out.t), read_f32(cpu(), g_out.t)), kBf16Tol) << inter;
+  }
+}
+
+TEST(CudaOps, GatherRows) {
+  for (int64_t h : {512, 13}) {
+    const int64_t rows = 40, n = 9;
+    auto x = random_bf16_values(rows * h);
+    std::vector<int32_t> idx(n);
+    for (auto& i : idx) i = static_cast<int32_t>(rng()() % rows);
+    auto c_x = make_bf16(cuda(), x, {rows, h});
+    auto c_idx = make_i32(cuda(), idx, {n});
+    auto c_out = make(cuda(), DType::kBF16, {n, h});
+    poison(c_out.t);
+    cuda().gather_rows(c_x.t, c_idx.t, c_out.t);
+    auto out = read_f32(cuda(), c_out.t);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < h; ++j) ASSERT_EQ(out[i * h + j], x[idx[i] * h + j]);
+  }
+}
+
+TEST(CudaOps, CastRoundsLikeTheHost) {
+  const int64_t n = 10007;
+  std::vector<float> x(n);
+  std::normal_distribution<float> d(0, 100);
+  for (auto& v : x) v = d(rng());
+  auto c_x = make_f32(cuda(), x, {n});
+  auto c_b = make(cuda(), DType::kBF16, {n});
+  auto c_back = make(cuda(), DType::kF32, {n});
+  poison(c_b.t);
+  cuda().cast(c_x.t, c_b.t);
+  cuda().cast(c_b.t, c_back.t);
+  std::vector<uint16_t> bits(n);
+  cuda().download(bits.data(), c_b.t.data, n * 2);
+  auto back = read_f32(cuda(), c_back.t);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(bits[i], f32_to_bf16(x[i])) << x[i];
+    ASSERT_EQ(back[i], bf16_to_f32(f32_to_bf16(x[i])));
+  }
+}
+
+TEST(CudaOps, FillUniformMatchesCpuExactly) {
+  const uint64_t seed = rng()();
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const int64_t n = 100003;
+    auto g = make(cpu(), dt, {n});
+    auto c = make(cuda(), dt, {n});
+    poison(c.t);
+    cpu().fill_uniform(g.t, seed, -0.02f, 0.05f);
+    cuda().fill_uniform(c.t, seed, -0.02f, 0.05f);
+    std::vector<uint8_t> a(g.t.nbytes()), b(c.t.nbytes());
+    cpu().download(a.data(), g.t.data, a.size());
+    cuda().download(b.data(), c.t.data, b.size());
+    EXPECT_EQ(a, b) << dtype_name(dt);
+  }
+}
+
+void check_linear(int64_t m, int64_t n, int64_t k, DType bias_dt, bool with_bias, DType y_dt) {
+  auto x = random_bf16_values(m * k), w = random_bf16_values(n * k, -0.1f, 0.1f), b = random_bf16_values(n);
+  auto g_x = make_f32(cpu(), x, {m, k}), g_b = make_f32(cpu(), b, {n});
+  auto g_w = make_bf16(cpu(), w, {n, k});
+  auto g_y = make(cpu(), DType::kF32, {m, n});
+  auto c_x = make_bf16(cuda(), x, {m, k}), c_w = make_bf16(cuda(), w, {n, k});
+  auto c_b = bias_dt == DType::kF32 ? make_f32(cuda(), b, {n}) : make_bf16(cuda(), b, {n});
+  auto c_y = make(cuda(), y_dt, {m, n});
+  poison(c_y.t);
+  cpu().linear(g_x.t, g_w.t, with_bias ? g_b.t : Tensor(), g_y.t);
+  cuda().linear(c_x.t, c_w.t, with_bias ? c_b.t : Tensor(), c_y.t);
+  EXPECT_LT(rel_err(read_f32(cuda(), c_y.t), read_f32(cpu(), g_y.t)), kBf16Tol)
+      << "m=" << m << " n=" << n << " k=" << k << " bias=" << with_bias;
+}
+
+TEST(CudaOps, LinearSmallM) {
+  for (int64_t m : {1, 2, 3, 5, 8, 11, 16}) check_linear(m, 1000, 768, DType::kBF16, m % 2 == 1, DType::kBF16);
+  check_linear(4, 96, 100, DType::kF32, true, DType::kBF16);  // K not a multiple of 8: scalar path
+  check_linear(1, 520, 4096, DType::kBF16, false, DType::kF32);
+}
+
+TEST(CudaOps, LinearCublasLt) {
+  check_linear(17, 1000, 768, DType::kBF16, true, DType::kBF16);
+  check_linear(300, 512, 1024, DType::kF32, true, DType::kBF16);
+  check_linear(64, 256, 512, DType::kBF16, false, DType::kF32);
+}
+
+}  // namespace
+}  // namespace rl::ops_test
