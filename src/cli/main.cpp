@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   rl::cli::add_generate_command(app, &exit_code);
   rl::cli::add_inspect_command(app, &exit_code);
+  rl::cli::add_tokenize_command(app, &exit_code);
+  rl::cli::add_detokenize_command(app, &exit_code);
   rl::cli::add_roofline_command(app, &exit_code);
   try {
     app.parse(argc, argv);
