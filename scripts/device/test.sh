@@ -10,7 +10,8 @@ out="${OUT:-/tmp/rl_device}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 bin=build/cuda/rl_tests_ops
-[ -x "$bin" ] || { echo "missing $bin: build the cuda preset here and carry build/cuda"; exit 2; }
+[ -x "$bin" ] || bin=build/cuda/rl_cuda_ops_tests  # the same tests without rl_runtime
+[ -x "$bin" ] || { echo "no test binary: build rl_tests_ops or rl_cuda_ops_tests (cuda preset) here and carry it"; exit 2; }
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 small='CudaAttention.MixedPrefillAndDecode:CudaAttention.ChunkedPrefillWithPrefixInCache'
 

@@ -29,6 +29,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   RL_CUDA_CHECK(cudaMalloc(&gemm_workspace_, cuda::kCublasWorkspaceBytes));
   const size_t partial_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * (128 + 1);
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_partials_), partial_floats * sizeof(float)));
+  RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), cuda::kDecodeWorkspaceRows * sizeof(int)));
+  RL_CUDA_CHECK(cudaMemset(decode_counters_, 0, cuda::kDecodeWorkspaceRows * sizeof(int)));
   gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
 }
 
@@ -36,6 +38,7 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   gemm_.reset();
   cudaFree(decode_partials_);
+  cudaFree(decode_counters_);
   cudaFree(gemm_workspace_);
   cudaStreamDestroy(stream_);
 }
@@ -168,7 +171,8 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
   if (attention_impl_ == AttentionImpl::kAuto) {
     if (meta.all_decode && cuda::decode_attention_supported(a)) {
       const size_t o_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * 128;
-      cuda::DecodeWorkspace ws{decode_partials_, decode_partials_ + o_floats, cuda::kDecodeWorkspaceRows};
+      cuda::DecodeWorkspace ws{decode_partials_, decode_partials_ + o_floats, decode_counters_,
+                               cuda::kDecodeWorkspaceRows};
       cuda::launch_decode_attention(a, ws, num_sms_, stream_);
       return;
     }

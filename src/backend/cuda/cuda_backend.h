@@ -67,6 +67,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   void* gemm_workspace_ = nullptr;
   float* decode_partials_ = nullptr;  // [kDecodeWorkspaceRows * 128] o then [kDecodeWorkspaceRows] lse
+  int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
   std::unique_ptr<cuda::LtGemm> gemm_;
   AttentionImpl attention_impl_ = AttentionImpl::kAuto;
 };

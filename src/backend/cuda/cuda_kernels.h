@@ -77,6 +77,7 @@ void launch_attention_naive(const AttentionArgs& a, cudaStream_t stream);
 struct DecodeWorkspace {
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
+  int* counters = nullptr;    // [capacity_rows], zero between launches: finished splits per (seq, head chunk)
   int64_t capacity_rows = 0;  // (seq, head, split) triples the workspace holds
 };
 bool decode_attention_supported(const AttentionArgs& a);

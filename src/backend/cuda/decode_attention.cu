@@ -1,8 +1,8 @@
 // Split-KV decode attention (FlashDecoding) over the paged cache (block size 16). One block per (sequence,
 // kv head, group chunk, split); its 4 warps walk whole pages, and one 16-byte load of each K/V row serves every
 // query head of the GQA chunk (up to 4). Lanes of a row: D/8 (16 B each); a warp covers 32/(D/8) tokens per step.
-// Softmax in the log2 domain (q pre-scaled by scale·log2 e). Partials (normalized o + lse) are merged by a
-// second kernel when there is more than one split; with one split the block writes the output directly.
+// Softmax in the log2 domain (q pre-scaled by scale·log2 e). With several splits, each writes a partial
+// (normalized o + lse) and the last block to finish merges them; with one split the block writes the output.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -17,6 +17,7 @@ struct DecodeParams {
   AttentionArgs a;
   float* partial_o;
   float* partial_lse;
+  int* counters;
   int num_splits;
   int pages_per_split;
   int num_chunks;  // group / G
@@ -158,24 +159,44 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
       if (c == 0) p.partial_lse[r] = mx == -INFINITY ? -INFINITY : mx + log2f(sum_l);
     }
   }
-}
+  if (p.num_splits == 1) return;
 
-// One block per (sequence, head), one thread per column: the log-sum-exp merge of the splits.
-__global__ void decode_combine_kernel(DecodeParams p) {
-  const AttentionArgs& a = p.a;
-  const int64_t s = blockIdx.x / a.num_heads, h = blockIdx.x % a.num_heads;
-  const int64_t r0 = (s * a.num_heads + h) * p.num_splits;
-  float mx = -INFINITY;
-  for (int i = 0; i < p.num_splits; ++i) mx = fmaxf(mx, p.partial_lse[r0 + i]);
-  const int64_t tok = a.cu_seqlens_q[s];
-  for (int c = threadIdx.x; c < a.head_dim; c += blockDim.x) {
-    float sum = 0.0f, o = 0.0f;
+  // The last split block of this (sequence, head chunk) to finish merges all splits (log-sum-exp), so no
+  // second kernel launch is needed. The counter goes back to 0 for the next launch.
+  __shared__ bool is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = p.counters + static_cast<int64_t>(s) * gridDim.y + blockIdx.y;
+    is_last = atomicAdd(counter, 1) == p.num_splits - 1;
+    if (is_last) *counter = 0;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  __shared__ float weight[G][kDecodeMaxSplits];
+  const int64_t r0 = (static_cast<int64_t>(s) * a.num_heads + h0) * p.num_splits;
+  for (int i = threadIdx.x; i < G * p.num_splits; i += blockDim.x) {
+    weight[i / p.num_splits][i % p.num_splits] = __ldcg(p.partial_lse + r0 + i);
+  }
+  __syncthreads();
+  if (threadIdx.x < G) {
+    float* wg = weight[threadIdx.x];
+    float mx = -INFINITY, sum = 0.0f;
+    for (int i = 0; i < p.num_splits; ++i) mx = fmaxf(mx, wg[i]);
     for (int i = 0; i < p.num_splits; ++i) {
-      const float f = exp2f(p.partial_lse[r0 + i] - mx);
-      sum += f;
-      o += f * p.partial_o[(r0 + i) * a.head_dim + c];
+      wg[i] = exp2f(wg[i] - mx);  // split 0 always holds keys, so mx is finite
+      sum += wg[i];
     }
-    a.out[tok * a.num_heads * a.head_dim + h * a.head_dim + c] = f32_to_bf16_bits(o / sum);
+    for (int i = 0; i < p.num_splits; ++i) wg[i] /= sum;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
+    const int g = i / D, c = i % D;
+    const float* po = p.partial_o + (r0 + static_cast<int64_t>(g) * p.num_splits) * D + c;
+    float o = 0.0f;
+    for (int sp = 0; sp < p.num_splits; ++sp) o = fmaf(weight[g][sp], __ldcg(po + sp * D), o);
+    a.out[tok * a.num_heads * D + (h0 + g) * D + c] = f32_to_bf16_bits(o);
   }
 }
 
@@ -207,7 +228,7 @@ bool decode_attention_supported(const AttentionArgs& a) {
 void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int g = group % 4 == 0 ? 4 : (group % 2 == 0 ? 2 : 1);
-  DecodeParams p{a, ws.partial_o, ws.partial_lse, 1, 0, static_cast<int>(group / g)};
+  DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, 0, static_cast<int>(group / g)};
   const int64_t max_pages = std::max<int64_t>(1, (a.max_seqlen_k + kDecodePageSize - 1) / kDecodePageSize);
   int64_t splits = decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
                                      a.head_dim, num_sms);
@@ -221,10 +242,6 @@ void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, 
     launch_d<128>(p, g, stream);
   }
   RL_CUDA_CHECK_LAUNCH();
-  if (p.num_splits > 1) {
-    decode_combine_kernel<<<static_cast<unsigned int>(a.num_seqs * a.num_heads), 128, 0, stream>>>(p);
-    RL_CUDA_CHECK_LAUNCH();
-  }
 }
 
 }  // namespace rl::cuda

@@ -1,6 +1,6 @@
-// Small-M linear (decode): y[M, N] = x[M, K] · w[N, K]ᵀ, bandwidth-bound. Each warp owns kGemvRowsPerWarp weight
-// rows and streams them once with 16-byte loads (two steps unrolled: 2 × rows loads in flight per lane), reusing
-// every x vector (L1-resident, all warps read the same x) for all its rows; f32 accumulation, warp reductions.
+// Small-M linear (decode): y[M, N] = x[M, K] · w[N, K]ᵀ, bandwidth-bound: every weight byte is streamed once
+// with 16-byte loads and multiplied on tensor cores (kernel lab v2; v1 was a CUDA-core GEMV that became
+// FMA-bound at M = 16: 0.75 TB/s, 3.36 TB/s at M = 1), f32 accumulation.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -18,64 +18,79 @@ __device__ __forceinline__ void store_out(void* y, bool y_f32, int64_t i, float 
   }
 }
 
-template <int kM>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, const void* bias, bool bias_f32,
-                void* y, bool y_f32, int m, int64_t n, int64_t k) {
-  constexpr int kR = kGemvRowsPerWarp;
-  const int lane = threadIdx.x & 31;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32) * kR;
-  if (n0 >= n) return;
-  const int64_t kc = k / 8;  // 16-byte chunks per row
-  const uint4* wr[kR];
-#pragma unroll
-  for (int r = 0; r < kR; ++r) wr[r] = reinterpret_cast<const uint4*>(w + min(n0 + r, n - 1) * k);
-  const uint4* xr = reinterpret_cast<const uint4*>(x);
-  float acc[kM][kR];
-#pragma unroll
-  for (int i = 0; i < kM; ++i)
-#pragma unroll
-    for (int r = 0; r < kR; ++r) acc[i][r] = 0.0f;
+__device__ __forceinline__ void mma_bf16_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
-  for (int64_t c = lane; c < kc; c += 64) {
-    const bool has2 = c + 32 < kc;
-    uint4 wv[2][kR];
+// yᵀ[N, M] = W[N, K] · xᵀ[K, M] on tensor cores (m16n8k16): a block owns 16 weight rows, its warps split K.
+// Per 32-k step, lane (r = lane / 4, q = lane % 4) loads 16 B of weight rows r and r + 8 and 16 B of x row r,
+// all at k0 + 8q. The 8 values are used as the fragment k-slots {2q, 2q+1, 2q+8, 2q+9} of two MMAs: a
+// permutation of k that A and B share, so the dot products are unchanged while every load stays 16 B wide.
+// kNT n-tiles of 8 cover M ≤ 8·kNT; x rows ≥ M load as zeros.
+template <int kNT>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_mma_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, const void* bias, bool bias_f32,
+                    void* y, bool y_f32, int m, int64_t n, int64_t k) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r = lane / 4, q = lane % 4;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const uint16_t* w0 = w + min(n0 + r, n - 1) * k + 8 * q;
+  const uint16_t* w1 = w + min(n0 + r + 8, n - 1) * k + 8 * q;
+  const uint16_t* xr[kNT];
+  bool x_valid[kNT];
 #pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      wv[0][r] = load_stream(wr[r] + c);
-      wv[1][r] = has2 ? load_stream(wr[r] + c + 32) : make_uint4(0, 0, 0, 0);
+  for (int t = 0; t < kNT; ++t) {
+    x_valid[t] = t * 8 + r < m;
+    xr[t] = x + (x_valid[t] ? (t * 8 + r) * k : 0) + 8 * q;
+  }
+  float c[kNT][4] = {};
+  const int64_t num_steps = (k + 31) / 32;
+  constexpr int kUnroll = 4;
+  for (int64_t s0 = warp; s0 < num_steps; s0 += kGemvWarps * kUnroll) {
+    uint4 wa[kUnroll], wb[kUnroll], xv[kUnroll][kNT];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t kk = (s0 + u * kGemvWarps) * 32;
+      const bool in = s0 + u * kGemvWarps < num_steps && kk + 8 * q < k;
+      wa[u] = in ? load_stream(w0 + kk) : make_uint4(0, 0, 0, 0);
+      wb[u] = in ? load_stream(w1 + kk) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int t = 0; t < kNT; ++t) {
+        xv[u][t] = in && x_valid[t] ? __ldg(reinterpret_cast<const uint4*>(xr[t] + kk)) : make_uint4(0, 0, 0, 0);
+      }
     }
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      if (u == 1 && !has2) break;
-      float wf[kR][8];
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t a_lo[4] = {wa[u].x, wb[u].x, wa[u].y, wb[u].y};
+      const uint32_t a_hi[4] = {wa[u].z, wb[u].z, wa[u].w, wb[u].w};
 #pragma unroll
-      for (int r = 0; r < kR; ++r) unpack8(wv[u][r], wf[r]);
-#pragma unroll
-      for (int i = 0; i < kM; ++i) {
-        if (i < m) {
-          float xf[8];
-          unpack8(__ldg(xr + i * kc + c + 32 * u), xf);
-#pragma unroll
-          for (int r = 0; r < kR; ++r)
-#pragma unroll
-            for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(xf[e], wf[r][e], acc[i][r]);
-        }
+      for (int t = 0; t < kNT; ++t) {
+        mma_bf16_16816(c[t], a_lo, xv[u][t].x, xv[u][t].y);
+        mma_bf16_16816(c[t], a_hi, xv[u][t].z, xv[u][t].w);
       }
     }
   }
+  // Sum the warps' partial tiles; warp 0 writes. c[t][e]: weight row r + 8 (e / 2), x row t·8 + 2q + e % 2.
+  __shared__ float partial[kGemvWarps][kNT][4][32];
 #pragma unroll
-  for (int i = 0; i < kM; ++i)
+  for (int t = 0; t < kNT; ++t)
 #pragma unroll
-    for (int r = 0; r < kR; ++r) acc[i][r] = warp_sum(acc[i][r]);
-  if (lane != 0) return;
+    for (int e = 0; e < 4; ++e) partial[warp][t][e][lane] = c[t][e];
+  __syncthreads();
+  if (warp != 0) return;
 #pragma unroll
-  for (int r = 0; r < kR; ++r) {
-    if (n0 + r >= n) break;
-    const float b = bias ? load_param(bias, bias_f32, n0 + r) : 0.0f;
+  for (int t = 0; t < kNT; ++t) {
 #pragma unroll
-    for (int i = 0; i < kM; ++i) {
-      if (i < m) store_out(y, y_f32, i * n + n0 + r, acc[i][r] + b);
+    for (int e = 0; e < 4; ++e) {
+      float v = 0.0f;
+#pragma unroll
+      for (int wi = 0; wi < kGemvWarps; ++wi) v += partial[wi][t][e][lane];
+      const int64_t col = n0 + r + 8 * (e / 2);
+      const int row = t * 8 + 2 * q + e % 2;
+      if (col < n && row < m) store_out(y, y_f32, row * n + col, v + (bias ? load_param(bias, bias_f32, col) : 0.0f));
     }
   }
 }
@@ -107,13 +122,6 @@ __global__ void add_bias_kernel(void* y, bool y_f32, const void* bias, bool bias
   }
 }
 
-template <int kM>
-void launch_gemv_m(const uint16_t* x, const uint16_t* w, const void* bias, bool bias_f32, void* y, bool y_f32,
-                   int m, int64_t n, int64_t k, cudaStream_t stream) {
-  const unsigned int blocks = ceil_div(n, int64_t(kGemvWarps) * kGemvRowsPerWarp);
-  gemv_kernel<kM><<<blocks, kGemvWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32, m, n, k);
-}
-
 }  // namespace
 
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
@@ -125,16 +133,10 @@ void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType b
                        reinterpret_cast<uintptr_t>(w) % 16 == 0;
   if (!aligned) {
     gemv_scalar_kernel<<<ceil_div(n, 8), 256, 0, stream>>>(x, w, bias, bias_f32, y, y_f32, mi, n, k);
-  } else if (m == 1) {
-    launch_gemv_m<1>(x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
-  } else if (m == 2) {
-    launch_gemv_m<2>(x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
-  } else if (m <= 4) {
-    launch_gemv_m<4>(x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
   } else if (m <= 8) {
-    launch_gemv_m<8>(x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
+    gemv_mma_kernel<1><<<ceil_div(n, 16), kGemvWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32, mi, n, k);
   } else {
-    launch_gemv_m<16>(x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
+    gemv_mma_kernel<2><<<ceil_div(n, 16), kGemvWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32, mi, n, k);
   }
   RL_CUDA_CHECK_LAUNCH();
 }

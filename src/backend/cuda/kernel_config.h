@@ -17,10 +17,9 @@ constexpr int kRowThreads = 256;
 // linear: M ≤ kGemvMaxM uses our GEMV (weights streamed once, bandwidth-bound); above it cuBLASLt, where the
 // problem turns compute-bound (at M = 16 the GEMV still reads each weight byte once; at M = 64 tensor cores win).
 constexpr int64_t kGemvMaxM = 16;
-// GEMV: each warp owns kGemvRowsPerWarp output columns (weight rows) so one 16 B load of x feeds that many
-// weight loads; 4 warps per block, so N = 14336 gives 896 blocks (about 7 per SM) with 8 × 16 B weight loads
-// per lane in flight per unrolled step — enough bytes in flight to cover HBM latency (Little's law: ~32 KB/SM).
-constexpr int kGemvRowsPerWarp = 4;
+// GEMV (tensor-core skinny GEMM): a block owns 16 weight rows and its kGemvWarps warps split K, each lane
+// keeping 4 steps × 2 × 16 B of weights in flight: N = 14336 gives 896 blocks of 16 KB in flight each, more
+// than the ~32 KB per SM that HBM latency × bandwidth asks for (Little's law).
 constexpr int kGemvWarps = 4;
 
 // cuBLASLt workspace: 32 MiB is what cuBLAS recommends for Hopper split-K / stream-K kernels.
@@ -31,8 +30,10 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeMaxGroup = 8;
 constexpr int kDecodePageSize = 16;
-// Splits only pay while a split still has work for all 4 warps: at least 2 pages per warp.
-constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
+// Splits pay while a split still has a page for each of its 4 warps: at batch 1 the kernel is latency-bound
+// (v1 with 2 pages per warp and a separate combine kernel: 0.70 TB/s at B=1 S=4k), so one round trip per warp.
+constexpr int64_t kDecodeMinPagesPerSplit = kDecodeWarps;
+constexpr int kDecodeMaxSplits = 256;
 // Aim for about 4 blocks per SM (132 SMs) so HBM sees enough loads in flight even at batch 1.
 constexpr int64_t kDecodeTargetBlocks = 132 * 4;
 // Workspace for split partials (f32 o [head_dim] + lse): rows of (seq, head, split), allocated at creation.
@@ -49,7 +50,7 @@ inline int64_t decode_num_splits(int64_t num_seqs, int64_t num_kv_blocks_per_seq
   const int64_t per_split_rows = num_seqs * num_heads;
   const int64_t rows_cap = kDecodeWorkspaceRows * 128 / std::max<int64_t>(head_dim, 128);
   splits = std::min(splits, std::max<int64_t>(1, rows_cap / std::max<int64_t>(per_split_rows, 1)));
-  return std::min<int64_t>(splits, 256);
+  return std::min<int64_t>(splits, kDecodeMaxSplits);
 }
 
 // Prefill attention (FlashAttention-2 style): kPrefillWarps warps × 16 query rows, key tiles of kPrefillBlockN,

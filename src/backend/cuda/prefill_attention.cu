@@ -42,6 +42,12 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// 2^x on the special-function unit (inputs here are ≤ 0 or -inf; flush-to-zero is harmless for weights).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return uint32_t(f32_to_bf16_bits(lo)) | (uint32_t(f32_to_bf16_bits(hi)) << 16);
 }
@@ -57,8 +63,10 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
   constexpr int BM = kPrefillBlockM, BN = kPrefillBlockN, kChunks = D / 8;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sq = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t sk[2] = {sq + BM * D * 2, sq + BM * D * 2 + BN * D * 2};
-  const uint32_t sv[2] = {sq + BM * D * 2 + 2 * BN * D * 2, sq + BM * D * 2 + 3 * BN * D * 2};
+  // Stage st of K is at sk0 + st * kTile, of V at sv0 + st * kTile (arithmetic, not an array: a runtime-indexed
+  // array of addresses would live in local memory).
+  constexpr uint32_t kTile = BN * D * 2;
+  const uint32_t sk0 = sq + BM * D * 2, sv0 = sk0 + 2 * kTile;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
   const int s = blockIdx.z, h = blockIdx.y;
@@ -88,8 +96,8 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
       const bool valid = key < seq_len_k;
       int64_t off = 0;
       if (valid) off = ((static_cast<int64_t>(table[key / bs]) * bs + key % bs) * kv_stride) + kvh * D + c * 8;
-      cp_async16(sk[stage] + swz<D>(r, c), a.k_cache + off, valid);
-      cp_async16(sv[stage] + swz<D>(r, c), a.v_cache + off, valid);
+      cp_async16(sk0 + stage * kTile + swz<D>(r, c), a.k_cache + off, valid);
+      cp_async16(sv0 + stage * kTile + swz<D>(r, c), a.v_cache + off, valid);
     }
   };
   load_kv(0, 0);
@@ -105,6 +113,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
 
   for (int nb = 0; nb < num_n_blocks; ++nb) {
     const int stage = nb & 1;
+    const uint32_t sk = sk0 + stage * kTile, sv = sv0 + stage * kTile;
     if (nb + 1 < num_n_blocks) load_kv(nb + 1, stage ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
@@ -124,12 +133,12 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
 #pragma unroll
       for (int nt = 0; nt < BN / 8; nt += 2) {
         uint32_t b[4];
-        ldmatrix_x4(b, sk[stage] + swz<D>(nt * 8 + ((lane >> 4) << 3) + (lane & 7), kk * 2 + ((lane >> 3) & 1)));
+        ldmatrix_x4(b, sk + swz<D>(nt * 8 + ((lane >> 4) << 3) + (lane & 7), kk * 2 + ((lane >> 3) & 1)));
         mma_bf16(sc[nt], qf[kk], b[0], b[1]);
         mma_bf16(sc[nt + 1], qf[kk], b[2], b[3]);
       }
     }
-    // Causal + length mask, only where the tile crosses the diagonal or the sequence end.
+    // Causal + length mask (on raw scores), only where the tile crosses the diagonal or the sequence end.
     const int n0 = nb * BN;
     const bool needs_mask = n0 + BN > offset + m0 + warp * 16 || n0 + BN > seq_len_k;
 #pragma unroll
@@ -138,9 +147,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
       for (int e = 0; e < 4; ++e) {
         const int key = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
         const int pos = offset + row0 + (e >> 1) * 8;
-        float v = sc[nt][e] * scale_log2;
-        if (needs_mask && (key > pos || key >= seq_len_k)) v = -INFINITY;
-        sc[nt][e] = v;
+        if (needs_mask && (key > pos || key >= seq_len_k)) sc[nt][e] = -INFINITY;
       }
     }
     // Online softmax per row (rows r = 0: row0, r = 1: row0 + 8; the 4 lanes of a quad share a row).
@@ -151,15 +158,16 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
       for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(row_m[r], mx);
+      // row_m is kept in the scaled log2 domain; p = 2^(s·scale·log2e − m) is one FMA and one EX2.
+      const float m_new = fmaxf(row_m[r], mx * scale_log2);
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float corr = exp2f(row_m[r] - m_use);
+      const float corr = fast_exp2(row_m[r] - m_use);
       row_m[r] = m_new;
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < BN / 8; ++nt) {
-        sc[nt][2 * r] = exp2f(sc[nt][2 * r] - m_use);
-        sc[nt][2 * r + 1] = exp2f(sc[nt][2 * r + 1] - m_use);
+        sc[nt][2 * r] = fast_exp2(fmaf(sc[nt][2 * r], scale_log2, -m_use));
+        sc[nt][2 * r + 1] = fast_exp2(fmaf(sc[nt][2 * r + 1], scale_log2, -m_use));
         sum += sc[nt][2 * r] + sc[nt][2 * r + 1];
       }
       row_l[r] = row_l[r] * corr + sum;
@@ -178,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
 #pragma unroll
       for (int dt = 0; dt < D / 8; dt += 2) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, sv[stage] + swz<D>(t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), dt + (lane >> 4)));
+        ldmatrix_x4_trans(b, sv + swz<D>(t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), dt + (lane >> 4)));
         mma_bf16(o[dt], pa, b[0], b[1]);
         mma_bf16(o[dt + 1], pa, b[2], b[3]);
       }
