@@ -198,11 +198,14 @@ UpdateResult Scheduler::update_from_output(const SchedulerOutput& output,
         r->first_token_time = now;
         num_prompt_tokens_ += r->num_prompt_tokens;
       }
+      std::optional<double> inter_token_latency;
+      if (r->last_token_time) inter_token_latency = now - *r->last_token_time;
       r->last_token_time = now;
       ++num_generation_tokens_;
       finished = stop_status(*r);
       if (finished && *finished == RequestStatus::kFinishedStopped) r->stop_token = token;
-      result.tokens.push_back(TokenUpdate{r->id, token, finished.value_or(RequestStatus::kRunning)});
+      result.tokens.push_back(
+          TokenUpdate{r->id, token, finished.value_or(RequestStatus::kRunning), inter_token_latency});
     }
     kv_.cache_full_blocks(kv_view(*r));
     if (finished) result.finished.push_back(release(r, *finished));

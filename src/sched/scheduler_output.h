@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ struct TokenUpdate {
   std::string request_id;
   TokenId token = 0;
   RequestStatus status = RequestStatus::kRunning;  // a finished status if this token ended the request
+  std::optional<double> inter_token_latency;        // seconds since the request's previous token
 };
 
 struct UpdateResult {
