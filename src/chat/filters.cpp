@@ -246,7 +246,7 @@ Value apply_filter(Interpreter& interp, const std::string& name, const Value& v,
     if (v.is_undefined()) return Value::array({});
     if (!v.has_attributes()) fail(line, std::string("items filter needs a mapping, got '") + v.type_name() + "'");
     Array out;
-    for (const auto& kv : v.attrs().items) out.push_back(Value::array({Value::string(kv.first), kv.second}));
+    for (const auto& kv : v.attrs().items) out.push_back(Value::tuple_of({Value::string(kv.first), kv.second}));
     return Value::array(std::move(out));
   }
   if (name == "first" || name == "last") {
@@ -299,7 +299,7 @@ Value apply_filter(Interpreter& interp, const std::string& name, const Value& v,
     bool by_value = by != nullptr && by->is_string() && by->str() == "value";
     bool reverse = arg_bool(args, 2, "reverse", false);
     Array pairs;
-    for (const auto& kv : v.attrs().items) pairs.push_back(Value::array({Value::string(kv.first), kv.second}));
+    for (const auto& kv : v.attrs().items) pairs.push_back(Value::tuple_of({Value::string(kv.first), kv.second}));
     Value index = Value::integer(by_value ? 1 : 0);
     return Value::array(sorted(std::move(pairs), reverse, case_sensitive, &index, line));
   }

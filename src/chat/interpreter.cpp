@@ -287,7 +287,7 @@ Value Interpreter::call_macro(const Stmt& macro, const std::shared_ptr<Frame>& c
     frame->vars[macro.params[k]] =
         macro.defaults[k] ? eval(*macro.defaults[k], frame) : Value::undefined(macro.params[k]);
   }
-  frame->vars["varargs"] = Value::array(std::move(varargs));
+  frame->vars["varargs"] = Value::tuple_of(std::move(varargs));
   frame->vars["kwargs"] = Value::object(std::move(kwargs));
   if (caller != nullptr) frame->vars["caller"] = *caller;
   ++call_depth_;
@@ -391,7 +391,7 @@ Value Interpreter::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
       Array a;
       a.reserve(e.items.size());
       for (const auto& item : e.items) a.push_back(eval(*item, frame));
-      return Value::array(std::move(a));
+      return e.kind == Expr::Kind::kTuple ? Value::tuple_of(std::move(a)) : Value::array(std::move(a));
     }
     case Expr::Kind::kDict: {
       Object o;

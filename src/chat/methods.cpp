@@ -357,7 +357,7 @@ Value call_dict_method(const Value& obj, const std::string& name, const CallArgs
   }
   Array out;
   for (const auto& kv : o.items) {
-    if (name == "items") out.push_back(Value::array({Value::string(kv.first), kv.second}));
+    if (name == "items") out.push_back(Value::tuple_of({Value::string(kv.first), kv.second}));
     else if (name == "keys") out.push_back(Value::string(kv.first));
     else out.push_back(kv.second);
   }

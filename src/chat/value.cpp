@@ -162,6 +162,11 @@ Value Value::array(Array x) {
   v.a = std::make_shared<const Array>(std::move(x));
   return v;
 }
+Value Value::tuple_of(Array x) {
+  Value v = array(std::move(x));
+  v.tuple = true;
+  return v;
+}
 Value Value::object(Object x) {
   Value v;
   v.kind = Kind::kObject;
@@ -246,11 +251,12 @@ std::string Value::repr() const {
       return format_python_float(f);
     case Kind::kString: return python_string_repr(*s);
     case Kind::kArray: {
-      std::string out = "[";
+      std::string out = tuple ? "(" : "[";
       for (size_t k = 0; k < a->size(); ++k) {
         if (k > 0) out += ", ";
         out += (*a)[k].repr();
       }
+      if (tuple) return out + (a->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::kObject: {

@@ -25,6 +25,7 @@ struct Value {
 
   Kind kind = Kind::kUndefined;
   bool b = false;
+  bool tuple = false;  // kArray: a Python tuple (prints as (a, b)); otherwise it behaves as a list
   int64_t i = 0;
   double f = 0.0;
   std::shared_ptr<const std::string> s;      // kString; kUndefined: the name it came from (for errors), may be null
@@ -40,6 +41,7 @@ struct Value {
   static Value floating(double v);
   static Value string(std::string v);
   static Value array(Array v);
+  static Value tuple_of(Array v);
   static Value object(Object v);
   static Value namespace_(Object v);
   static Value callable(std::shared_ptr<const Callable> c);

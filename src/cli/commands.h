@@ -10,6 +10,7 @@ void add_generate_command(CLI::App& app, int* exit_code);
 void add_inspect_command(CLI::App& app, int* exit_code);
 void add_tokenize_command(CLI::App& app, int* exit_code);
 void add_detokenize_command(CLI::App& app, int* exit_code);
+void add_template_command(CLI::App& app, int* exit_code);
 void add_roofline_command(CLI::App& app, int* exit_code);
 
 }  // namespace rl::cli
