@@ -1,0 +1,77 @@
+#include "cli/engine_options.h"
+
+namespace rl::cli {
+
+void add_engine_options(CLI::App* cmd, EngineOptions* o) {
+  add_model_dir_option(cmd, &o->model);
+  cmd->add_option("--device", o->device, "Backend: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Weight storage on the CPU: f32 or bf16 (CUDA always bf16)")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  cmd->add_flag("--dummy-weights", o->dummy_weights,
+                "Random weights at the config's shapes instead of safetensors (for benchmarks)");
+  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--max-model-len", o->max_model_len, "Context length limit (0 = the model's)")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences per step")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per step (chunked prefill)")
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->capture_default_str();
+  cmd->add_option("--kv-cache-gb", o->kv_cache_gb, "CPU KV cache size in GiB (0 = min(2, free/4))")
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
+                  "CUDA: fraction of GPU memory for weights, KV cache and activations")->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Disable the prefix cache");
+}
+
+Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
+  EngineConfig c;
+  c.model_dir = resolve_model_dir(o.model);
+  c.device = o.device;
+  if (!parse_dtype(o.dtype, &c.weight_dtype)) return Status::error("unknown --dtype " + o.dtype);
+  c.dummy_weights = o.dummy_weights;
+  c.num_threads = o.threads;
+  c.max_model_len = o.max_model_len;
+  c.max_num_seqs = o.max_num_seqs;
+  c.max_num_batched_tokens = o.max_num_batched_tokens;
+  c.block_size = o.block_size;
+  c.kv_cache_memory_bytes = static_cast<int64_t>(o.kv_cache_gb * (1ll << 30));
+  c.gpu_memory_utilization = o.gpu_memory_utilization;
+  c.enable_prefix_caching = !o.no_prefix_caching;
+  return Engine::create(c);
+}
+
+void add_sampling_options(CLI::App* cmd, SamplingOptions* s) {
+  cmd->add_option("--max-tokens", s->max_tokens, "Tokens to generate at most")->capture_default_str();
+  cmd->add_option("--min-tokens", s->min_tokens, "Tokens to generate before EOS/stop ids may end it");
+  cmd->add_option("--temperature", s->temperature,
+                  "Sampling temperature; 0 = greedy (default: generation_config.json, else 1)");
+  cmd->add_option("--top-k", s->top_k, "Keep the k most likely tokens (0 = off)");
+  cmd->add_option("--top-p", s->top_p, "Nucleus sampling: smallest set with this much probability (1 = off)");
+  cmd->add_option("--min-p", s->min_p, "Drop tokens below min-p x the top probability (0 = off)");
+  cmd->add_option("--repetition-penalty", s->repetition_penalty, "HF repetition penalty (1 = off)");
+  cmd->add_option("--presence-penalty", s->presence_penalty, "OpenAI presence penalty");
+  cmd->add_option("--frequency-penalty", s->frequency_penalty, "OpenAI frequency penalty");
+  cmd->add_option("--seed", s->seed, "Random seed: the same seed gives the same tokens");
+  cmd->add_flag("--ignore-eos", s->ignore_eos, "Keep generating past EOS until --max-tokens");
+  cmd->add_option("--stop", s->stop, "Stop string (repeatable); not included in the output");
+}
+
+SamplingParams make_sampling_params(const SamplingOptions& s, const GenerationConfig& g) {
+  SamplingParams p;
+  p.temperature = s.temperature.value_or(static_cast<float>(g.temperature));
+  p.top_k = s.top_k.value_or(static_cast<int32_t>(g.top_k));
+  p.top_p = s.top_p.value_or(static_cast<float>(g.top_p));
+  p.min_p = s.min_p.value_or(static_cast<float>(g.min_p));
+  p.repetition_penalty = s.repetition_penalty.value_or(static_cast<float>(g.repetition_penalty));
+  p.presence_penalty = s.presence_penalty;
+  p.frequency_penalty = s.frequency_penalty;
+  p.seed = s.seed;
+  p.max_tokens = s.max_tokens;
+  p.min_tokens = s.min_tokens;
+  p.ignore_eos = s.ignore_eos;
+  p.stop = s.stop;
+  return p;
+}
+
+}  // namespace rl::cli

@@ -1,0 +1,49 @@
+// Flags shared by every command that runs a model (generate, chat, serve, bench): device, dtype, dummy
+// weights, memory and batching limits, and the sampling flags.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/common.h"
+#include "runtime/engine.h"
+
+namespace rl::cli {
+
+struct EngineOptions {
+  ModelOptions model;
+  std::string device = "cpu";
+  std::string dtype = "bf16";
+  bool dummy_weights = false;
+  int threads = 0;
+  int32_t max_model_len = 0;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t block_size = 16;
+  double kv_cache_gb = 0;
+  double gpu_memory_utilization = 0.9;
+  bool no_prefix_caching = false;
+};
+
+void add_engine_options(CLI::App* cmd, EngineOptions* o);
+// Builds the engine (loading the model); prints nothing on success.
+Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o);
+
+struct SamplingOptions {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int32_t> top_k;
+  float presence_penalty = 0, frequency_penalty = 0;
+  std::optional<uint64_t> seed;
+  int32_t max_tokens = 128;
+  int32_t min_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+};
+
+void add_sampling_options(CLI::App* cmd, SamplingOptions* s);
+// Flags first, then generation_config.json's defaults (as vLLM does), then the neutral defaults.
+SamplingParams make_sampling_params(const SamplingOptions& s, const GenerationConfig& g);
+
+}  // namespace rl::cli

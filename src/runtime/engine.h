@@ -1,0 +1,143 @@
+// The engine: owns the backend, the model, the KV cache, the scheduler and the sampler, and runs the step loop
+// on its own thread (design.md §3). Other threads submit and abort through a queue; each request's tokens come
+// back on its OutputChannel. The offline API generate() is built on the same loop.
+//
+// Invariants: only the engine thread touches the scheduler, the runner and the sampler; inbox_ is the only
+// state shared with other threads (under mu_); a request's channel is closed exactly once, after all its
+// choices finished.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "loader/model_config.h"
+#include "model/model.h"
+#include "runtime/kv_storage.h"
+#include "runtime/model_runner.h"
+#include "runtime/output_channel.h"
+#include "runtime/sampler.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rl {
+
+struct EngineConfig {
+  std::string model_dir;
+  std::string device = "cpu";
+  DType weight_dtype = DType::kBF16;
+  bool dummy_weights = false;
+  int num_threads = 0;                  // CPU backend threads; 0 = all cores
+  int32_t block_size = 16;
+  int64_t num_kv_blocks = 0;            // 0: sized from memory
+  int64_t kv_cache_memory_bytes = 0;    // CPU: 0 = min(2 GiB, a quarter of free memory)
+  double gpu_memory_utilization = 0.9;  // CUDA: fraction of device memory for weights + KV + workspace
+  int32_t max_model_len = 0;            // 0: the model's context (capped by what the KV cache holds)
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_waiting = 1024;
+  bool enable_prefix_caching = true;
+  bool load_tokenizer = true;           // load tokenizer.json when the folder has one
+};
+
+struct Completion {
+  std::vector<TokenId> token_ids;
+  std::string text;  // empty when the model folder has no tokenizer
+  FinishReason finish = FinishReason::kNone;
+  std::string error;
+  std::vector<TokenOutput> logprobs;  // per token, when requested
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const ModelConfig& model_config() const { return model_->config(); }
+  const GenerationConfig& generation_config() const { return generation_config_; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null if the folder has none
+  const Model& model() const { return *model_; }
+  Backend& backend() { return *backend_; }
+  int32_t max_model_len() const { return sched_config_.max_model_len; }
+  int64_t num_kv_blocks() const { return kv_->num_blocks(); }
+  std::vector<TokenId> eos_token_ids() const;
+
+  // Starts the engine loop thread (idempotent). submit() starts it on demand.
+  void start();
+  // Stops the loop; unfinished requests are aborted and their channels closed.
+  void stop();
+  bool alive() const { return running_.load(); }
+  // Monotonic seconds of the last loop iteration (the loop ticks at least every 100 ms while alive).
+  double last_heartbeat() const { return heartbeat_.load(); }
+
+  // Thread-safe. The request's choices (params.n) stream on the returned channel. Admission errors come back as
+  // a finishing message with finish == kError and add_error set. `id` must be unique among live requests.
+  std::shared_ptr<OutputChannel> submit(const std::string& id, std::vector<TokenId> prompt, SamplingParams params);
+  // Thread-safe. Finishes every choice of the request, freeing its KV within one step. reason: kAbort (client
+  // went away) or kStop (a stop string matched on the consumer's side).
+  void abort(const std::string& id, FinishReason reason = FinishReason::kAbort);
+
+  // Offline batch API: runs every prompt to completion (stop strings applied when a tokenizer exists).
+  std::vector<std::vector<Completion>> generate(const std::vector<std::vector<TokenId>>& prompts,
+                                                const SamplingParams& params);
+
+  // The f32 logits of the prompt's last position, computed directly (no scheduling, no sampling). Only on a
+  // fresh engine whose loop has never run, so no cached KV block can be overwritten.
+  Result<std::vector<float>> prompt_logits(const std::vector<TokenId>& prompt);
+
+  // Thread-safe snapshot of the scheduler's counters (refreshed every step).
+  SchedulerStats stats() const;
+
+ private:
+  Engine() = default;
+  struct Parent;  // a submitted request with n choices
+  struct Inbox {
+    std::vector<std::pair<std::shared_ptr<Parent>, std::vector<TokenId>>> submits;
+    std::vector<std::pair<std::string, FinishReason>> aborts;
+  };
+
+  void loop();
+  void drain_inbox();
+  void admit_choice(const std::shared_ptr<Parent>& p, int32_t index);
+  void step();
+  void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason);
+  void fail_all(const std::string& why);
+
+  EngineConfig config_;
+  GenerationConfig generation_config_;
+  SchedulerConfig sched_config_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<KvStorage> kv_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+
+  // Engine-thread state: parents by id, and choice id → (parent, index).
+  std::unordered_map<std::string, std::shared_ptr<Parent>> parents_;
+  std::unordered_map<std::string, std::pair<std::shared_ptr<Parent>, int32_t>> choices_;
+  std::vector<SeqStep> seq_steps_;
+  std::vector<float> logits_;
+  std::vector<SamplerRow> rows_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Inbox inbox_;
+  bool stop_requested_ = false;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  bool ever_started_ = false;
+  std::atomic<double> heartbeat_{0.0};
+  mutable std::mutex stats_mu_;
+  SchedulerStats stats_;
+};
+
+}  // namespace rl
