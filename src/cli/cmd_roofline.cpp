@@ -45,7 +45,11 @@ Status run_roofline(RooflineArgs& args, bool have_bandwidth, bool have_tflops, b
   if (have_tflops) args.gpu.tflops = args.tflops;
   if (have_memory) args.gpu.memory_gb = args.memory_gb;
   if (args.gpu.measured_file.empty()) {
-    if (const char* env = std::getenv("RIDGELINE_MEASURED_GPU")) args.gpu.measured_file = env;
+    // A file named by $RIDGELINE_MEASURED_GPU must load; the cache file is used only when present.
+    std::string cached = perf::default_measured_gpu_path();
+    const char* env = std::getenv("RIDGELINE_MEASURED_GPU");
+    bool explicit_env = env != nullptr && *env != '\0';
+    if (!cached.empty() && (explicit_env || file_exists(cached))) args.gpu.measured_file = cached;
   }
   RL_ASSIGN_OR_RETURN(perf::GpuSpec gpu, perf::resolve_gpu(args.gpu, args.options.weights));
   RL_ASSIGN_OR_RETURN(perf::RooflineAnalysis analysis,
@@ -88,7 +92,8 @@ void add_roofline_command(CLI::App& app, int* exit_code) {
                   "\"measured\" (the project's H200 figures)")
       ->default_str("measured");
   cmd->add_option("--measured", args->gpu.measured_file,
-                  "JSON of measured figures for --gpu measured (default: $RIDGELINE_MEASURED_GPU, else built in)");
+                  "JSON of measured figures for --gpu measured (default: $RIDGELINE_MEASURED_GPU or "
+                  "~/.cache/ridgeline/measured_gpu.json if present, else the built-in ones)");
   auto* bw = cmd->add_option("--bandwidth", args->bandwidth, "Memory bandwidth in TB/s (overrides the chip's)");
   auto* tf = cmd->add_option("--tflops", args->tflops, "Matmul peak in TFLOP/s at --dtype (overrides the chip's)");
   auto* mem = cmd->add_option("--memory-gb", args->memory_gb, "Device memory in GB (overrides the chip's)");

@@ -2,6 +2,9 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
+
+#include "perf/format.h"
 
 namespace rl::perf {
 
@@ -95,16 +98,16 @@ Result<GpuSpec> find_gpu(const std::string& name) {
 }
 
 Status validate_gpu_spec(const GpuSpec& gpu) {
-  auto bad = [&](const char* field, double v) {
-    return Status::error("GPU \"" + gpu.name + "\": " + field + " must be a positive finite number, got " +
-                         std::to_string(v));
+  // Bandwidth and the bf16 rate must be > 0; the fp8 rate and memory may be 0 (absent / unknown).
+  auto check = [&](const char* field, double v, bool zero_ok) -> Status {
+    if (std::isfinite(v) && (v > 0 || (zero_ok && v == 0))) return Status::ok();
+    return Status::error("GPU \"" + gpu.name + "\": " + field + (zero_ok ? " must be >= 0" : " must be > 0") +
+                         ", got " + format_g(v, 6));
   };
-  if (!(gpu.bandwidth_tbps > 0) || !std::isfinite(gpu.bandwidth_tbps))
-    return bad("bandwidth (TB/s)", gpu.bandwidth_tbps);
-  if (!(gpu.bf16_tflops > 0) || !std::isfinite(gpu.bf16_tflops)) return bad("bf16 TFLOP/s", gpu.bf16_tflops);
-  if (!(gpu.fp8_tflops >= 0) || !std::isfinite(gpu.fp8_tflops)) return bad("fp8 TFLOP/s", gpu.fp8_tflops);
-  if (!(gpu.memory_gb >= 0) || !std::isfinite(gpu.memory_gb)) return bad("memory (GB)", gpu.memory_gb);
-  return Status::ok();
+  RL_RETURN_IF_ERROR(check("bandwidth (TB/s)", gpu.bandwidth_tbps, false));
+  RL_RETURN_IF_ERROR(check("bf16 TFLOP/s", gpu.bf16_tflops, false));
+  RL_RETURN_IF_ERROR(check("fp8 TFLOP/s", gpu.fp8_tflops, true));
+  return check("memory (GB)", gpu.memory_gb, true);
 }
 
 Json gpu_spec_to_json(const GpuSpec& gpu) {
@@ -129,6 +132,17 @@ Result<GpuSpec> parse_gpu_spec(const Json& j, const std::string& what) {
   if (g.source.empty()) g.source = what;
   RL_RETURN_IF_ERROR(validate_gpu_spec(g).with_context(what));
   return g;
+}
+
+std::string default_measured_gpu_path() {
+  if (const char* env = std::getenv("RIDGELINE_MEASURED_GPU"); env != nullptr && *env != '\0') return env;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return std::string(xdg) + "/ridgeline/measured_gpu.json";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/.cache/ridgeline/measured_gpu.json";
+  }
+  return "";
 }
 
 Result<GpuSpec> load_gpu_spec(const std::string& path) {

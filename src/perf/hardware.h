@@ -36,6 +36,11 @@ Json gpu_spec_to_json(const GpuSpec& gpu);
 Result<GpuSpec> parse_gpu_spec(const Json& j, const std::string& what);
 Result<GpuSpec> load_gpu_spec(const std::string& path);
 
+// Where `ridgeline bench kernels` keeps the figures it measured, read by `--gpu measured` when present:
+// $RIDGELINE_MEASURED_GPU, else $XDG_CACHE_HOME/ridgeline/measured_gpu.json, else
+// $HOME/.cache/ridgeline/measured_gpu.json ("" when none of these variables is set).
+std::string default_measured_gpu_path();
+
 // Bad figures (non-positive or non-finite bandwidth / bf16 rate, negative fp8 rate or memory) name the field.
 Status validate_gpu_spec(const GpuSpec& gpu);
 

@@ -39,7 +39,7 @@ std::string pad(const std::string& s, size_t width) {
 Result<GpuSpec> resolve_gpu(const GpuChoice& choice, Precision weights) {
   auto positive = [](const std::optional<double>& v, const char* flag) -> Status {
     if (v && !(*v > 0 && std::isfinite(*v))) {
-      return Status::error(std::string(flag) + " must be > 0, got " + std::to_string(*v));
+      return Status::error(std::string(flag) + " must be > 0, got " + format_g(*v, 6));
     }
     return Status::ok();
   };
@@ -83,7 +83,7 @@ Status validate_roofline_options(const RooflineOptions& o, const ModelConfig& co
                          std::to_string(max_ctx));
   }
   if (!(o.memory_utilization > 0 && o.memory_utilization <= 1)) {
-    return Status::error("--mem-util must be in (0, 1], got " + std::to_string(o.memory_utilization));
+    return Status::error("--mem-util must be in (0, 1], got " + format_g(o.memory_utilization, 6));
   }
   return Status::ok();
 }
@@ -178,8 +178,12 @@ std::string format_roofline_text(const RooflineAnalysis& a) {
   line("TTFT (prompt " + std::to_string(o.prompt) + ")",
        format_seconds(a.prefill.time_s) + (a.prefill.compute_bound ? " (compute-bound), " : " (memory-bound), ") +
            format_num(a.prefill.tokens_per_s()) + " prefill tok/s");
+  std::string memory_note;
+  if (a.compute_bound_batch && a.max_sequences && *a.compute_bound_batch > *a.max_sequences) {
+    memory_note = ", more sequences than fit in memory";
+  }
   line("decode compute-bound from batch",
-       a.compute_bound_batch ? std::to_string(*a.compute_bound_batch) + " (ctx " + ctx + ")"
+       a.compute_bound_batch ? std::to_string(*a.compute_bound_batch) + " (ctx " + ctx + memory_note + ")"
                              : "never at ctx " + ctx + " (each sequence's KV read outlasts its FLOPs)");
   line("matmuls compute-bound from batch",
        a.matmul_compute_bound_batch ? std::to_string(*a.matmul_compute_bound_batch) + " (weights only, no KV)"

@@ -1,6 +1,7 @@
 // The roofline analysis: GPU table and flag validation, the batch sweep, the JSON keys and values.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "core/file.h"
@@ -67,6 +68,24 @@ TEST(PerfHardware, MeasuredFiguresFile) {
   EXPECT_TRUE(contains(bad.message(), "bandwidth")) << bad.message();
   ASSERT_TRUE(write_file(path, R"({"name": "x", "bf16_tflops": 700})").is_ok());
   EXPECT_TRUE(contains(resolve_gpu(choice, Precision::kBf16).message(), "missing required key \"bandwidth_tbps\""));
+}
+
+TEST(PerfHardware, DefaultMeasuredPath) {
+  std::string saved_env = std::getenv("RIDGELINE_MEASURED_GPU") ? std::getenv("RIDGELINE_MEASURED_GPU") : "";
+  std::string saved_xdg = std::getenv("XDG_CACHE_HOME") ? std::getenv("XDG_CACHE_HOME") : "";
+  setenv("RIDGELINE_MEASURED_GPU", "/tmp/figures.json", 1);
+  EXPECT_EQ(default_measured_gpu_path(), "/tmp/figures.json");
+  unsetenv("RIDGELINE_MEASURED_GPU");
+  setenv("XDG_CACHE_HOME", "/var/cache/u", 1);
+  EXPECT_EQ(default_measured_gpu_path(), "/var/cache/u/ridgeline/measured_gpu.json");
+  if (saved_env.empty())
+    unsetenv("RIDGELINE_MEASURED_GPU");
+  else
+    setenv("RIDGELINE_MEASURED_GPU", saved_env.c_str(), 1);
+  if (saved_xdg.empty())
+    unsetenv("XDG_CACHE_HOME");
+  else
+    setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
 }
 
 TEST(PerfHardware, FlagOverridesAndErrors) {
