@@ -20,15 +20,28 @@ uint64_t splitmix64(uint64_t x) {
 
 double to_unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
+// The lowest id among the largest logits (NaN never wins). Two passes: a branch-free, vectorizable max, then
+// the first match; a single branchy pass mispredicts too often on real logits.
 TokenId argmax(std::span<const float> row) {
-  TokenId best = 0;
-  for (size_t i = 1; i < row.size(); ++i) {
-    if (row[i] > row[best]) best = static_cast<TokenId>(i);  // strict: ties keep the lowest id
+  float m = kNegInf;
+  for (float v : row) m = v > m ? v : m;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (row[i] == m) return static_cast<TokenId>(i);
   }
-  return best;
+  return 0;  // only NaN logits
 }
 
 bool in_vocab(TokenId t, size_t vocab_size) { return t >= 0 && static_cast<size_t>(t) < vocab_size; }
+
+// Top-p buckets: bin b holds logits in (max - (b + 1) * w, max - b * w] with w = kBinRange / kNumBins; bin
+// kNumBins holds everything further below (negligible mass, but kept exact).
+constexpr int32_t kNumBins = 2048;
+constexpr float kBinRange = 32.0f;
+
+int32_t bin_of(float delta) {
+  if (!(delta < kBinRange)) return kNumBins;
+  return std::min(kNumBins - 1, static_cast<int32_t>(delta * (kNumBins / kBinRange)));
+}
 
 // Candidate order: descending logit, then ascending id.
 bool ranks_before(std::span<const float> logits, int32_t a, int32_t b) {
@@ -84,9 +97,24 @@ void Sampler::apply_processors(std::span<float> logits, const SamplerRow& row) {
 }
 
 void Sampler::select_top(std::span<const float> logits, int32_t k) {
+  // One pass with a heap of the k best so far (its front is the worst of them): most tokens lose a single
+  // comparison against the front, so this is O(vocab) for small k, with no index array over the vocabulary.
   const auto before = [&](int32_t a, int32_t b) { return ranks_before(logits, a, b); };
-  if (k < static_cast<int32_t>(idx_.size())) std::nth_element(idx_.begin(), idx_.begin() + k, idx_.end(), before);
-  std::sort(idx_.begin(), idx_.begin() + k, before);
+  const int32_t vocab = static_cast<int32_t>(logits.size());
+  k = std::min(k, vocab);
+  idx_.clear();
+  if (k <= 0) return;
+  for (int32_t t = 0; t < vocab; ++t) {
+    if (static_cast<int32_t>(idx_.size()) < k) {
+      idx_.push_back(t);
+      std::push_heap(idx_.begin(), idx_.end(), before);
+    } else if (logits[t] > logits[idx_.front()]) {  // an equal logit has a larger id: it ranks after
+      std::pop_heap(idx_.begin(), idx_.end(), before);
+      idx_.back() = t;
+      std::push_heap(idx_.begin(), idx_.end(), before);
+    }
+  }
+  std::sort_heap(idx_.begin(), idx_.end(), before);
 }
 
 std::vector<TokenProb> Sampler::filtered_distribution(std::span<const float> scaled, int32_t top_k, float top_p,
@@ -94,58 +122,89 @@ std::vector<TokenProb> Sampler::filtered_distribution(std::span<const float> sca
   const int32_t vocab = static_cast<int32_t>(scaled.size());
   const float max_logit = scaled[argmax(scaled)];
   RL_CHECK_MSG(max_logit > kNegInf, "every logit is -inf");
-  idx_.resize(vocab);
-  for (int32_t i = 0; i < vocab; ++i) idx_[i] = i;
-  // Candidates: idx_[0, num) — sorted by descending logit when `sorted`.
-  int32_t num = vocab;
-  bool sorted = false;
+  // weight(t) = p(t) / p_max, the unnormalized probability.
+  const auto weight = [&](int32_t t) { return std::exp(scaled[t] - max_logit); };
+  idx_.clear();
   if (top_k > 0 && top_k < vocab) {
     select_top(scaled, top_k);
-    const float kth = scaled[idx_[top_k - 1]];
-    num = top_k;
-    // Ties with the k-th value are kept: move them up behind the top k, then restore the candidate order.
-    for (int32_t i = top_k; i < vocab; ++i) {
-      if (scaled[idx_[i]] == kth) std::swap(idx_[num++], idx_[i]);
+    // Ties with the k-th value are kept (HF/vLLM): those are the equal logits with larger ids, left out above.
+    const int32_t kth = idx_.back();
+    for (int32_t t = kth + 1; t < vocab; ++t) {
+      if (scaled[t] == scaled[kth]) idx_.push_back(t);
     }
-    if (num > top_k) {
-      std::sort(idx_.begin(), idx_.begin() + num, [&](int32_t a, int32_t b) { return ranks_before(scaled, a, b); });
+    if (top_p < 1.0f) {
+      double total = 0.0;
+      for (int32_t t : idx_) total += weight(t);
+      double cum = 0.0;
+      size_t keep = 0;
+      while (keep < idx_.size() && cum < top_p * total) cum += weight(idx_[keep++]);
+      idx_.resize(std::max<size_t>(keep, 1));
     }
-    sorted = true;
-  }
-  if (top_p < 1.0f) {
-    double total = 0.0;  // normalizer over the current candidates
-    for (int32_t i = 0; i < num; ++i) total += std::exp(static_cast<double>(scaled[idx_[i]] - max_logit));
-    if (!sorted) {
-      // Grow a sorted prefix until it holds top_p of the mass, instead of sorting the whole vocabulary.
-      for (int32_t k = std::min(num, 256);; k = std::min(num, k * 4)) {
-        select_top(scaled, k);
-        double mass = 0.0;
-        for (int32_t i = 0; i < k; ++i) mass += std::exp(static_cast<double>(scaled[idx_[i]] - max_logit));
-        if (mass >= top_p * total || k == num) break;
-      }
-      sorted = true;
+  } else if (top_p < 1.0f) {
+    // Top-p without sorting the vocabulary: bucket tokens by logit (bins are monotone in the logit), find the
+    // bin where the mass crosses top_p, and sort only that bin's tokens.
+    bin_mass_.assign(kNumBins + 1, 0.0);
+    double total = 0.0;
+    for (int32_t t = 0; t < vocab; ++t) {
+      const double w = weight(t);
+      bin_mass_[bin_of(max_logit - scaled[t])] += w;
+      total += w;
     }
+    const double target = top_p * total;
     double cum = 0.0;
-    int32_t keep = 0;
-    while (keep < num && cum < top_p * total) {
-      cum += std::exp(static_cast<double>(scaled[idx_[keep]] - max_logit));
-      ++keep;
+    int32_t crossing = 0;
+    while (crossing < kNumBins && cum + bin_mass_[crossing] < target) cum += bin_mass_[crossing++];
+    boundary_.clear();
+    for (int32_t t = 0; t < vocab; ++t) {
+      const int32_t b = bin_of(max_logit - scaled[t]);
+      if (b < crossing) {
+        idx_.push_back(t);
+      } else if (b == crossing) {
+        boundary_.push_back(t);
+      }
     }
-    num = std::max(keep, 1);
+    std::sort(boundary_.begin(), boundary_.end(), [&](int32_t a, int32_t b) { return ranks_before(scaled, a, b); });
+    for (int32_t t : boundary_) {
+      if (cum >= target && !idx_.empty()) break;
+      cum += weight(t);
+      idx_.push_back(t);
+    }
+  } else {
+    idx_.resize(vocab);
+    for (int32_t i = 0; i < vocab; ++i) idx_[i] = i;
   }
   std::vector<TokenProb> out;
-  out.reserve(sorted ? num : 0);
-  const float min_ratio = min_p;
+  out.reserve(idx_.size());
   double total = 0.0;
-  for (int32_t i = 0; i < num; ++i) {
-    const TokenId t = idx_[i];
-    const double w = std::exp(static_cast<double>(scaled[t] - max_logit));  // p / p_max
-    if (w == 0.0 || (min_ratio > 0.0f && w < min_ratio)) continue;
-    out.push_back(TokenProb{t, static_cast<float>(w)});
+  for (int32_t t : idx_) {
+    const float w = weight(t);
+    if (w == 0.0f || w < min_p) continue;  // min-p: p(t) >= min_p * p_max
+    out.push_back(TokenProb{t, w});
     total += w;
   }
   for (TokenProb& tp : out) tp.prob = static_cast<float>(tp.prob / total);
   return out;
+}
+
+TokenId Sampler::draw_unfiltered(std::span<const float> scaled, float min_p, double u) const {
+  const float max_logit = scaled[argmax(scaled)];
+  RL_CHECK_MSG(max_logit > kNegInf, "every logit is -inf");
+  double total = 0.0;
+  for (float v : scaled) {
+    const float w = std::exp(v - max_logit);
+    if (w >= min_p) total += w;
+  }
+  const double target = u * total;
+  double cum = 0.0;
+  TokenId last = 0;
+  for (size_t t = 0; t < scaled.size(); ++t) {
+    const float w = std::exp(scaled[t] - max_logit);
+    if (w == 0.0f || w < min_p) continue;
+    cum += w;
+    last = static_cast<TokenId>(t);
+    if (target < cum) return last;
+  }
+  return last;  // rounding left the target at the very end
 }
 
 std::vector<SampleResult> Sampler::sample(std::span<float> logits, int32_t vocab_size,
@@ -165,10 +224,8 @@ std::vector<SampleResult> Sampler::sample(std::span<float> logits, int32_t vocab
       raw_.assign(logit_row.begin(), logit_row.end());
       const float m = raw_[argmax(raw_)];
       double sum = 0.0;
-      for (float v : raw_) sum += std::exp(static_cast<double>(v - m));
+      for (float v : raw_) sum += std::exp(v - m);
       log_normalizer = m + static_cast<float>(std::log(sum));
-      idx_.resize(vocab_size);
-      for (int32_t i = 0; i < vocab_size; ++i) idx_[i] = i;
       select_top(raw_, num_top);
       for (int32_t i = 0; i < num_top; ++i) {
         res.top_logprobs.push_back(TokenLogprob{idx_[i], raw_[idx_[i]] - log_normalizer});
@@ -180,15 +237,19 @@ std::vector<SampleResult> Sampler::sample(std::span<float> logits, int32_t vocab
     } else {
       const float inv_t = 1.0f / p.temperature;
       for (float& v : logit_row) v *= inv_t;
-      const std::vector<TokenProb> dist = filtered_distribution(logit_row, p.top_k, p.top_p, p.min_p);
       const double u = p.seed ? sampler_uniform(*p.seed, row.output_token_ids.size()) : to_unit(unseeded_rng_());
-      double cum = 0.0;
-      res.token = dist.back().token;  // guards against rounding leaving u above the last cumulative sum
-      for (const TokenProb& tp : dist) {
-        cum += tp.prob;
-        if (u < cum) {
-          res.token = tp.token;
-          break;
+      if ((p.top_k <= 0 || p.top_k >= vocab_size) && p.top_p >= 1.0f) {
+        res.token = draw_unfiltered(logit_row, p.min_p, u);
+      } else {
+        const std::vector<TokenProb> dist = filtered_distribution(logit_row, p.top_k, p.top_p, p.min_p);
+        double cum = 0.0;
+        res.token = dist.back().token;  // guards against rounding leaving u above the last cumulative sum
+        for (const TokenProb& tp : dist) {
+          cum += tp.prob;
+          if (u < cum) {
+            res.token = tp.token;
+            break;
+          }
         }
       }
     }

@@ -60,13 +60,15 @@ class Sampler {
   // Steps 1-3 above on one row.
   void apply_processors(std::span<float> logits, const SamplerRow& row);
 
-  // Step 4's filters on temperature-scaled logits: the kept tokens with renormalized probabilities, in
-  // descending probability (ties: lower id first) when top-k or top-p is active, else in id order.
+  // Step 4's filters on temperature-scaled logits: the kept tokens with renormalized probabilities, in a
+  // deterministic order (descending after top-k; id order, then the top-p boundary bin, otherwise).
   std::vector<TokenProb> filtered_distribution(std::span<const float> scaled_logits, int32_t top_k, float top_p,
                                                float min_p);
 
  private:
-  // Sorts the first k entries of idx_ by (logit desc, id asc); idx_ holds every token id beforehand.
+  // Inverse-CDF draw over the whole vocabulary (only min-p filtering), in id order, without materializing it.
+  TokenId draw_unfiltered(std::span<const float> scaled_logits, float min_p, double u) const;
+  // idx_ = the k best token ids by (logit desc, id asc), in that order.
   void select_top(std::span<const float> logits, int32_t k);
 
   std::mt19937_64 unseeded_rng_;
@@ -74,6 +76,8 @@ class Sampler {
   std::vector<uint8_t> seen_;     // [vocab_size] scratch: prompt+output membership, zero between rows
   std::vector<int32_t> idx_;      // [vocab_size] scratch: token ids for selection
   std::vector<float> raw_;        // [vocab_size] scratch: raw logits kept for logprobs
+  std::vector<int32_t> boundary_; // scratch: tokens of the top-p crossing bin
+  std::vector<double> bin_mass_;  // scratch: probability mass per top-p bin
 };
 
 // The counter-based uniform draw in [0, 1) used for a seeded row at a given step (exposed for tests).

@@ -149,7 +149,12 @@ SchedulerOutput Scheduler::schedule() {
     RL_CHECK(r->num_computed_tokens == 0);
     ComputedBlocks hit = kv_.get_computed_blocks(kv_view(*r));
     const int32_t num_remaining = r->num_tokens() - hit.num_computed_tokens;
-    if (!config_.enable_chunked_prefill && num_remaining > budget) break;
+    // Without chunked prefill a prompt waits for a step with room for all of it; only a resumed request that
+    // has outgrown max_num_batched_tokens is chunked, or it could never run again.
+    if (!config_.enable_chunked_prefill && num_remaining > budget &&
+        num_remaining <= config_.max_num_batched_tokens) {
+      break;
+    }
     const int32_t num_new = clamp(num_remaining);
     if (!kv_.allocate_slots(kv_view(*r), num_new, &hit)) break;
     waiting_.pop_front();

@@ -42,17 +42,19 @@ std::map<TokenId, double> reference_distribution(const std::vector<float>& logit
   }
   const float max_logit = logits[order[0]];
   double total = 0.0;
-  for (size_t i = 0; i < num; ++i) total += std::exp(double(logits[order[i]]) - max_logit);
+  // Weights as float exp(logit - max), summed in double, in sorted order.
+  const auto weight = [&](TokenId t) { return double(std::exp(logits[t] - max_logit)); };
+  for (size_t i = 0; i < num; ++i) total += weight(order[i]);
   if (top_p < 1.0f) {
     double cum = 0.0;
     size_t keep = 0;
-    while (keep < num && cum < top_p * total) cum += std::exp(double(logits[order[keep++]]) - max_logit);
+    while (keep < num && cum < top_p * total) cum += weight(order[keep++]);
     num = std::max<size_t>(keep, 1);
   }
   std::map<TokenId, double> out;
   double kept = 0.0;
   for (size_t i = 0; i < num; ++i) {
-    const double w = std::exp(double(logits[order[i]]) - max_logit);
+    const double w = weight(order[i]);
     if (w < min_p) continue;
     out[order[i]] = w;
     kept += w;
@@ -68,6 +70,8 @@ TEST(Sampler, GreedyTakesTheLowestIdOnTies) {
   EXPECT_EQ(sample_one(s, {0.5f, 2.0f, -1.0f, 2.0f}, row_of(p, {}, {})), 1);
   p.logit_bias[3] = 0.25f;
   EXPECT_EQ(sample_one(s, {0.5f, 2.0f, -1.0f, 2.0f}, row_of(p, {}, {})), 3);
+  p.logit_bias.clear();
+  EXPECT_EQ(sample_one(s, {NAN, 1.0f, 3.0f, 3.0f}, row_of(p, {}, {})), 2);  // NaN never wins
 }
 
 TEST(Sampler, FiltersMatchBruteForce) {

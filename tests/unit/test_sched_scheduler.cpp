@@ -147,6 +147,19 @@ TEST(SchedScheduler, LongPrefillThresholdCapsChunks) {
   EXPECT_EQ(chunks(s.schedule()), (std::vector<Chunk>{{"a", 0, 5, false}, {"b", 0, 3, true}}));
 }
 
+TEST(SchedScheduler, WithoutChunkedPrefillAPromptWaitsForRoom) {
+  SchedulerConfig c = small_config(30, 10);
+  c.enable_chunked_prefill = false;
+  Scheduler s(c);
+  add(s, make_request("a", iota_tokens(6, 0), 5));
+  add(s, make_request("b", iota_tokens(6, 100), 5));
+  EXPECT_EQ(s.add_request(make_request("big", iota_tokens(11, 0), 5)).error, AddError::kRejected);
+  SchedulerOutput o1 = s.schedule();
+  EXPECT_EQ(chunks(o1), (std::vector<Chunk>{{"a", 0, 6, true}}));
+  step_with(s, o1, 50);
+  EXPECT_EQ(chunks(s.schedule()), (std::vector<Chunk>{{"a", 6, 1, true}, {"b", 0, 6, true}}));
+}
+
 TEST(SchedScheduler, PrefixHitSkipsComputedTokensAndSaltSeparates) {
   Scheduler s(small_config(30, 100));
   add(s, make_request("a", iota_tokens(10, 0), 1));
