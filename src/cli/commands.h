@@ -8,6 +8,7 @@ namespace rl::cli {
 
 void add_generate_command(CLI::App& app, int* exit_code);
 void add_inspect_command(CLI::App& app, int* exit_code);
+void add_bench_command(CLI::App& app, int* exit_code);
 void add_tokenize_command(CLI::App& app, int* exit_code);
 void add_detokenize_command(CLI::App& app, int* exit_code);
 void add_template_command(CLI::App& app, int* exit_code);

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   rl::cli::add_generate_command(app, &exit_code);
   rl::cli::add_inspect_command(app, &exit_code);
+  rl::cli::add_bench_command(app, &exit_code);
   rl::cli::add_tokenize_command(app, &exit_code);
   rl::cli::add_detokenize_command(app, &exit_code);
   rl::cli::add_template_command(app, &exit_code);

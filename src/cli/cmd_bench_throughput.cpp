@@ -1,0 +1,155 @@
+// `ridgeline bench throughput`: offline throughput of N requests submitted at once (vLLM's benchmark_throughput):
+// random prompts of --input-len tokens whose first --prefix-len tokens are shared, --output-len tokens each with
+// ignore_eos. Prints requests/s, output and total tok/s, prefix-cache hit rate and preemptions, and the
+// roofline's prediction for the decode phase when a chip is known.
+#include <cstdio>
+#include <random>
+
+#include "cli/bench_commands.h"
+#include "cli/engine_options.h"
+#include "core/file.h"
+#include "core/log.h"
+#include "perf/bench_report.h"
+#include "perf/cost_model.h"
+#include "perf/hardware.h"
+
+namespace rl::cli {
+
+namespace {
+
+struct ThroughputOptions {
+  EngineOptions engine;
+  int32_t num_prompts = 64;
+  int32_t input_len = 128;
+  int32_t output_len = 128;
+  int32_t prefix_len = 0;
+  uint64_t seed = 0;
+  std::string gpu;  // roofline chip; default: measured H200 for cuda, none for cpu
+  std::string json;
+};
+
+int run(const ThroughputOptions& o) {
+  auto fail = [](const std::string& m) {
+    std::fprintf(stderr, "ridgeline: error: %s\n", m.c_str());
+    return 1;
+  };
+  if (o.num_prompts <= 0 || o.input_len <= 0 || o.output_len <= 0 || o.prefix_len < 0 ||
+      o.prefix_len > o.input_len) {
+    return fail("need --num-prompts, --input-len, --output-len > 0 and 0 <= --prefix-len <= --input-len");
+  }
+  auto er = make_engine(o.engine);
+  if (!er) return fail(er.message());
+  Engine& engine = **er;
+  const ModelConfig& mc = engine.model_config();
+  if (o.input_len + o.output_len > engine.max_model_len()) {
+    return fail("--input-len + --output-len exceeds max_model_len " + std::to_string(engine.max_model_len()));
+  }
+  // Token ids drawn from [10, vocab) so that no special token of small vocabularies is hit by chance.
+  std::mt19937_64 rng(o.seed);
+  std::uniform_int_distribution<int32_t> tok(std::min<int32_t>(10, static_cast<int32_t>(mc.vocab_size) - 1),
+                                             static_cast<int32_t>(mc.vocab_size) - 1);
+  std::vector<TokenId> prefix(static_cast<size_t>(o.prefix_len));
+  for (auto& t : prefix) t = tok(rng);
+  std::vector<std::vector<TokenId>> prompts;
+  for (int32_t i = 0; i < o.num_prompts; ++i) {
+    std::vector<TokenId> p = prefix;
+    while (static_cast<int32_t>(p.size()) < o.input_len) p.push_back(tok(rng));
+    prompts.push_back(std::move(p));
+  }
+  SamplingParams params;
+  params.temperature = 0;
+  params.max_tokens = o.output_len;
+  params.ignore_eos = true;
+
+  const double t0 = now_seconds();
+  auto results = engine.generate(prompts, params);
+  const double elapsed = now_seconds() - t0;
+  int64_t out_tokens = 0, finished = 0;
+  for (const auto& r : results) {
+    if (r[0].finish == FinishReason::kError) return fail(r[0].error);
+    out_tokens += static_cast<int64_t>(r[0].token_ids.size());
+    ++finished;
+  }
+  SchedulerStats st = engine.stats();
+  const int64_t total_tokens = out_tokens + static_cast<int64_t>(o.num_prompts) * o.input_len;
+  const double hit_rate = st.prefix_cache_queries > 0
+                              ? static_cast<double>(st.prefix_cache_hits) / static_cast<double>(st.prefix_cache_queries)
+                              : 0.0;
+
+  perf::BenchReport rep;
+  rep.command = "bench throughput";
+  rep.date = perf::utc_timestamp();
+  rep.commit = perf::git_describe(RIDGELINE_SOURCE_DIR_FOR_BENCH);
+  rep.device = engine.backend().name();
+  rep.model = mc.architecture + " (" + resolve_model_dir(o.engine.model) + ")";
+  std::optional<perf::GpuSpec> gpu;
+  if (!o.gpu.empty()) {
+    auto g = perf::find_gpu(o.gpu);
+    if (!g) return fail(g.message());
+    gpu = *g;
+  } else if (o.engine.device == "cuda") {
+    gpu = perf::measured_h200();
+  }
+  auto result = [](const char* name, const char* unit, double measured) {
+    perf::BenchResult r;
+    r.name = name;
+    r.unit = unit;
+    r.measured = measured;
+    return r;
+  };
+  perf::BenchResult out_r = result("output throughput", "tok/s", static_cast<double>(out_tokens) / elapsed);
+  out_r.batch = std::min(o.num_prompts, o.engine.max_num_seqs);
+  out_r.context = o.input_len + o.output_len / 2;
+  if (gpu) {
+    rep.gpu = gpu->name;
+    // Decode-phase ceiling: every step decodes `batch` sequences at the mean context.
+    perf::ModelCost cost = perf::make_model_cost(mc, perf::Precision::kBf16, perf::Precision::kBf16);
+    perf::Roof roof = perf::make_roof(*gpu, perf::Precision::kBf16);
+    perf::StepCost s = perf::decode_step(cost, roof, *out_r.batch, *out_r.context);
+    out_r.predicted = s.tokens_per_s();
+  }
+  rep.results.push_back(out_r);
+  rep.results.push_back(result("total throughput", "tok/s", static_cast<double>(total_tokens) / elapsed));
+  rep.results.push_back(result("requests", "req/s", finished / elapsed));
+  perf::fill_roofline_pct(&rep);
+
+  std::printf("requests: %lld in %.2f s\n", static_cast<long long>(finished), elapsed);
+  std::printf("Request throughput (req/s):      %.2f\n", finished / elapsed);
+  std::printf("Output token throughput (tok/s): %.1f\n", out_tokens / elapsed);
+  std::printf("Total token throughput (tok/s):  %.1f\n", total_tokens / elapsed);
+  std::printf("Prefix cache hit rate:           %.1f%%\n", 100.0 * hit_rate);
+  std::printf("Preemptions:                     %lld\n", static_cast<long long>(st.num_preemptions));
+  std::printf("%s", perf::format_bench_table(rep).c_str());
+  if (!o.json.empty()) {
+    Json j = perf::bench_report_to_json(rep);
+    j["requests_per_s"] = finished / elapsed;
+    j["output_tokens_per_s"] = out_tokens / elapsed;
+    j["total_tokens_per_s"] = total_tokens / elapsed;
+    j["prefix_cache_hit_rate"] = hit_rate;
+    j["num_preemptions"] = st.num_preemptions;
+    j["num_requests_finished"] = finished;
+    j["elapsed_s"] = elapsed;
+    Status ws = write_file(o.json, j.dump(2) + "\n");
+    if (!ws) return fail(ws.message());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_throughput(CLI::App* bench, int* exit_code) {
+  auto* cmd = bench->add_subcommand("throughput", "Offline throughput: N requests at once (ignore_eos)");
+  auto o = std::make_shared<ThroughputOptions>();
+  add_engine_options(cmd, &o->engine);
+  cmd->add_option("--num-prompts", o->num_prompts, "Requests")->capture_default_str();
+  cmd->add_option("--input-len", o->input_len, "Prompt tokens per request")->capture_default_str();
+  cmd->add_option("--output-len", o->output_len, "Generated tokens per request")->capture_default_str();
+  cmd->add_option("--prefix-len", o->prefix_len, "Leading prompt tokens shared by all requests")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
+  cmd->add_option("--gpu", o->gpu, "Chip for the roofline prediction (default: measured H200 with --device cuda)");
+  cmd->add_option("--json", o->json, "Write the results as JSON");
+  cmd->callback([o, exit_code] { *exit_code = run(*o); });
+}
+
+}  // namespace rl::cli
