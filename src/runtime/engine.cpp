@@ -184,6 +184,13 @@ void Engine::abort(const std::string& id, FinishReason reason) {
   cv_.notify_all();
 }
 
+Status Engine::check_integrity() const {
+  if (scheduler_->has_unfinished()) return Status::error("requests are in flight");
+  return scheduler_->check_integrity();
+}
+
+int64_t Engine::num_free_kv_blocks() const { return scheduler_->kv().num_free_blocks(); }
+
 SchedulerStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return stats_;
@@ -235,6 +242,21 @@ void Engine::drain_inbox() {
     }
     parent->prompt = std::move(prompt);
     parents_[parent->id] = parent;
+    // Token ids and vocabulary-dependent parameters are checked here, where the vocabulary is known.
+    const int64_t vocab = model_->config().vocab_size;
+    Status bad;
+    for (size_t i = 0; i < parent->prompt.size() && bad.is_ok(); ++i) {
+      TokenId t = parent->prompt[i];
+      if (t < 0 || t >= vocab) {
+        bad = Status::error("prompt token " + std::to_string(i) + " has id " + std::to_string(t) +
+                            ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+      }
+    }
+    if (bad.is_ok()) bad = parent->params.validate(static_cast<int32_t>(vocab));
+    if (!bad.is_ok()) {
+      reject(parent, AddError::kRejected, bad.message());
+      continue;
+    }
     admit_choice(parent, 0);
     if (parents_.count(parent->id) && parent->params.n > 1) {
       if (config_.enable_prefix_caching) {
@@ -277,28 +299,29 @@ void Engine::admit_choice(const std::shared_ptr<Parent>& p, int32_t index) {
   AddResult res = scheduler_->add_request(std::move(r));
   p->num_admitted = std::max(p->num_admitted, index + 1);
   choices_[cid] = {p, index};
-  if (!res.ok()) {
-    // Every choice would fail the same way: fail them all.
-    for (int32_t i = 0; i < n; ++i) {
-      if (p->finished[static_cast<size_t>(i)]) continue;
-      std::string id_i = choice_id(p->id, n, i);
-      choices_[id_i] = {p, i};
-      RequestOutput out;
-      out.index = i;
-      out.finish = FinishReason::kError;
-      out.add_error = res.error;
-      out.error = res.status.message();
-      out.num_prompt_tokens = static_cast<int32_t>(p->prompt.size());
-      p->finished[static_cast<size_t>(i)] = true;
-      p->num_finished++;
-      choices_.erase(id_i);
-      p->channel->push(std::move(out));
-    }
-    p->num_admitted = n;
-    p->siblings_pending = false;
-    p->channel->close();
-    parents_.erase(p->id);
+  if (!res.ok()) reject(p, res.error, res.status.message());
+}
+
+void Engine::reject(const std::shared_ptr<Parent>& p, AddError error, const std::string& message) {
+  // Every choice would fail the same way: fail them all.
+  const int32_t n = p->params.n;
+  for (int32_t i = 0; i < n; ++i) {
+    if (p->finished[static_cast<size_t>(i)]) continue;
+    choices_.erase(choice_id(p->id, n, i));
+    RequestOutput out;
+    out.index = i;
+    out.finish = FinishReason::kError;
+    out.add_error = error;
+    out.error = message;
+    out.num_prompt_tokens = static_cast<int32_t>(p->prompt.size());
+    p->finished[static_cast<size_t>(i)] = true;
+    p->num_finished++;
+    p->channel->push(std::move(out));
   }
+  p->num_admitted = n;
+  p->siblings_pending = false;
+  p->channel->close();
+  parents_.erase(p->id);
 }
 
 void Engine::finish_choice(const std::string& cid, const Request& r, FinishReason reason) {

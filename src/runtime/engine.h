@@ -92,6 +92,10 @@ class Engine {
   // fresh engine whose loop has never run, so no cached KV block can be overwritten.
   Result<std::vector<float>> prompt_logits(const std::vector<TokenId>& prompt);
 
+  // KV and scheduler integrity (every block accounted for). Only while no request is in flight.
+  Status check_integrity() const;
+  int64_t num_free_kv_blocks() const;
+
   // Thread-safe snapshot of the scheduler's counters (refreshed every step).
   SchedulerStats stats() const;
 
@@ -106,6 +110,7 @@ class Engine {
   void loop();
   void drain_inbox();
   void admit_choice(const std::shared_ptr<Parent>& p, int32_t index);
+  void reject(const std::shared_ptr<Parent>& p, AddError error, const std::string& message);
   void step();
   void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason);
   void fail_all(const std::string& why);

@@ -1,0 +1,180 @@
+// Engine-level tests on the CPU with the embedded default model (models/ridgeline-tiny): batching does not
+// change greedy output, seeds reproduce, n > 1 shares the prompt's blocks, preemption and resume give the same
+// tokens, stop strings cut across token boundaries, aborts and admission errors, and every block comes back.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "runtime/engine.h"
+
+namespace rl {
+namespace {
+
+const std::string kTiny = std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny";
+
+std::unique_ptr<Engine> make_engine(int64_t num_kv_blocks = 0, int32_t max_num_seqs = 64,
+                                    int32_t max_batched = 2048) {
+  EngineConfig c;
+  c.model_dir = kTiny;
+  c.weight_dtype = DType::kF32;
+  c.num_threads = 2;
+  c.num_kv_blocks = num_kv_blocks;
+  c.kv_cache_memory_bytes = 256ll << 20;
+  c.max_num_seqs = max_num_seqs;
+  c.max_num_batched_tokens = max_batched;
+  auto e = Engine::create(c);
+  EXPECT_TRUE(e.is_ok()) << e.message();
+  return std::move(e).value();
+}
+
+std::vector<std::vector<TokenId>> random_prompts(int n, int min_len, int max_len, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> len(min_len, max_len), tok(10, 6000);
+  std::vector<std::vector<TokenId>> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<TokenId> p(static_cast<size_t>(len(rng)));
+    for (auto& t : p) t = tok(rng);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+TEST(EngineTest, GreedyOutputSameAloneAndInBatchOf32) {
+  auto engine = make_engine();
+  auto prompts = random_prompts(32, 5, 60, 1);
+  auto batch = engine->generate(prompts, greedy(24));
+  ASSERT_EQ(batch.size(), 32u);
+  for (int i : {0, 7, 31}) {
+    auto alone = engine->generate({prompts[static_cast<size_t>(i)]}, greedy(24));
+    EXPECT_EQ(alone[0][0].token_ids, batch[static_cast<size_t>(i)][0].token_ids) << "prompt " << i;
+    EXPECT_EQ(batch[static_cast<size_t>(i)][0].token_ids.size(), 24u);
+    EXPECT_EQ(batch[static_cast<size_t>(i)][0].finish, FinishReason::kLength);
+  }
+  EXPECT_TRUE(engine->check_integrity().is_ok()) << engine->check_integrity().message();
+  EXPECT_EQ(engine->num_free_kv_blocks(), engine->num_kv_blocks() - 1);
+}
+
+TEST(EngineTest, SameSeedSameSampledOutputWhateverTheBatch) {
+  auto engine = make_engine();
+  auto prompts = random_prompts(8, 5, 30, 2);
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.9f;
+  p.seed = 1234;
+  p.max_tokens = 20;
+  p.ignore_eos = true;
+  auto a = engine->generate({prompts[3]}, p);
+  auto b = engine->generate(prompts, p);
+  EXPECT_EQ(a[0][0].token_ids, b[3][0].token_ids);
+  p.seed = 999;
+  auto c = engine->generate({prompts[3]}, p);
+  EXPECT_NE(a[0][0].token_ids, c[0][0].token_ids);
+}
+
+TEST(EngineTest, NChoicesShareThePromptBlocks) {
+  auto engine = make_engine();
+  auto prompt = random_prompts(1, 70, 70, 3)[0];  // 4 full blocks of 16
+  SamplingParams p;
+  p.n = 4;
+  p.temperature = 1.0f;
+  p.seed = 7;
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  auto ch = engine->submit("multi", prompt, p);
+  std::vector<std::vector<TokenId>> toks(4);
+  std::vector<RequestOutput> fin(4);
+  while (auto m = ch->pop()) {
+    for (const auto& t : m->tokens) toks[static_cast<size_t>(m->index)].push_back(t.token);
+    if (m->finish != FinishReason::kNone) fin[static_cast<size_t>(m->index)] = *m;
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(toks[static_cast<size_t>(i)].size(), 12u);
+    EXPECT_EQ(fin[static_cast<size_t>(i)].finish, FinishReason::kLength);
+  }
+  EXPECT_EQ(fin[0].num_cached_tokens, 0);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(fin[static_cast<size_t>(i)].num_cached_tokens, 64) << i;
+  // Different seeds per choice: not all choices are the same text.
+  EXPECT_FALSE(toks[0] == toks[1] && toks[1] == toks[2] && toks[2] == toks[3]);
+  EXPECT_TRUE(engine->check_integrity().is_ok());
+}
+
+TEST(EngineTest, PreemptionAndResumeGiveTheSameGreedyOutput) {
+  auto prompts = random_prompts(12, 20, 40, 4);
+  auto roomy = make_engine();
+  auto ref = roomy->generate(prompts, greedy(40));
+  // 24 blocks of 16 = 384 tokens of KV for 12 sequences of up to 80 tokens: preemption is unavoidable.
+  auto tight = make_engine(/*num_kv_blocks=*/24);
+  auto got = tight->generate(prompts, greedy(40));
+  EXPECT_GT(tight->stats().num_preemptions, 0);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i][0].token_ids, ref[i][0].token_ids) << i;
+  EXPECT_TRUE(tight->check_integrity().is_ok()) << tight->check_integrity().message();
+  EXPECT_EQ(tight->num_free_kv_blocks(), tight->num_kv_blocks() - 1);
+}
+
+TEST(EngineTest, ChunkedPrefillGivesTheSameOutput) {
+  auto prompts = random_prompts(4, 100, 150, 5);
+  auto a = make_engine()->generate(prompts, greedy(16));
+  auto b = make_engine(0, 8, /*max_batched=*/32)->generate(prompts, greedy(16));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(a[i][0].token_ids, b[i][0].token_ids) << i;
+}
+
+TEST(EngineTest, StopStringsAcrossTokenBoundaries) {
+  auto engine = make_engine();
+  ASSERT_NE(engine->tokenizer(), nullptr);
+  auto prompt = engine->tokenizer()->encode("In the beginning", true);
+  auto full = engine->generate({prompt}, greedy(32))[0][0];
+  ASSERT_GE(full.text.size(), 30u);
+  // A stop that starts inside one token and ends inside a later one.
+  const std::string stop = full.text.substr(11, 9);
+  SamplingParams p = greedy(32);
+  p.stop = {stop};
+  auto cut = engine->generate({prompt}, p)[0][0];
+  EXPECT_EQ(cut.finish, FinishReason::kStop);
+  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+  EXPECT_LT(cut.token_ids.size(), full.token_ids.size());
+}
+
+TEST(EngineTest, AbortFreesEverything) {
+  auto engine = make_engine();
+  auto prompt = random_prompts(1, 300, 300, 6)[0];
+  auto ch = engine->submit("long", prompt, greedy(500));
+  auto first = ch->pop();  // wait until it runs
+  ASSERT_TRUE(first.has_value());
+  engine->abort("long");
+  FinishReason last = FinishReason::kNone;
+  while (auto m = ch->pop()) {
+    if (m->finish != FinishReason::kNone) last = m->finish;
+  }
+  EXPECT_EQ(last, FinishReason::kAbort);
+  EXPECT_TRUE(engine->check_integrity().is_ok());
+  EXPECT_EQ(engine->num_free_kv_blocks(), engine->num_kv_blocks() - 1);
+}
+
+TEST(EngineTest, AdmissionErrorsAreReported) {
+  auto engine = make_engine();
+  std::vector<TokenId> too_long(static_cast<size_t>(engine->max_model_len() + 1), 11);
+  auto ch = engine->submit("too-long", too_long, greedy(4));
+  auto m = ch->pop();
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->finish, FinishReason::kError);
+  EXPECT_EQ(m->add_error, AddError::kRejected);
+  EXPECT_FALSE(m->error.empty());
+  EXPECT_FALSE(ch->pop().has_value());
+  // Bad token ids are rejected too, never a crash.
+  auto bad = engine->submit("bad-id", {1, 2, 999999}, greedy(4));
+  auto bm = bad->pop();
+  ASSERT_TRUE(bm.has_value());
+  EXPECT_EQ(bm->finish, FinishReason::kError);
+}
+
+}  // namespace
+}  // namespace rl
