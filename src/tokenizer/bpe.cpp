@@ -7,6 +7,37 @@
 
 namespace rl::tok {
 
+void U64Table::reserve(size_t n) {
+  size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  keys_.assign(cap, kEmpty);
+  values_.assign(cap, 0);
+  mask_ = cap - 1;
+  size_ = 0;
+}
+
+void U64Table::insert_or_assign(uint64_t key, uint64_t value) {
+  if (2 * (size_ + 1) > keys_.size()) {
+    std::vector<uint64_t> old_keys = std::move(keys_), old_values = std::move(values_);
+    reserve(std::max<size_t>(16, old_keys.size()));
+    for (size_t i = 0; i < old_keys.size(); ++i) {
+      if (old_keys[i] != kEmpty) insert_or_assign(old_keys[i], old_values[i]);
+    }
+  }
+  for (uint64_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
+    if (keys_[i] == key) {
+      values_[i] = value;
+      return;
+    }
+    if (keys_[i] == kEmpty) {
+      keys_[i] = key;
+      values_[i] = value;
+      ++size_;
+      return;
+    }
+  }
+}
+
 Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::string& what) {
   auto model = std::unique_ptr<BpeModel>(new BpeModel());
   auto vit = j.find("vocab");
@@ -47,11 +78,13 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
     if (auto id = model->lookup(name)) model->byte_ids_[b] = *id;
   }
-  model->small_char_ids_.assign(0x800, -1);
-  for (char32_t cp = 0; cp < 0x800; ++cp) {
-    std::string s;
-    append_utf8(&s, cp);
-    if (auto id = model->lookup(s)) model->small_char_ids_[cp] = *id;
+  model->char_ids_.reserve(4096);
+  for (const auto& [token, id] : model->vocab_) {
+    size_t pos = 0;
+    if (!token.empty() && is_valid_utf8(token)) {
+      char32_t cp = next_code_point(token, &pos);
+      if (pos == token.size()) model->char_ids_.insert_or_assign(cp, static_cast<uint64_t>(id));
+    }
   }
 
   auto mit = j.find("merges");
@@ -89,7 +122,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::
       return Status::error(what + ": merges[" + std::to_string(rank) + "] result \"" + merged +
                            "\" is not in the vocab");
     }
-    model->merges_.emplace(pair_key(*ida, *idb), Merge{static_cast<int32_t>(rank), *idm});
+    model->merges_.insert_or_assign(pair_key(*ida, *idb), (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(*idm));
   }
   return model;
 }
@@ -150,11 +183,7 @@ void BpeModel::encode_uncached(std::string_view piece, std::vector<int32_t>* out
     char32_t cp = next_code_point(piece, &pos);
     int32_t id = -1;
     if (plain) {
-      if (cp < 0x800) {
-        id = small_char_ids_[cp];
-      } else if (auto v = lookup(piece.substr(start, pos - start))) {
-        id = *v;
-      }
+      if (const uint64_t* v = char_ids_.find(cp)) id = static_cast<int32_t>(*v);
     } else {
       buf.clear();
       if (start > 0) buf += continuing_subword_prefix_;
@@ -189,8 +218,9 @@ void BpeModel::encode_uncached(std::string_view piece, std::vector<int32_t>* out
   auto consider = [&](int32_t left) {
     int32_t right = syms[left].next;
     if (right < 0) return;
-    auto it = merges_.find(pair_key(syms[left].id, syms[right].id));
-    if (it != merges_.end()) heap.push((static_cast<uint64_t>(it->second.rank) << 32) | static_cast<uint32_t>(left));
+    if (const uint64_t* m = merges_.find(pair_key(syms[left].id, syms[right].id))) {
+      heap.push((*m & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(left));
+    }
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) consider(i);
   while (!heap.empty()) {
@@ -201,9 +231,9 @@ void BpeModel::encode_uncached(std::string_view piece, std::vector<int32_t>* out
     if (syms[left].id < 0) continue;
     int32_t right = syms[left].next;
     if (right < 0) continue;
-    auto it = merges_.find(pair_key(syms[left].id, syms[right].id));
-    if (it == merges_.end() || it->second.rank != rank) continue;  // stale entry
-    syms[left].id = it->second.new_id;
+    const uint64_t* m = merges_.find(pair_key(syms[left].id, syms[right].id));
+    if (m == nullptr || static_cast<int32_t>(*m >> 32) != rank) continue;  // stale entry
+    syms[left].id = static_cast<int32_t>(*m & 0xFFFFFFFFu);
     syms[left].next = syms[right].next;
     if (syms[right].next >= 0) syms[syms[right].next].prev = left;
     syms[right].id = -1;

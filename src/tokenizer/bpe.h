@@ -27,6 +27,33 @@ struct StringHash {
 };
 using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
+// Open-addressing hash table from uint64 keys to uint64 values (linear probing, power-of-two capacity): the
+// BPE inner loop looks up merges and single-character ids here. Built once, then read-only. Key ~0 is reserved.
+class U64Table {
+ public:
+  void reserve(size_t n);
+  void insert_or_assign(uint64_t key, uint64_t value);
+  const uint64_t* find(uint64_t key) const {
+    if (keys_.empty()) return nullptr;
+    for (uint64_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
+      if (keys_[i] == key) return &values_[i];
+      if (keys_[i] == kEmpty) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~0ull;
+  static uint64_t mix(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return k;
+  }
+  std::vector<uint64_t> keys_, values_;
+  uint64_t mask_ = 0;
+  size_t size_ = 0;
+};
+
 class BpeModel {
  public:
   // `j` is tokenizer.json's "model" object; errors name `what` and the offending entry.
@@ -39,10 +66,6 @@ class BpeModel {
   std::optional<int32_t> unk_id() const { return unk_id_; }
 
  private:
-  struct Merge {
-    int32_t rank;
-    int32_t new_id;
-  };
   struct CacheShard {
     std::mutex mu;
     std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
@@ -58,7 +81,8 @@ class BpeModel {
   void encode_uncached(std::string_view piece, std::vector<int32_t>* out) const;
 
   TokenMap vocab_;
-  std::unordered_map<uint64_t, Merge> merges_;
+  U64Table merges_;      // pair_key(a, b) → rank << 32 | merged id; a later duplicate merge wins
+  U64Table char_ids_;    // code point → id of the single-character token (plain models only)
   std::optional<int32_t> unk_id_;
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
@@ -66,7 +90,6 @@ class BpeModel {
   std::string continuing_subword_prefix_;
   std::string end_of_word_suffix_;
   std::array<int32_t, 256> byte_ids_{};   // id of "<0xXX>", or -1
-  std::vector<int32_t> small_char_ids_;   // id of the single-code-point token for cp < 0x800, or -1
   mutable std::array<CacheShard, kNumCacheShards> cache_;
 };
 
