@@ -76,6 +76,20 @@ std::string IncrementalDetokenizer::push(int32_t id) {
     out = text.substr(emitted_.size(), stable - emitted_.size());
     emitted_.append(out);
   }
+  if (text.empty()) {
+    // Ids that never reach the decoder (skipped special tokens, ids naming no token) cannot affect later
+    // text: drop them instead of re-decoding them on every push. (A token that decodes to "" can: Llama 2's
+    // lone "▁" is stripped at the start but not before another token.)
+    bool ignorable = true;
+    for (int32_t i : ids_) {
+      ignorable = ignorable && (tokenizer_.id_to_token(i).empty() || (skip_special_tokens_ && tokenizer_.is_special(i)));
+    }
+    if (ignorable) {
+      ids_.clear();
+      clean_ = 0;
+      return {};
+    }
+  }
   if (stable == text.size()) {
     // A clean point at the end. Move the window start to the previous clean point when the text from there
     // has a non-space character (then the start-of-window effects of the decoders stay inside emitted text).

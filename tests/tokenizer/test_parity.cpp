@@ -94,6 +94,32 @@ TEST_P(Parity, DetokenizerStreamsDecode) {
   for (const Json& r : (*ref)["random"]) {
     for (bool skip : {false, true}) check_detokenizer(*tok, ids_of(r["ids"]), skip, name + " / random " + r["ids"].dump());
   }
+  // Leading spaces and special tokens before text (start-of-text effects of the decoders).
+  std::vector<int32_t> specials;
+  for (auto id : {tok->bos_id(), tok->eos_id()}) {
+    if (id) specials.push_back(*id);
+  }
+  // A lone space token ("▁" decodes to "" at the very start but to " " before another token).
+  for (const char* space : {"\xE2\x96\x81", "\xC4\xA0", " "}) {
+    auto id = tok->token_to_id(space);
+    if (!id) continue;
+    for (size_t i = 0; i < 10 && i < corpus().size(); ++i) {
+      std::vector<int32_t> ids = {*id};
+      auto more = tok->encode(corpus()[i].bytes, false);
+      ids.insert(ids.end(), more.begin(), more.end());
+      for (bool skip : {false, true}) check_detokenizer(*tok, ids, skip, name + " / space token + " + corpus()[i].name);
+    }
+  }
+  const auto& lines = corpus();
+  for (size_t i = 0; i < 20 && i < lines.size(); ++i) {
+    for (const char* prefix : {" ", "  ", "\n "}) {
+      std::vector<int32_t> ids = tok->encode(prefix, false);
+      ids.insert(ids.end(), specials.begin(), specials.end());
+      auto more = tok->encode(std::string(prefix) + lines[i].bytes, false);
+      ids.insert(ids.end(), more.begin(), more.end());
+      for (bool skip : {false, true}) check_detokenizer(*tok, ids, skip, name + " / prefixed " + lines[i].name);
+    }
+  }
   // Out-of-range and negative ids are skipped, never a crash.
   check_detokenizer(*tok, {-5, tok->vocab_size(), 1000, -1, INT32_MAX, 1001}, false, name + " / invalid ids");
 }
