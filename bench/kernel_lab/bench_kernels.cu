@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
 
 namespace rl {
 namespace {
@@ -74,6 +75,19 @@ void bench_linear(CudaBackend& be) {
     });
     result("linear", "m" + std::to_string(m) + "_4096x14336", w_bytes / (ms * 1e-3) / 1e12, "TB/s");
   }
+  // Kernel lab: the GEMV variants (warps × unroll) side by side at M = 1..16.
+  for (int64_t m : {1, 2, 4, 8, 16}) {
+    DeviceBuffer x(&be, static_cast<size_t>(m * k * 2)), y(&be, static_cast<size_t>(m * n * 2));
+    be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, k}), 3, -1, 1);
+    for (int variant = 0; variant < 4; ++variant) {
+      const double ms = time_ms(be, [&](int i) {
+        cuda::launch_gemv(static_cast<const uint16_t*>(x.data()), static_cast<const uint16_t*>(ws[i % copies].data()),
+                          nullptr, DType::kBF16, y.data(), DType::kBF16, m, n, k, be.stream(), variant);
+      });
+      result("gemv_lab", "v" + std::to_string(variant) + "_m" + std::to_string(m), w_bytes / (ms * 1e-3) / 1e12,
+             "TB/s");
+    }
+  }
 }
 
 // One attention problem: B sequences, q_len new tokens each, context ctx; contiguous block tables per copy.
@@ -128,24 +142,90 @@ AttnProblem make_attn(CudaBackend& be, int64_t b, int64_t q_len, int64_t ctx, in
 
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
-  for (auto [b, ctx] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {64, 4096}, {16, 32768}}) {
+  for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {64, 4096}, {16, 32768}}) {
+    const int64_t b = shape.first, ctx = shape.second;
     const size_t kv_bytes = static_cast<size_t>(b * ctx * kv_heads * d * 2 * 2);
     const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / kv_bytes + 1));
     AttnProblem p = make_attn(be, b, 1, ctx, heads, kv_heads, d, copies);
     const double ms = time_ms(be, [&](int i) { be.attention(p.qkv, p.cache, p.metas[i % copies], p.out); }, 50);
     result("decode_attn", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128",
            kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+    if (b != 1) continue;
+    // Kernel lab: split slots at B = 1 (own workspace), and a grid sized for a 128k context (as a CUDA graph
+    // captured at max_model_len launches it) serving this 4k one.
+    DeviceBuffer partials(&be, size_t(1) << 26), counters(&be, size_t(1) << 20);
+    be.fill_zero(counters.data(), size_t(1) << 20);
+    const int64_t rows = (int64_t(1) << 26) / 4 / (d + 1);
+    cuda::DecodeWorkspace ws{static_cast<float*>(partials.data()), static_cast<float*>(partials.data()) + rows * d,
+                             static_cast<int*>(counters.data()), rows};
+    for (int64_t splits : {16, 32, 64, 128, 256}) {
+      const double lab_ms = time_ms(be, [&](int i) {
+        const AttentionMetadata& m = p.metas[i % copies];
+        cuda::AttentionArgs a;
+        a.qkv = static_cast<const uint16_t*>(p.qkv.data);
+        a.k_cache = static_cast<const uint16_t*>(p.cache.k.data);
+        a.v_cache = static_cast<const uint16_t*>(p.cache.v.data);
+        a.cu_seqlens_q = m.cu_seqlens_q.as<int32_t>();
+        a.seq_lens_k = m.seq_lens_k.as<int32_t>();
+        a.block_tables = m.block_tables.as<int32_t>();
+        a.out = static_cast<uint16_t*>(p.out.data);
+        a.num_tokens = b;
+        a.num_seqs = b;
+        a.max_seqlen_q = 1;
+        a.max_seqlen_k = ctx;
+        a.max_blocks = m.block_tables.dim(1);
+        a.num_heads = heads;
+        a.num_kv_heads = kv_heads;
+        a.head_dim = d;
+        a.block_size = 16;
+        a.row = (heads + 2 * kv_heads) * d;
+        a.scale = m.scale;
+        cuda::launch_decode_attention(a, ws, be.num_sms(), be.stream(), splits);
+      }, 50);
+      result("decode_lab", "B1_S4096_splits" + std::to_string(splits), kv_bytes / (lab_ms * 1e-3) / 1e12, "TB/s");
+    }
+    AttentionMetadata long_meta = p.metas[0];
+    long_meta.max_seqlen_k = 131072;
+    const double long_ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, long_meta, p.out); }, 50);
+    result("decode_lab", "B1_S4096_grid_for_128k", kv_bytes / (long_ms * 1e-3) / 1e12, "TB/s");
   }
 }
 
 void bench_prefill(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
-  for (auto [b, s] : std::vector<std::pair<int64_t, int64_t>>{{4, 4096}, {16, 1024}, {1, 16384}}) {
+  for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{4, 4096}, {16, 1024}, {1, 16384}}) {
+    const int64_t b = shape.first, s = shape.second;
     AttnProblem p = make_attn(be, b, s, s, heads, kv_heads, d, 1);
     const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 10);
     const double flops = 4.0 * b * s * s * heads * d / 2;
     result("prefill_attn", std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal",
            flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+    // Kernel lab: the key tile at head_dim 128.
+    for (int bn : {32, 64}) {
+      const AttentionMetadata& m = p.metas[0];
+      cuda::AttentionArgs a;
+      a.qkv = static_cast<const uint16_t*>(p.qkv.data);
+      a.k_cache = static_cast<const uint16_t*>(p.cache.k.data);
+      a.v_cache = static_cast<const uint16_t*>(p.cache.v.data);
+      a.cu_seqlens_q = m.cu_seqlens_q.as<int32_t>();
+      a.seq_lens_k = m.seq_lens_k.as<int32_t>();
+      a.block_tables = m.block_tables.as<int32_t>();
+      a.out = static_cast<uint16_t*>(p.out.data);
+      a.num_tokens = b * s;
+      a.num_seqs = b;
+      a.max_seqlen_q = s;
+      a.max_seqlen_k = s;
+      a.max_blocks = m.block_tables.dim(1);
+      a.num_heads = heads;
+      a.num_kv_heads = kv_heads;
+      a.head_dim = d;
+      a.block_size = 16;
+      a.row = (heads + 2 * kv_heads) * d;
+      a.scale = m.scale;
+      const double lab_ms = time_ms(be, [&](int) { cuda::launch_prefill_attention(a, be.stream(), bn); }, 10);
+      result("prefill_lab", std::to_string(b) + "x" + std::to_string(s) + "_bn" + std::to_string(bn),
+             flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 """Joins `RESULT` lines of bench_kernels (ours) and torch_peers.py (peers) into one table:
 kernel, shape, ours, best peer, ours/peer, % of roofline (bandwidth kernels: of the copy bandwidth measured in
-the same run; attention prefill: of the 8192^3 torch GEMM rate measured in the same run)."""
+the same run; attention prefill: of the 8192^3 torch GEMM rate measured in the same run), and ours / SDPA flash
+where that peer ran."""
 import sys
 
 
@@ -19,15 +20,18 @@ def main(ours_path, peers_path):
     peers = parse(peers_path, True)
     copy_bw = next((v for k, s, v, u, p in ours if k == "copy"), None)
     gemm = next((v for k, s, v, u, p in peers if k == "gemm"), None)
-    print(f"{'kernel':<13} {'shape':<28} {'ours':>9} {'peer':>9} {'peer name':<11} {'ours/peer':>9} {'%roof':>6}")
+    print(f"{'kernel':<13} {'shape':<28} {'ours':>9} {'peer':>9} {'peer name':<11} {'ours/peer':>9} {'%roof':>6} "
+          f"{'/flash':>7}")
     for kernel, shape, value, unit, _ in ours:
         cands = [(v, p) for k, s, v, u, p in peers if k == kernel and s == shape]
         best = max(cands) if cands else (float("nan"), "-")
         ceiling = copy_bw if unit == "TB/s" else gemm
         roof = f"{100 * value / ceiling:.0f}%" if ceiling else "-"
         ratio = value / best[0] if cands else float("nan")
+        flash = [v for v, p in cands if p == "sdpa_flash"]
+        vs_flash = f"{value / flash[0]:.2f}" if flash else "-"
         print(f"{kernel:<13} {shape:<28} {value:>7.3g}{unit[:2]:>2} {best[0]:>7.3g}{unit[:2]:>2} {best[1]:<11} "
-              f"{ratio:>9.2f} {roof:>6}")
+              f"{ratio:>9.2f} {roof:>6} {vs_flash:>7}")
     print(f"(units: TB = TB/s, TF = TFLOP/s; roofline: copy {copy_bw} TB/s, torch GEMM {gemm} TFLOP/s)")
 
 

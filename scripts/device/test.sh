@@ -6,14 +6,15 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
+bin_dir="${RL_BIN_DIR:-build/cuda}"  # the carried binaries
 out="${OUT:-/tmp/rl_device}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-bin=build/cuda/rl_tests_ops
-[ -x "$bin" ] || bin=build/cuda/rl_cuda_ops_tests  # the same tests without rl_runtime
+bin="$bin_dir/rl_tests_ops"
+[ -x "$bin" ] || bin="$bin_dir/rl_cuda_ops_tests"  # the same tests without rl_runtime
 [ -x "$bin" ] || { echo "no test binary: build rl_tests_ops or rl_cuda_ops_tests (cuda preset) here and carry it"; exit 2; }
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-small='CudaAttention.MixedPrefillAndDecode:CudaAttention.ChunkedPrefillWithPrefixInCache'
+small='CudaAttention.MixedPrefillAndDecode:CudaAttention.ChunkedPrefillWithPrefixInCache:CudaAttention.DecodeGridSizedForLongerContext'
 
 timeout 300 "$bin" --gtest_color=no 2>&1 | tee "$out/ops_tests.log"
 tests_rc=${PIPESTATUS[0]}

@@ -3,94 +3,152 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/log.h"
+
 namespace rl {
 
 ModelRunner::ModelRunner(Model* model, KvStorage* kv, const RunnerLimits& limits)
     : model_(model), kv_(kv), limits_(limits) {
   const int64_t bs = kv->block_size();
   if (limits_.max_blocks_per_seq <= 0) limits_.max_blocks_per_seq = (limits_.max_model_len + bs - 1) / bs;
-  Backend& be = model->backend();
-  const size_t t = static_cast<size_t>(limits_.max_num_tokens), s = static_cast<size_t>(limits_.max_num_seqs);
-  d_ids_ = DeviceBuffer(&be, t * 4);
-  d_pos_ = DeviceBuffer(&be, t * 4);
-  d_slots_ = DeviceBuffer(&be, t * 4);
-  d_cu_ = DeviceBuffer(&be, (s + 1) * 4);
-  d_lens_ = DeviceBuffer(&be, s * 4);
-  d_tables_ = DeviceBuffer(&be, s * static_cast<size_t>(limits_.max_blocks_per_seq) * 4);
   if (limits_.max_num_logits <= 0) limits_.max_num_logits = limits_.max_num_seqs;
-  d_logit_idx_ = DeviceBuffer(&be, static_cast<size_t>(limits_.max_num_logits) * 4);
-  model->reserve(limits_.max_num_tokens, limits_.max_num_logits);
+  // Token fields hold max_num_seqs rows too: a graph bucket pads up to that many single-token rows.
+  const int64_t s = limits_.max_num_seqs, t = std::max(limits_.max_num_tokens, s);
+  off_.ids = 0;
+  off_.pos = t;
+  off_.slots = 2 * t;
+  off_.cu = 3 * t;
+  off_.lens = off_.cu + s + 1;
+  off_.logit_idx = off_.lens + s;
+  off_.tables = off_.logit_idx + std::max(limits_.max_num_logits, s);
+  off_.total = off_.tables + s * limits_.max_blocks_per_seq;
+  Backend& be = model->backend();
+  h_staging_.assign(static_cast<size_t>(off_.total), 0);
+  d_staging_ = DeviceBuffer(&be, static_cast<size_t>(off_.total) * 4);
+  // Graph buckets pad up to max_num_seqs rows, so the workspace must hold that many tokens and logits.
+  model->reserve(std::max(limits_.max_num_tokens, s), std::max(limits_.max_num_logits, s));
+  if (!limits_.enforce_eager && limits_.max_num_tokens >= 1) graphs_ = DecodeGraphs::create(&be, s);
 }
 
-void ModelRunner::step(const std::vector<SeqStep>& seqs, std::vector<float>* logits_out) {
+int64_t ModelRunner::stage(const std::vector<SeqStep>& seqs, int64_t num_rows, int64_t* num_logits, int64_t* max_q,
+                           int64_t* max_k, bool* all_decode) {
   const int64_t bs = kv_->block_size(), mb = limits_.max_blocks_per_seq;
-  const int64_t num_seqs = static_cast<int64_t>(seqs.size());
-  RL_CHECK(num_seqs > 0 && num_seqs <= limits_.max_num_seqs);
-  h_ids_.clear();
-  h_pos_.clear();
-  h_slots_.clear();
-  h_cu_.assign(1, 0);
-  h_lens_.clear();
-  h_tables_.assign(static_cast<size_t>(num_seqs * mb), 0);
-  h_logit_idx_.clear();
-  int64_t max_q = 0, max_k = 0;
-  bool all_decode = true;
-  for (int64_t i = 0; i < num_seqs; ++i) {
-    const SeqStep& s = seqs[static_cast<size_t>(i)];
+  int32_t* h = h_staging_.data();
+  int64_t t = 0, n = 0;
+  *max_q = 0;
+  *max_k = 0;
+  *all_decode = true;
+  h[off_.cu] = 0;
+  std::fill(h + off_.tables, h + off_.tables + num_rows * mb, 0);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqStep& s = seqs[i];
     RL_CHECK(s.num_new_tokens > 0 && s.num_blocks <= mb);
     const int64_t len = s.num_computed + s.num_new_tokens;
     RL_CHECK_MSG((len + bs - 1) / bs <= s.num_blocks, "sequence needs %lld blocks, has %lld",
                  static_cast<long long>((len + bs - 1) / bs), static_cast<long long>(s.num_blocks));
+    RL_CHECK_MSG(t + s.num_new_tokens <= limits_.max_num_tokens, "step has more than %lld tokens",
+                 static_cast<long long>(limits_.max_num_tokens));
     for (int64_t j = 0; j < s.num_new_tokens; ++j) {
-      int64_t p = s.num_computed + j;
-      if (s.all_logits) h_logit_idx_.push_back(static_cast<int32_t>(h_ids_.size()));
-      h_ids_.push_back(s.token_ids[j]);
-      h_pos_.push_back(static_cast<int32_t>(p));
-      h_slots_.push_back(static_cast<int32_t>(s.block_table[p / bs] * bs + p % bs));
+      const int64_t p = s.num_computed + j;
+      if (s.all_logits) {
+        RL_CHECK(n < limits_.max_num_logits);
+        h[off_.logit_idx + n++] = static_cast<int32_t>(t);
+      }
+      h[off_.ids + t] = s.token_ids[j];
+      h[off_.pos + t] = static_cast<int32_t>(p);
+      h[off_.slots + t] = static_cast<int32_t>(s.block_table[p / bs] * bs + p % bs);
+      ++t;
     }
-    h_cu_.push_back(static_cast<int32_t>(h_ids_.size()));
-    h_lens_.push_back(static_cast<int32_t>(len));
-    std::copy(s.block_table, s.block_table + s.num_blocks, h_tables_.begin() + i * mb);
-    if (s.want_logits && !s.all_logits) h_logit_idx_.push_back(static_cast<int32_t>(h_ids_.size() - 1));
-    max_q = std::max(max_q, s.num_new_tokens);
-    max_k = std::max(max_k, len);
-    all_decode = all_decode && s.num_new_tokens == 1;
+    h[off_.cu + static_cast<int64_t>(i) + 1] = static_cast<int32_t>(t);
+    h[off_.lens + static_cast<int64_t>(i)] = static_cast<int32_t>(len);
+    std::copy(s.block_table, s.block_table + s.num_blocks, h + off_.tables + static_cast<int64_t>(i) * mb);
+    if (s.want_logits && !s.all_logits) {
+      RL_CHECK(n < limits_.max_num_logits);
+      h[off_.logit_idx + n++] = static_cast<int32_t>(t - 1);
+    }
+    *max_q = std::max(*max_q, s.num_new_tokens);
+    *max_k = std::max(*max_k, len);
+    *all_decode = *all_decode && s.num_new_tokens == 1;
   }
-  const int64_t t = static_cast<int64_t>(h_ids_.size()), n = static_cast<int64_t>(h_logit_idx_.size());
-  RL_CHECK(n <= limits_.max_num_logits);
-  RL_CHECK_MSG(t <= limits_.max_num_tokens, "step has %lld tokens, limit %lld", static_cast<long long>(t),
-               static_cast<long long>(limits_.max_num_tokens));
-  Backend& be = model_->backend();
-  auto up = [&](const DeviceBuffer& d, const std::vector<int32_t>& h) {
-    if (!h.empty()) be.upload(d.data(), h.data(), h.size() * 4);
-  };
-  up(d_ids_, h_ids_);
-  up(d_pos_, h_pos_);
-  up(d_slots_, h_slots_);
-  up(d_cu_, h_cu_);
-  up(d_lens_, h_lens_);
-  up(d_tables_, h_tables_);
-  up(d_logit_idx_, h_logit_idx_);
+  // Padding rows (graph buckets): token 0 at position 0, KV slot -1 (not written), one key read through block
+  // 0 (never handed out), logits computed for their own row and never downloaded.
+  for (int64_t i = static_cast<int64_t>(seqs.size()); i < num_rows; ++i) {
+    h[off_.ids + t] = 0;
+    h[off_.pos + t] = 0;
+    h[off_.slots + t] = -1;
+    h[off_.logit_idx + i] = static_cast<int32_t>(t);
+    ++t;
+    h[off_.cu + i + 1] = static_cast<int32_t>(t);
+    h[off_.lens + i] = 1;
+  }
+  *num_logits = n;
+  return t;
+}
 
+ForwardBatch ModelRunner::make_batch(int64_t t, int64_t num_seqs, int64_t n, int64_t max_q, int64_t max_k,
+                                     bool all_decode) const {
+  auto field = [&](int64_t offset, std::initializer_list<int64_t> dims) {
+    return Tensor(static_cast<int32_t*>(d_staging_.data()) + offset, DType::kI32, dims);
+  };
   ForwardBatch b;
   b.num_tokens = t;
   b.num_logits = n;
-  b.input_ids = Tensor(d_ids_.data(), DType::kI32, {t});
-  b.positions = Tensor(d_pos_.data(), DType::kI32, {t});
-  b.slot_mapping = Tensor(d_slots_.data(), DType::kI32, {t});
-  b.logits_indices = Tensor(d_logit_idx_.data(), DType::kI32, {n});
+  b.input_ids = field(off_.ids, {t});
+  b.positions = field(off_.pos, {t});
+  b.slot_mapping = field(off_.slots, {t});
+  b.logits_indices = field(off_.logit_idx, {n});
   const ModelConfig& c = model_->config();
-  b.attn.cu_seqlens_q = Tensor(d_cu_.data(), DType::kI32, {num_seqs + 1});
-  b.attn.seq_lens_k = Tensor(d_lens_.data(), DType::kI32, {num_seqs});
-  b.attn.block_tables = Tensor(d_tables_.data(), DType::kI32, {num_seqs, mb});
+  b.attn.cu_seqlens_q = field(off_.cu, {num_seqs + 1});
+  b.attn.seq_lens_k = field(off_.lens, {num_seqs});
+  b.attn.block_tables = field(off_.tables, {num_seqs, limits_.max_blocks_per_seq});
   b.attn.num_seqs = num_seqs;
   b.attn.max_seqlen_q = max_q;
   b.attn.max_seqlen_k = max_k;
   b.attn.all_decode = all_decode;
   b.attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b.attn.layout = {c.num_attention_heads, c.num_kv_heads, c.head_dim};
+  return b;
+}
 
-  Tensor logits = model_->forward(b, kv_->layers());
+void ModelRunner::step(const std::vector<SeqStep>& seqs, std::vector<float>* logits_out) {
+  const int64_t num_seqs = static_cast<int64_t>(seqs.size());
+  RL_CHECK(num_seqs > 0 && num_seqs <= limits_.max_num_seqs);
+  // A graph serves steps of single-token sequences that all want exactly their last token's logits.
+  bool graphable = graphs_ != nullptr;
+  for (const SeqStep& s : seqs) graphable = graphable && s.num_new_tokens == 1 && s.want_logits && !s.all_logits;
+  const int64_t bucket = graphable ? graphs_->bucket_for(num_seqs) : 0;
+  const int64_t rows = bucket > 0 ? bucket : num_seqs;
+
+  int64_t n = 0, max_q = 0, max_k = 0;
+  bool all_decode = true;
+  const int64_t t = stage(seqs, rows, &n, &max_q, &max_k, &all_decode);
+  Backend& be = model_->backend();
+  // One upload: every field up to the end of the used block-table rows (the gaps are a few KB).
+  be.upload(d_staging_.data(), h_staging_.data(),
+            static_cast<size_t>(off_.tables + rows * limits_.max_blocks_per_seq) * 4);
+
+  const ModelConfig& c = model_->config();
+  Tensor logits;
+  if (bucket > 0) {
+    // The graph's decode grid is sized for max_model_len; the kernel reads each sequence's length on the device.
+    const ForwardBatch b = make_batch(t, rows, rows, 1, limits_.max_model_len, true);
+    if (graphs_->captured(bucket)) {
+      graphs_->replay(bucket);
+      logits = Tensor(nullptr, DType::kF32, {rows, c.vocab_size});
+      logits.data = graph_logits_;
+      ++num_graph_steps_;
+    } else {
+      logits = model_->forward(b, kv_->layers());  // eager first: warms up lazily loaded kernels and GEMM plans
+      graph_logits_ = logits.data;
+      const Status st = graphs_->capture(bucket, [&] { model_->forward(b, kv_->layers()); });
+      if (!st.is_ok()) {
+        log_warn(st.message() + "; decode steps run eagerly");
+        graphs_.reset();
+      }
+    }
+  } else {
+    logits = model_->forward(make_batch(t, num_seqs, n, max_q, max_k, all_decode), kv_->layers());
+  }
   logits_out->resize(static_cast<size_t>(n * c.vocab_size));
   if (n > 0) be.download(logits_out->data(), logits.data, logits_out->size() * sizeof(float));
 }

@@ -18,8 +18,10 @@ struct SeqSpec {
 };
 
 // Runs one batch on both backends with the given CUDA kernel choice; returns the relative error.
+// max_seqlen_k_override > 0 replaces the host-side max_seqlen_k (as a CUDA graph captured for max_model_len
+// passes it); the kernels must take each sequence's real length from device memory.
 double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
-                CudaBackend::AttentionImpl impl) {
+                CudaBackend::AttentionImpl impl, int64_t max_seqlen_k_override = 0) {
   const QkvLayout l{num_heads, num_kv_heads, head_dim};
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 0, total_blocks = 0;
@@ -68,7 +70,7 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
     m.block_tables = keep[2].t;
     m.num_seqs = num_seqs;
     m.max_seqlen_q = max_q;
-    m.max_seqlen_k = max_k;
+    m.max_seqlen_k = max_seqlen_k_override > 0 ? max_seqlen_k_override : max_k;
     m.all_decode = max_q == 1;
     m.layout = l;
     m.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -116,6 +118,17 @@ TEST(CudaAttention, DecodePageBoundaries) {
 TEST(CudaAttention, DecodeLongContextSplits) {
   check_all_impls({{1, 4097}}, "decode 1 x 4097");
   check_all_impls({{1, 2000}, {1, 3}, {1, 1500}}, "decode long + short");
+}
+
+TEST(CudaAttention, DecodeGridSizedForLongerContext) {
+  const std::vector<SeqSpec> seqs = {{1, 1}, {1, 17}, {1, 384}, {1, 4097}, {1, 64}};
+  for (const Shape& s : kShapes) {
+    for (int64_t max_k : {int64_t(8192), int64_t(131072)}) {
+      const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, CudaBackend::AttentionImpl::kAuto, max_k);
+      EXPECT_LT(e, kBf16Tol) << "heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
+                             << " grid for " << max_k;
+    }
+  }
 }
 
 TEST(CudaAttention, PrefillFromEmptyCache) {

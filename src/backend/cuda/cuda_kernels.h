@@ -49,8 +49,9 @@ void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, 
 
 // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias) for small M (≤ kGemvMaxM), bandwidth-bound: each weight row is read once
 // for all M rows. x, w: bf16; bias: [N] bf16/f32 or null; y: bf16 or f32.
+// variant (kernel lab): 0 = kGemvWarps × kGemvUnroll; 1 = 4 warps × unroll 8; 2 = 8 × 4; 3 = 8 × 8.
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
-                 int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+                 int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant = 0);
 // y[M, N] += bias[N] (after a cuBLASLt GEMM).
 void launch_add_bias(void* y, DType y_dt, const void* bias, DType bias_dt, int64_t m, int64_t n,
                      cudaStream_t stream);
@@ -80,11 +81,16 @@ struct DecodeWorkspace {
   int* counters = nullptr;    // [capacity_rows], zero between launches: finished splits per (seq, head chunk)
   int64_t capacity_rows = 0;  // (seq, head, split) triples the workspace holds
 };
+// The grid has one slot per split for the longest context max_seqlen_k allows; each sequence uses as many as its
+// own seq_len fills, so a launch (or captured graph) sized for max_model_len stays right for shorter contexts.
+// num_splits_override > 0 forces the slot count (kernel lab); 0 picks decode_num_splits().
 bool decode_attention_supported(const AttentionArgs& a);
-void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream);
+void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
+                             int64_t num_splits_override = 0);
 
 // FlashAttention-2 style prefill (tensor cores), varlen + causal with prefix, paged K/V, head_dim 64/128.
 bool prefill_attention_supported(const AttentionArgs& a);
-void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream);
+// block_n_override 32 or 64 forces the key tile at head_dim 128 (kernel lab); 0 uses kPrefillBlockN128.
+void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int block_n_override = 0);
 
 }  // namespace rl::cuda

@@ -1,8 +1,11 @@
 // Split-KV decode attention (FlashDecoding) over the paged cache (block size 16). One block per (sequence,
 // kv head, group chunk, split); its 4 warps walk whole pages, and one 16-byte load of each K/V row serves every
 // query head of the GQA chunk (up to 4). Lanes of a row: D/8 (16 B each); a warp covers 32/(D/8) tokens per step.
-// Softmax in the log2 domain (q pre-scaled by scale·log2 e). With several splits, each writes a partial
-// (normalized o + lse) and the last block to finish merges them; with one split the block writes the output.
+// Softmax in the log2 domain (q pre-scaled by scale·log2 e). The grid has num_splits split slots (sized on the
+// host for the longest context the launch may see, so a CUDA graph captured once serves any length); each
+// sequence spreads its pages over as many of them as it can fill (from its seq_len in device memory), and the
+// rest exit at once. With several active splits, each writes a partial (normalized o + lse) and the last block
+// to finish merges them; with one the block writes the output.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -18,13 +21,13 @@ struct DecodeParams {
   float* partial_o;
   float* partial_lse;
   int* counters;
-  int num_splits;
-  int pages_per_split;
+  int num_splits;  // split slots in the grid (gridDim.x); partial rows are strided by it
   int num_chunks;  // group / G
 };
 
 template <int D, int G>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(DecodeParams p) {
+  static_assert(G <= kDecodeWarps, "the merge gives each query head of the chunk one warp");
   constexpr int kLanesPerRow = D / 8;
   constexpr int kTokPerStep = 32 / kLanesPerRow;
   constexpr int kSteps = kDecodePageSize / kTokPerStep;
@@ -38,8 +41,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
   const int64_t tok = a.cu_seqlens_q[s];
   const int seq_len = a.seq_lens_k[s];
   const int num_pages = (seq_len + kDecodePageSize - 1) / kDecodePageSize;
-  const int page_begin = split * p.pages_per_split;
-  const int page_end = min(page_begin + p.pages_per_split, num_pages);
+  const int pages_per_split = max(static_cast<int>(kDecodeMinPagesPerSplit), (num_pages + p.num_splits - 1) / p.num_splits);
+  const int num_active = (num_pages + pages_per_split - 1) / pages_per_split;
+  if (split >= num_active) return;  // block-uniform, before any barrier; never counted by the merge
+  const int page_begin = split * pages_per_split;
+  const int page_end = min(page_begin + pages_per_split, num_pages);
 
   float q[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
@@ -151,7 +157,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
       o /= sum_l;
     }
     const int64_t h = h0 + g;
-    if (p.num_splits == 1) {
+    if (num_active == 1) {
       a.out[tok * a.num_heads * D + h * D + c] = f32_to_bf16_bits(o);
     } else {
       const int64_t r = (static_cast<int64_t>(s) * a.num_heads + h) * p.num_splits + split;
@@ -159,44 +165,59 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
       if (c == 0) p.partial_lse[r] = mx == -INFINITY ? -INFINITY : mx + log2f(sum_l);
     }
   }
-  if (p.num_splits == 1) return;
+  if (num_active == 1) return;
 
-  // The last split block of this (sequence, head chunk) to finish merges all splits (log-sum-exp), so no
-  // second kernel launch is needed. The counter goes back to 0 for the next launch.
+  // The last active split block of this (sequence, head chunk) to finish merges all splits (log-sum-exp), so
+  // no second kernel launch is needed. The counter goes back to 0 for the next launch.
   __shared__ bool is_last;
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
     int* counter = p.counters + static_cast<int64_t>(s) * gridDim.y + blockIdx.y;
-    is_last = atomicAdd(counter, 1) == p.num_splits - 1;
+    is_last = atomicAdd(counter, 1) == num_active - 1;
     if (is_last) *counter = 0;
   }
   __syncthreads();
   if (!is_last) return;
   __threadfence();
+  // Split weights: warp g normalizes head g's lse values in parallel (every active split holds at least one
+  // valid key, so each lse is finite).
   __shared__ float weight[G][kDecodeMaxSplits];
   const int64_t r0 = (static_cast<int64_t>(s) * a.num_heads + h0) * p.num_splits;
-  for (int i = threadIdx.x; i < G * p.num_splits; i += blockDim.x) {
-    weight[i / p.num_splits][i % p.num_splits] = __ldcg(p.partial_lse + r0 + i);
-  }
-  __syncthreads();
-  if (threadIdx.x < G) {
-    float* wg = weight[threadIdx.x];
-    float mx = -INFINITY, sum = 0.0f;
-    for (int i = 0; i < p.num_splits; ++i) mx = fmaxf(mx, wg[i]);
-    for (int i = 0; i < p.num_splits; ++i) {
-      wg[i] = exp2f(wg[i] - mx);  // split 0 always holds keys, so mx is finite
-      sum += wg[i];
+  if (warp < G) {
+    const float* lse = p.partial_lse + r0 + static_cast<int64_t>(warp) * p.num_splits;
+    float mx = -INFINITY;
+    for (int i = lane; i < num_active; i += 32) {
+      weight[warp][i] = __ldcg(lse + i);
+      mx = fmaxf(mx, weight[warp][i]);
     }
-    for (int i = 0; i < p.num_splits; ++i) wg[i] /= sum;
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int i = lane; i < num_active; i += 32) {
+      weight[warp][i] = exp2f(weight[warp][i] - mx);
+      sum += weight[warp][i];
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    for (int i = lane; i < num_active; i += 32) weight[warp][i] *= inv;
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
-    const int g = i / D, c = i % D;
-    const float* po = p.partial_o + (r0 + static_cast<int64_t>(g) * p.num_splits) * D + c;
-    float o = 0.0f;
-    for (int sp = 0; sp < p.num_splits; ++sp) o = fmaf(weight[g][sp], __ldcg(po + sp * D), o);
-    a.out[tok * a.num_heads * D + (h0 + g) * D + c] = f32_to_bf16_bits(o);
+  // Each thread merges 4 consecutive output columns with 16-byte loads, several splits in flight at once.
+  for (int i = threadIdx.x; i < G * D / 4; i += blockDim.x) {
+    const int g = i / (D / 4), c4 = i % (D / 4);
+    const float4* po = reinterpret_cast<const float4*>(p.partial_o + (r0 + static_cast<int64_t>(g) * p.num_splits) * D) + c4;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+    for (int sp = 0; sp < num_active; ++sp) {
+      const float4 v = __ldcg(po + sp * (D / 4));
+      const float w = weight[g][sp];
+      o.x = fmaf(w, v.x, o.x);
+      o.y = fmaf(w, v.y, o.y);
+      o.z = fmaf(w, v.z, o.z);
+      o.w = fmaf(w, v.w, o.w);
+    }
+    uint16_t* dst = a.out + tok * a.num_heads * D + (h0 + g) * D + c4 * 4;
+    *reinterpret_cast<uint2*>(dst) = make_uint2(uint32_t(f32_to_bf16_bits(o.x)) | (uint32_t(f32_to_bf16_bits(o.y)) << 16),
+                                                uint32_t(f32_to_bf16_bits(o.z)) | (uint32_t(f32_to_bf16_bits(o.w)) << 16));
   }
 }
 
@@ -225,17 +246,17 @@ bool decode_attention_supported(const AttentionArgs& a) {
          a.num_tokens == a.num_seqs;
 }
 
-void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream) {
+void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
+                             int64_t num_splits_override) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int g = group % 4 == 0 ? 4 : (group % 2 == 0 ? 2 : 1);
-  DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, 0, static_cast<int>(group / g)};
-  const int64_t max_pages = std::max<int64_t>(1, (a.max_seqlen_k + kDecodePageSize - 1) / kDecodePageSize);
-  int64_t splits = decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
-                                     a.head_dim, num_sms);
+  DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / g)};
+  int64_t splits = num_splits_override > 0
+                       ? std::min<int64_t>(num_splits_override, kDecodeMaxSplits)
+                       : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
+                                           a.head_dim, num_sms);
   if (a.num_seqs * a.num_heads * splits > ws.capacity_rows) splits = 1;
-  const int64_t pps = (max_pages + splits - 1) / splits;
-  p.pages_per_split = static_cast<int>(pps);
-  p.num_splits = static_cast<int>((max_pages + pps - 1) / pps);
+  p.num_splits = static_cast<int>(splits);
   if (a.head_dim == 64) {
     launch_d<64>(p, g, stream);
   } else {

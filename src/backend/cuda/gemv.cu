@@ -31,8 +31,8 @@ __device__ __forceinline__ void mma_bf16_16816(float* c, const uint32_t* a, uint
 // all at k0 + 8q. The 8 values are used as the fragment k-slots {2q, 2q+1, 2q+8, 2q+9} of two MMAs: a
 // permutation of k that A and B share, so the dot products are unchanged while every load stays 16 B wide.
 // kNT n-tiles of 8 cover M ≤ 8·kNT; x rows ≥ M load as zeros.
-template <int kNT>
-__global__ void __launch_bounds__(kGemvWarps * 32)
+template <int kNT, int kWarps, int kUnroll>
+__global__ void __launch_bounds__(kWarps * 32)
     gemv_mma_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, const void* bias, bool bias_f32,
                     void* y, bool y_f32, int m, int64_t n, int64_t k) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, r = lane / 4, q = lane % 4;
@@ -48,13 +48,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   }
   float c[kNT][4] = {};
   const int64_t num_steps = (k + 31) / 32;
-  constexpr int kUnroll = 4;
-  for (int64_t s0 = warp; s0 < num_steps; s0 += kGemvWarps * kUnroll) {
+  for (int64_t s0 = warp; s0 < num_steps; s0 += kWarps * kUnroll) {
     uint4 wa[kUnroll], wb[kUnroll], xv[kUnroll][kNT];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t kk = (s0 + u * kGemvWarps) * 32;
-      const bool in = s0 + u * kGemvWarps < num_steps && kk + 8 * q < k;
+      const int64_t kk = (s0 + u * kWarps) * 32;
+      const bool in = s0 + u * kWarps < num_steps && kk + 8 * q < k;
       wa[u] = in ? load_stream(w0 + kk) : make_uint4(0, 0, 0, 0);
       wb[u] = in ? load_stream(w1 + kk) : make_uint4(0, 0, 0, 0);
 #pragma unroll
@@ -74,7 +73,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     }
   }
   // Sum the warps' partial tiles; warp 0 writes. c[t][e]: weight row r + 8 (e / 2), x row t·8 + 2q + e % 2.
-  __shared__ float partial[kGemvWarps][kNT][4][32];
+  __shared__ float partial[kWarps][kNT][4][32];
 #pragma unroll
   for (int t = 0; t < kNT; ++t)
 #pragma unroll
@@ -87,7 +86,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     for (int e = 0; e < 4; ++e) {
       float v = 0.0f;
 #pragma unroll
-      for (int wi = 0; wi < kGemvWarps; ++wi) v += partial[wi][t][e][lane];
+      for (int wi = 0; wi < kWarps; ++wi) v += partial[wi][t][e][lane];
       const int64_t col = n0 + r + 8 * (e / 2);
       const int row = t * 8 + 2 * q + e % 2;
       if (col < n && row < m) store_out(y, y_f32, row * n + col, v + (bias ? load_param(bias, bias_f32, col) : 0.0f));
@@ -122,10 +121,28 @@ __global__ void add_bias_kernel(void* y, bool y_f32, const void* bias, bool bias
   }
 }
 
+template <int kNT, int kWarps, int kUnroll>
+void launch_mma(const uint16_t* x, const uint16_t* w, const void* bias, bool bias_f32, void* y, bool y_f32, int m,
+                int64_t n, int64_t k, cudaStream_t stream) {
+  gemv_mma_kernel<kNT, kWarps, kUnroll><<<ceil_div(n, 16), kWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32,
+                                                                                    m, n, k);
+}
+
+template <int kNT>
+void launch_mma_variant(int variant, const uint16_t* x, const uint16_t* w, const void* bias, bool bias_f32, void* y,
+                        bool y_f32, int m, int64_t n, int64_t k, cudaStream_t stream) {
+  switch (variant) {
+    case 1: launch_mma<kNT, 4, 8>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
+    case 2: launch_mma<kNT, 8, 4>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
+    case 3: launch_mma<kNT, 8, 8>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
+    default: launch_mma<kNT, kGemvWarps, kGemvUnroll>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
+  }
+}
+
 }  // namespace
 
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
-                 int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+                 int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant) {
   RL_CHECK(m >= 1 && m <= kGemvMaxM);
   const bool bias_f32 = bias_dt == DType::kF32, y_f32 = y_dt == DType::kF32;
   const int mi = static_cast<int>(m);
@@ -134,9 +151,9 @@ void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType b
   if (!aligned) {
     gemv_scalar_kernel<<<ceil_div(n, 8), 256, 0, stream>>>(x, w, bias, bias_f32, y, y_f32, mi, n, k);
   } else if (m <= 8) {
-    gemv_mma_kernel<1><<<ceil_div(n, 16), kGemvWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32, mi, n, k);
+    launch_mma_variant<1>(variant, x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
   } else {
-    gemv_mma_kernel<2><<<ceil_div(n, 16), kGemvWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32, mi, n, k);
+    launch_mma_variant<2>(variant, x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
   }
   RL_CUDA_CHECK_LAUNCH();
 }

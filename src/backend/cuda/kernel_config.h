@@ -21,6 +21,8 @@ constexpr int64_t kGemvMaxM = 16;
 // keeping 4 steps × 2 × 16 B of weights in flight: N = 14336 gives 896 blocks of 16 KB in flight each, more
 // than the ~32 KB per SM that HBM latency × bandwidth asks for (Little's law).
 constexpr int kGemvWarps = 4;
+// 32-k steps each warp loads before it multiplies (bytes in flight per lane: kGemvUnroll × 2 × 16 B).
+constexpr int kGemvUnroll = 4;
 
 // cuBLASLt workspace: 32 MiB is what cuBLAS recommends for Hopper split-K / stream-K kernels.
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
@@ -30,9 +32,9 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeMaxGroup = 8;
 constexpr int kDecodePageSize = 16;
-// Splits pay while a split still has a page for each of its 4 warps: at batch 1 the kernel is latency-bound
-// (v1 with 2 pages per warp and a separate combine kernel: 0.70 TB/s at B=1 S=4k), so one round trip per warp.
-constexpr int64_t kDecodeMinPagesPerSplit = kDecodeWarps;
+// Splits pay while each warp of a split still has 2 pages: at batch 1 S=4k, 32 splits (2 pages per warp) ran at
+// 0.92 TB/s, 16 at 0.86, 64 (1 page per warp) at 0.74 and 128–256 at ~0.71 (kernel lab, docs/cuda.md).
+constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 constexpr int kDecodeMaxSplits = 256;
 // Aim for about 4 blocks per SM (132 SMs) so HBM sees enough loads in flight even at batch 1.
 constexpr int64_t kDecodeTargetBlocks = 132 * 4;
@@ -53,10 +55,17 @@ inline int64_t decode_num_splits(int64_t num_seqs, int64_t num_kv_blocks_per_seq
   return std::min<int64_t>(splits, kDecodeMaxSplits);
 }
 
-// Prefill attention (FlashAttention-2 style): kPrefillWarps warps × 16 query rows, key tiles of kPrefillBlockN,
-// K/V double-buffered in shared memory with cp.async.
+// Prefill attention (FlashAttention-2 style): kPrefillWarps warps × kPrefillMTiles m16 tiles of query rows
+// (128 rows per block), key tiles of kPrefillBlockN, K/V double-buffered in shared memory with cp.async.
+// Two m-tiles per warp use every K/V fragment loaded from shared memory twice: with one (v2, 64-row blocks)
+// the kernel was bound by ldmatrix bandwidth at 140–168 TFLOP/s. Registers: O 2×64 + S 2×32 f32 at D = 128,
+// so Q is re-read from shared memory per k-step instead of living in registers. Shared memory at D = 128:
+// Q 32 KB + K/V 2 stages × 2 × 16 KB = 96 KB, two blocks per SM.
 constexpr int kPrefillWarps = 4;
-constexpr int kPrefillBlockM = 16 * kPrefillWarps;
+constexpr int kPrefillMTiles = 2;
+constexpr int kPrefillBlockM = 16 * kPrefillWarps * kPrefillMTiles;
 constexpr int kPrefillBlockN = 64;
+// head_dim 128: 64-key tiles need 255 registers and spill a little; 32-key tiles halve S (kernel lab decides).
+constexpr int kPrefillBlockN128 = 64;
 
 }  // namespace rl::cuda

@@ -1,7 +1,8 @@
 // FlashAttention-2 style prefill attention on tensor cores (mma.sync m16n8k16 bf16 → f32), for varlen batches
 // with a causal mask offset by the prefix already in the cache, K/V read through block tables, GQA.
-// One block = (query tile of kPrefillBlockM rows, query head, sequence); each warp owns 16 query rows and keeps
-// its Q fragments, S tile and O accumulator in registers (online softmax in the log2 domain). K/V tiles of
+// One block = (query tile of kPrefillBlockM rows, query head, sequence); each warp owns kPrefillMTiles × 16
+// query rows and keeps their S tiles and O accumulators in registers (online softmax in the log2 domain); Q
+// fragments are re-read from shared memory per k-step. K/V tiles of
 // kPrefillBlockN keys are gathered page by page with cp.async into XOR-swizzled shared memory (16-byte chunk
 // index ^ row % 8, so ldmatrix rows hit distinct banks), double-buffered: the next tile loads during compute.
 #include "backend/cuda/cuda_check.h"
@@ -58,9 +59,9 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
   return static_cast<uint32_t>(row * D * 2 + ((chunk ^ (row & 7)) << 4));
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(AttentionArgs a) {
-  constexpr int BM = kPrefillBlockM, BN = kPrefillBlockN, kChunks = D / 8;
+template <int D, int BN>
+__global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(AttentionArgs a, int log2_bs) {
+  constexpr int BM = kPrefillBlockM, MT = kPrefillMTiles, kChunks = D / 8;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sq = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   // Stage st of K is at sk0 + st * kTile, of V at sv0 + st * kTile (arithmetic, not an array: a runtime-indexed
@@ -80,8 +81,10 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
   const int k_end = min(seq_len_k, offset + min(m0 + BM, q_len));  // keys [0, k_end) are visible to the tile
   const int num_n_blocks = (k_end + BN - 1) / BN;
   const int32_t* table = a.block_tables + s * a.max_blocks;
-  const int bs = static_cast<int>(a.block_size);
+  const int bs_mask = (1 << log2_bs) - 1;
   const int64_t kv_stride = a.num_kv_heads * D;
+  const int warp_row0 = warp * 16 * MT;                // first tile row of this warp
+  const int warp_last_pos = offset + m0 + warp_row0 + 16 * MT - 1;  // the warp sees no key past this
 
   // Q tile: rows past the sequence are zero-filled (their results are never stored).
   for (int i = tid; i < BM * kChunks; i += kThreads) {
@@ -90,12 +93,18 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
     const uint16_t* src = a.qkv + (valid ? (q_start + m0 + r) * a.row + h * D + c * 8 : 0);
     cp_async16(sq + swz<D>(r, c), src, valid);
   }
+  // Each thread copies one fixed 16-byte column chunk of every (kThreads / kChunks)-th key row.
   auto load_kv = [&](int nb, int stage) {
-    for (int i = tid; i < BN * kChunks; i += kThreads) {
-      const int r = i / kChunks, c = i % kChunks, key = nb * BN + r;
+    const int c = tid % kChunks;
+#pragma unroll
+    for (int r = tid / kChunks; r < BN; r += kThreads / kChunks) {
+      const int key = nb * BN + r;
       const bool valid = key < seq_len_k;
       int64_t off = 0;
-      if (valid) off = ((static_cast<int64_t>(table[key / bs]) * bs + key % bs) * kv_stride) + kvh * D + c * 8;
+      if (valid) {
+        const int64_t slot = (static_cast<int64_t>(table[key >> log2_bs]) << log2_bs) + (key & bs_mask);
+        off = slot * kv_stride + kvh * D + c * 8;
+      }
       cp_async16(sk0 + stage * kTile + swz<D>(r, c), a.k_cache + off, valid);
       cp_async16(sv0 + stage * kTile + swz<D>(r, c), a.v_cache + off, valid);
     }
@@ -103,13 +112,20 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
   load_kv(0, 0);
   cp_async_commit();
 
-  uint32_t qf[D / 16][4];
-  float o[D / 8][4];
+  float o[MT][D / 8][4];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+  float row_m[MT][2], row_l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    row_m[mt][0] = row_m[mt][1] = -INFINITY;
+    row_l[mt][0] = row_l[mt][1] = 0.0f;
+  }
   const float scale_log2 = a.scale * kLog2e;
-  const int row0 = m0 + warp * 16 + lane / 4;  // this thread's rows: row0 and row0 + 8 (tile-relative + m0)
+  // This thread's rows: m-tile mt holds tile rows warp_row0 + mt * 16 + lane / 4 (+ 8).
+  const int row0 = m0 + warp_row0 + lane / 4;
 
   for (int nb = 0; nb < num_n_blocks; ++nb) {
     const int stage = nb & 1;
@@ -118,77 +134,99 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    if (nb == 0) {
+    const int n0 = nb * BN;
+    // Causal block skipping per warp: a key tile wholly past the warp's last row contributes nothing.
+    if (n0 <= warp_last_pos) {
+      // S = Q Kᵀ for this warp's MT × 16 rows × BN keys; each K fragment feeds MT MMAs.
+      float sc[MT][BN / 8][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) sc[mt][i][0] = sc[mt][i][1] = sc[mt][i][2] = sc[mt][i][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        ldmatrix_x4(qf[kk], sq + swz<D>(warp * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+        uint32_t qf[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          ldmatrix_x4(qf[mt], sq + swz<D>(warp_row0 + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+        }
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, sk + swz<D>(nt * 8 + ((lane >> 4) << 3) + (lane & 7), kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(sc[mt][nt], qf[mt], b[0], b[1]);
+            mma_bf16(sc[mt][nt + 1], qf[mt], b[2], b[3]);
+          }
+        }
       }
-    }
-    // S = Q Kᵀ for this warp's 16 rows × BN keys.
-    float sc[BN / 8][4];
 #pragma unroll
-    for (int i = 0; i < BN / 8; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
+      for (int mt = 0; mt < MT; ++mt) {
+        // Causal + length mask (on raw scores), only where the tile crosses the diagonal or the sequence end.
+        const int first_pos = offset + m0 + warp_row0 + mt * 16;
+        const bool needs_mask = n0 + BN - 1 > first_pos || n0 + BN > seq_len_k;
+        if (needs_mask) {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
+          for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
-      for (int nt = 0; nt < BN / 8; nt += 2) {
-        uint32_t b[4];
-        ldmatrix_x4(b, sk + swz<D>(nt * 8 + ((lane >> 4) << 3) + (lane & 7), kk * 2 + ((lane >> 3) & 1)));
-        mma_bf16(sc[nt], qf[kk], b[0], b[1]);
-        mma_bf16(sc[nt + 1], qf[kk], b[2], b[3]);
+            for (int e = 0; e < 4; ++e) {
+              const int key = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
+              const int pos = offset + row0 + mt * 16 + (e >> 1) * 8;
+              if (key > pos || key >= seq_len_k) sc[mt][nt][e] = -INFINITY;
+            }
+          }
+        }
+        // Online softmax per row (r = 0: first row, r = 1: the row 8 below; a quad of lanes shares a row).
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          // row_m is kept in the scaled log2 domain; p = 2^(s·scale·log2e − m) is one FMA and one EX2.
+          const float m_new = fmaxf(row_m[mt][r], mx * scale_log2);
+          const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+          const float corr = fast_exp2(row_m[mt][r] - m_use);
+          row_m[mt][r] = m_new;
+          float sum = 0.0f;
+#pragma unroll
+          for (int nt = 0; nt < BN / 8; ++nt) {
+            sc[mt][nt][2 * r] = fast_exp2(fmaf(sc[mt][nt][2 * r], scale_log2, -m_use));
+            sc[mt][nt][2 * r + 1] = fast_exp2(fmaf(sc[mt][nt][2 * r + 1], scale_log2, -m_use));
+            sum += sc[mt][nt][2 * r] + sc[mt][nt][2 * r + 1];
+          }
+          row_l[mt][r] = row_l[mt][r] * corr + sum;
+#pragma unroll
+          for (int dt = 0; dt < D / 8; ++dt) {
+            o[mt][dt][2 * r] *= corr;
+            o[mt][dt][2 * r + 1] *= corr;
+          }
+        }
       }
-    }
-    // Causal + length mask (on raw scores), only where the tile crosses the diagonal or the sequence end.
-    const int n0 = nb * BN;
-    const bool needs_mask = n0 + BN > offset + m0 + warp * 16 || n0 + BN > seq_len_k;
+      // O += P V: P's accumulator layout is the A-fragment layout of the next MMA (k = keys); each V fragment
+      // feeds MT MMAs.
 #pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt) {
+      for (int t = 0; t < BN / 16; ++t) {
+        uint32_t pa[MT][4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-        const int pos = offset + row0 + (e >> 1) * 8;
-        if (needs_mask && (key > pos || key >= seq_len_k)) sc[nt][e] = -INFINITY;
-      }
-    }
-    // Online softmax per row (rows r = 0: row0, r = 1: row0 + 8; the 4 lanes of a quad share a row).
+        for (int mt = 0; mt < MT; ++mt) {
+          pa[mt][0] = pack_bf16x2(sc[mt][2 * t][0], sc[mt][2 * t][1]);
+          pa[mt][1] = pack_bf16x2(sc[mt][2 * t][2], sc[mt][2 * t][3]);
+          pa[mt][2] = pack_bf16x2(sc[mt][2 * t + 1][0], sc[mt][2 * t + 1][1]);
+          pa[mt][3] = pack_bf16x2(sc[mt][2 * t + 1][2], sc[mt][2 * t + 1][3]);
+        }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
+        for (int dt = 0; dt < D / 8; dt += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, sv + swz<D>(t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), dt + (lane >> 4)));
 #pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // row_m is kept in the scaled log2 domain; p = 2^(s·scale·log2e − m) is one FMA and one EX2.
-      const float m_new = fmaxf(row_m[r], mx * scale_log2);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float corr = fast_exp2(row_m[r] - m_use);
-      row_m[r] = m_new;
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt) {
-        sc[nt][2 * r] = fast_exp2(fmaf(sc[nt][2 * r], scale_log2, -m_use));
-        sc[nt][2 * r + 1] = fast_exp2(fmaf(sc[nt][2 * r + 1], scale_log2, -m_use));
-        sum += sc[nt][2 * r] + sc[nt][2 * r + 1];
-      }
-      row_l[r] = row_l[r] * corr + sum;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][2 * r] *= corr;
-        o[dt][2 * r + 1] *= corr;
-      }
-    }
-    // O += P V: P's accumulator layout is the A-fragment layout of the next MMA (k = keys).
-#pragma unroll
-    for (int t = 0; t < BN / 16; ++t) {
-      uint32_t pa[4] = {pack_bf16x2(sc[2 * t][0], sc[2 * t][1]), pack_bf16x2(sc[2 * t][2], sc[2 * t][3]),
-                        pack_bf16x2(sc[2 * t + 1][0], sc[2 * t + 1][1]),
-                        pack_bf16x2(sc[2 * t + 1][2], sc[2 * t + 1][3])};
-#pragma unroll
-      for (int dt = 0; dt < D / 8; dt += 2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, sv + swz<D>(t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), dt + (lane >> 4)));
-        mma_bf16(o[dt], pa, b[0], b[1]);
-        mma_bf16(o[dt + 1], pa, b[2], b[3]);
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(o[mt][dt], pa[mt], b[0], b[1]);
+            mma_bf16(o[mt][dt + 1], pa[mt], b[2], b[3]);
+          }
+        }
       }
     }
     __syncthreads();  // the next iteration's loads overwrite this stage
@@ -196,47 +234,58 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
   cp_async_wait<0>();
 
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = row_l[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int row = row0 + r * 8;
-    if (row >= q_len) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row) * a.num_heads * D + h * D + 2 * (lane & 3);
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<uint32_t*>(dst + dt * 8) = pack_bf16x2(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+    for (int r = 0; r < 2; ++r) {
+      float l = row_l[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = row0 + mt * 16 + r * 8;
+      if (row >= q_len) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row) * a.num_heads * D + h * D + 2 * (lane & 3);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        *reinterpret_cast<uint32_t*>(dst + dt * 8) =
+            pack_bf16x2(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+      }
     }
   }
 }
 
-template <int D>
+template <int D, int BN>
 void launch_d(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr int smem = (kPrefillBlockM + 4 * kPrefillBlockN) * D * 2;
+  constexpr int smem = (kPrefillBlockM + 4 * BN) * D * 2;
   static bool configured = false;  // the attribute is per function; setting it once is enough
   if (!configured) {
-    RL_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       smem));
+    RL_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, BN>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
   const dim3 grid(ceil_div(a.max_seqlen_q, kPrefillBlockM), static_cast<unsigned int>(a.num_heads),
                   static_cast<unsigned int>(a.num_seqs));
-  prefill_attention_kernel<D><<<grid, kThreads, smem, stream>>>(a);
+  int log2_bs = 0;
+  while ((int64_t(1) << log2_bs) < a.block_size) ++log2_bs;
+  prefill_attention_kernel<D, BN><<<grid, kThreads, smem, stream>>>(a, log2_bs);
   RL_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 bool prefill_attention_supported(const AttentionArgs& a) {
-  return (a.head_dim == 64 || a.head_dim == 128) && a.row % 8 == 0 && a.block_size > 0;
+  // Power-of-two block sizes: page and slot come from a shift and a mask in the K/V gather.
+  return (a.head_dim == 64 || a.head_dim == 128) && a.row % 8 == 0 && a.block_size > 0 &&
+         (a.block_size & (a.block_size - 1)) == 0;
 }
 
-void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
+void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int block_n_override) {
+  const int bn = block_n_override > 0 ? block_n_override : (a.head_dim == 64 ? kPrefillBlockN : kPrefillBlockN128);
   if (a.head_dim == 64) {
-    launch_d<64>(a, stream);
+    launch_d<64, kPrefillBlockN>(a, stream);
+  } else if (bn == 32) {
+    launch_d<128, 32>(a, stream);
   } else {
-    launch_d<128>(a, stream);
+    launch_d<128, 64>(a, stream);
   }
 }
 
