@@ -13,5 +13,6 @@ void add_tokenize_command(CLI::App& app, int* exit_code);
 void add_detokenize_command(CLI::App& app, int* exit_code);
 void add_template_command(CLI::App& app, int* exit_code);
 void add_roofline_command(CLI::App& app, int* exit_code);
+void add_serve_command(CLI::App& app, int* exit_code);
 
 }  // namespace rl::cli

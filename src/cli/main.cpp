@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   rl::cli::add_detokenize_command(app, &exit_code);
   rl::cli::add_template_command(app, &exit_code);
   rl::cli::add_roofline_command(app, &exit_code);
+  rl::cli::add_serve_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

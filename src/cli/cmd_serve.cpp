@@ -1,0 +1,115 @@
+// `ridgeline serve`: loads the model, starts the engine and the OpenAI-compatible HTTP server, prints the URL
+// when ready and shuts down cleanly on SIGINT/SIGTERM (a dedicated thread waits for them; the signals are
+// blocked in every other thread, so no handler runs inside the engine or httplib).
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <pthread.h>
+
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "core/dtype.h"
+#include "server/server.h"
+
+namespace rl::cli {
+namespace {
+
+struct ServeOptions {
+  EngineOptions engine;
+  server::ServerConfig server;
+  int32_t max_waiting = 1024;
+};
+
+int run(ServeOptions o) {
+  // Before any thread starts: every thread inherits the mask. A dropped client must not kill the process.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  // make_engine() has no queue limit: build the config here with --max-waiting added.
+  EngineConfig ec;
+  ec.model_dir = resolve_model_dir(o.engine.model);
+  ec.device = o.engine.device;
+  if (!parse_dtype(o.engine.dtype, &ec.weight_dtype)) {
+    std::fprintf(stderr, "ridgeline: error: unknown --dtype %s\n", o.engine.dtype.c_str());
+    return 1;
+  }
+  ec.dummy_weights = o.engine.dummy_weights;
+  ec.num_threads = o.engine.threads;
+  ec.max_model_len = o.engine.max_model_len;
+  ec.max_num_seqs = o.engine.max_num_seqs;
+  ec.max_num_batched_tokens = o.engine.max_num_batched_tokens;
+  ec.block_size = o.engine.block_size;
+  ec.kv_cache_memory_bytes = static_cast<int64_t>(o.engine.kv_cache_gb * (1ll << 30));
+  ec.gpu_memory_utilization = o.engine.gpu_memory_utilization;
+  ec.enable_prefix_caching = !o.engine.no_prefix_caching;
+  ec.max_waiting = o.max_waiting;
+  o.server.model_dir = ec.model_dir;
+  o.server.max_num_seqs = o.engine.max_num_seqs;
+  {
+    auto engine_r = Engine::create(ec);
+    if (!engine_r) {
+      std::fprintf(stderr, "ridgeline: error: %s\n", engine_r.message().c_str());
+      return 1;
+    }
+    std::unique_ptr<Engine> engine = std::move(*engine_r);
+    auto server_r = server::Server::create(engine.get(), o.server);
+    if (!server_r) {
+      std::fprintf(stderr, "ridgeline: error: %s\n", server_r.message().c_str());
+      return 1;
+    }
+    server::Server& srv = **server_r;
+    if (Status st = srv.bind(); !st) {
+      std::fprintf(stderr, "ridgeline: error: %s\n", st.message().c_str());
+      return 1;
+    }
+    std::atomic<bool> finished{false};
+    std::thread waiter([&] {
+      const timespec tick{0, 200 * 1000 * 1000};
+      while (!finished.load()) {
+        if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) {
+          std::fprintf(stderr, "ridgeline: shutting down\n");
+          srv.stop();
+          return;
+        }
+      }
+    });
+    std::printf("ridgeline: serving %s at %s (max_model_len %d)\n", srv.served_model_name().c_str(),
+                srv.url().c_str(), engine->max_model_len());
+    std::fflush(stdout);
+    srv.run();
+    finished = true;
+    waiter.join();
+    engine->stop();
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with a web playground");
+  add_engine_options(cmd, &o->engine);
+  cmd->add_option("--host", o->server.host, "Address to listen on (loopback by default)")->capture_default_str();
+  cmd->add_option("--port", o->server.port, "Port (0 = any free port; the URL is printed)")->capture_default_str();
+  cmd->add_option("--api-key", o->server.api_key, "Require \"Authorization: Bearer KEY\" on the API routes");
+  cmd->add_option("--served-model-name", o->server.served_model_name,
+                  "The model's name in the API (default: the model folder's name)");
+  cmd->add_option("--max-waiting", o->max_waiting, "Requests that may wait for a slot before new ones get 503")
+      ->capture_default_str();
+  cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "Largest request body (413 above)")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o->server.num_http_threads,
+                  "HTTP worker threads; each open stream holds one (0 = 2 x max-num-seqs + 32)")
+      ->capture_default_str();
+  cmd->add_option("--web-dir", o->server.web_dir, "Playground folder (default: the source tree's web/)");
+  cmd->callback([o, exit_code] { *exit_code = run(*o); });
+}
+
+}  // namespace rl::cli

@@ -1,0 +1,146 @@
+// POST /v1/completions and /v1/chat/completions. The worker thread parses, templates and tokenizes, submits, and
+// waits for the first engine output so that admission errors (400, 503) still get their HTTP status. Then the
+// response is written by a chunked content provider that polls the generation: SSE events for streams, the whole
+// JSON object for the rest. A failed write means the client went away: the generation is aborted, which frees
+// its KV within one engine step. While a non-streamed request runs, a space is written every second of silence
+// (JSON allows leading whitespace) so that a disconnect is noticed there too.
+#include <ctime>
+
+#include "core/log.h"
+#include "server/openai_response.h"
+#include "server/server_state.h"
+
+namespace rl::server {
+namespace {
+
+constexpr double kPollSeconds = 0.05;
+constexpr double kHeartbeatSeconds = 1.0;
+
+std::string sse(const OrderedJson& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+struct ResponseWriter {
+  std::shared_ptr<Generation> gen;
+  ResponseMeta meta;
+  bool stream = false;
+  bool include_usage = false;
+  std::vector<ChoiceDelta> pending;   // produced while waiting for admission
+  std::vector<ChoiceResult> results;  // non-streamed: accumulated per choice
+  std::vector<int64_t> text_offsets;  // streamed completions logprobs: per choice
+  bool started = false;
+  double last_write = 0;
+
+  bool write(httplib::DataSink& sink, const std::string& s) {
+    if (!sink.write(s.data(), s.size())) {
+      gen->abort();
+      return false;
+    }
+    last_write = now_seconds();
+    return true;
+  }
+
+  bool emit(httplib::DataSink& sink, std::vector<ChoiceDelta>& deltas) {
+    for (ChoiceDelta& d : deltas) {
+      const size_t i = static_cast<size_t>(d.index);
+      if (d.text.empty() && !d.finish && d.logprobs.empty()) continue;  // e.g. a skipped special token
+      if (stream) {
+        if (!write(sink, sse(delta_chunk(meta, d, &text_offsets[i])))) return false;
+      } else {
+        ChoiceResult& r = results[i];
+        r.text += d.text;
+        for (LogprobEntry& e : d.logprobs) r.logprobs.push_back(std::move(e));
+        if (d.finish) r.finish = *d.finish;
+      }
+    }
+    return true;
+  }
+
+  // One call of httplib's content provider; false ends the response as failed.
+  bool pump(httplib::DataSink& sink) {
+    if (!started) {
+      started = true;
+      last_write = now_seconds();
+      if (stream && meta.endpoint == Endpoint::kChat) {
+        for (size_t i = 0; i < results.size(); ++i) {
+          if (!write(sink, sse(role_chunk(meta, static_cast<int32_t>(i))))) return false;
+        }
+      }
+      if (!emit(sink, pending)) return false;
+      pending.clear();
+    }
+    if (!gen->done()) {
+      std::vector<ChoiceDelta> deltas = gen->poll(kPollSeconds);
+      if (!emit(sink, deltas)) return false;
+      if (!gen->done() && now_seconds() - last_write > kHeartbeatSeconds) {
+        if (!write(sink, stream ? ": keep-alive\n\n" : " ")) return false;
+      }
+      if (!gen->done()) return true;
+    }
+    if (stream) {
+      if (gen->error()) {
+        if (!write(sink, sse(gen->error()->to_json()))) return false;
+      } else if (include_usage) {
+        if (!write(sink, sse(usage_chunk(meta, gen->usage())))) return false;
+      }
+      if (!write(sink, "data: [DONE]\n\n")) return false;
+    } else {
+      // The status line is gone already: a late failure can only be reported in the body.
+      const std::string body = gen->error() ? gen->error()->body() : dump_json(full_response(meta, results, gen->usage()));
+      if (!write(sink, body)) return false;
+    }
+    sink.done();
+    return true;
+  }
+};
+
+}  // namespace
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  if (e.status == 503) res.set_header("Retry-After", "1");
+  res.set_content(e.body(), "application/json");
+}
+
+void send_json(httplib::Response& res, const OrderedJson& j, int status) {
+  res.status = status;
+  res.set_content(dump_json(j), "application/json");
+}
+
+void handle_generate(ServerState& state, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  Result<OrderedJson> body = parse_ordered_json(req.body, "request body");
+  if (!body) return send_error(res, bad_request("Invalid JSON in the request body: " + body.message(), "invalid_json"));
+  if (MaybeError e = check_model(*body, state.model.served_model_name)) return send_error(res, *e);
+  GenerationRequest greq;
+  MaybeError err = endpoint == Endpoint::kChat ? parse_chat_request(*body, state.model, &greq)
+                                               : parse_completion_request(*body, state.model, &greq);
+  if (err) return send_error(res, *err);
+
+  auto w = std::make_shared<ResponseWriter>();
+  w->meta.id = state.new_id(endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl");
+  w->meta.created = static_cast<int64_t>(std::time(nullptr));
+  w->meta.model = state.model.served_model_name;
+  w->meta.endpoint = endpoint;
+  w->meta.want_logprobs = greq.want_logprobs;
+  w->stream = greq.stream;
+  w->include_usage = greq.include_usage;
+  const size_t num_choices = greq.prompts.size() * static_cast<size_t>(greq.params.n);
+  w->results.resize(num_choices);
+  w->text_offsets.assign(num_choices, 0);
+  w->gen = std::make_shared<Generation>(state.engine, state.model.tokenizer, state.metrics.get(), w->meta.id,
+                                        std::move(greq));
+  w->gen->start();
+  while (!w->gen->admitted() && !w->gen->done()) {
+    std::vector<ChoiceDelta> d = w->gen->poll(0.1);
+    for (ChoiceDelta& x : d) w->pending.push_back(std::move(x));
+  }
+  if (w->gen->error() && !w->gen->admitted()) return send_error(res, *w->gen->error());
+
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      w->stream ? "text/event-stream" : "application/json",
+      [w](size_t, httplib::DataSink& sink) { return w->pump(sink); },
+      [w](bool success) {
+        if (!success) w->gen->abort();
+      });
+}
+
+}  // namespace rl::server

@@ -1,0 +1,176 @@
+#include "server/generation.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace rl::server {
+
+Generation::Generation(Engine* engine, const Tokenizer* tokenizer, ServerMetrics* metrics, std::string id,
+                       GenerationRequest request)
+    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), id_(std::move(id)), request_(std::move(request)) {
+  const size_t num_choices = request_.prompts.size() * static_cast<size_t>(request_.params.n);
+  choices_.resize(num_choices);
+  for (Choice& c : choices_) {
+    c.text = std::make_unique<TextStream>(*tokenizer_, request_.params.stop, request_.skip_special_tokens);
+  }
+}
+
+Generation::~Generation() { abort(); }
+
+void Generation::start() {
+  if (started_) return;
+  started_ = true;
+  const int32_t n = request_.params.n;
+  const bool split = n > 1 && !request_.params.stop.empty();
+  for (size_t p = 0; p < request_.prompts.size(); ++p) {
+    const int32_t base = static_cast<int32_t>(p) * n;
+    const std::string prompt_id = id_ + "-" + std::to_string(p);
+    for (int32_t i = 0; i < (split ? n : 1); ++i) {
+      Sub sub;
+      sub.prompt_index = static_cast<int32_t>(p);
+      sub.first_choice = base + i;
+      SamplingParams params = request_.params;
+      if (split) {
+        // The engine seeds choice i with seed + i; one-choice requests keep that.
+        params.n = 1;
+        if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(i);
+        sub.engine_id = prompt_id + "-" + std::to_string(i);
+      } else {
+        sub.engine_id = prompt_id;
+      }
+      sub.channel = engine_->submit(sub.engine_id, request_.prompts[p], std::move(params));
+      subs_.push_back(std::move(sub));
+    }
+  }
+}
+
+bool Generation::done() const {
+  if (error_) return true;
+  return std::all_of(subs_.begin(), subs_.end(), [](const Sub& s) { return s.closed; });
+}
+
+void Generation::abort() {
+  for (Sub& s : subs_) {
+    if (s.closed || s.aborted) continue;
+    engine_->abort(s.engine_id, FinishReason::kAbort);
+    s.aborted = true;
+  }
+}
+
+Usage Generation::usage() const {
+  Usage u;
+  for (const auto& p : request_.prompts) u.prompt_tokens += static_cast<int64_t>(p.size());
+  for (const Choice& c : choices_) u.completion_tokens += c.num_tokens;
+  u.cached_tokens = cached_tokens_;
+  return u;
+}
+
+std::vector<ChoiceDelta> Generation::poll(double timeout_s) {
+  std::vector<ChoiceDelta> deltas;
+  bool got = false;
+  for (size_t i = 0; i < subs_.size() && !error_; ++i) {
+    Sub& s = subs_[i];
+    while (!s.closed && !error_) {
+      std::optional<RequestOutput> out = s.channel->pop_for(0.0);
+      if (!out) {
+        s.closed = s.channel->closed();
+        break;
+      }
+      got = true;
+      handle(s, std::move(*out), &deltas);
+    }
+  }
+  if (got || done()) return deltas;
+  // Nothing ready: block on the first open channel (briefly when there are others to watch).
+  size_t open = 0;
+  Sub* first = nullptr;
+  for (Sub& s : subs_) {
+    if (s.closed) continue;
+    open++;
+    if (!first) first = &s;
+  }
+  std::optional<RequestOutput> out = first->channel->pop_for(open == 1 ? timeout_s : std::min(timeout_s, 0.005));
+  if (out) {
+    handle(*first, std::move(*out), &deltas);
+  } else {
+    first->closed = first->channel->closed();
+  }
+  return deltas;
+}
+
+ChoiceDelta& Generation::delta_for(int32_t index, std::vector<ChoiceDelta>* deltas) {
+  for (ChoiceDelta& d : *deltas) {
+    if (d.index == index) return d;
+  }
+  deltas->emplace_back();
+  deltas->back().index = index;
+  return deltas->back();
+}
+
+LogprobEntry Generation::logprob_entry(const TokenOutput& t) const {
+  LogprobEntry e;
+  const TokenId one[1] = {t.token};
+  e.token = tokenizer_->decode_raw(one, false);
+  e.logprob = t.logprob.value_or(0.0f);
+  for (const TokenLogprob& alt : t.top_logprobs) {
+    const TokenId a[1] = {alt.token};
+    e.top.emplace_back(tokenizer_->decode_raw(a, false), alt.logprob);
+  }
+  return e;
+}
+
+void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>* deltas) {
+  if (out.finish == FinishReason::kError) {
+    if (out.add_error == AddError::kRejected) {
+      error_ = bad_request(out.error);
+    } else if (out.add_error == AddError::kQueueFull) {
+      error_ = overloaded("The server is busy (request queue full); retry later: " + out.error);
+    } else {
+      error_ = internal_error("generation failed: " + out.error);
+      log_error("request " + id_ + ": " + out.error);
+    }
+    abort();
+    return;
+  }
+  const int32_t index = sub.first_choice + out.index;
+  if (index < 0 || index >= static_cast<int32_t>(choices_.size())) return;
+  Choice& c = choices_[static_cast<size_t>(index)];
+  admitted_ = true;
+  const double now = now_seconds();
+  for (const TokenOutput& t : out.tokens) {
+    if (c.finished) break;
+    ChoiceDelta& d = delta_for(index, deltas);
+    c.num_tokens++;
+    if (metrics_ && c.num_tokens > 1) metrics_->observe_inter_token(now - c.last_token_time);
+    c.last_token_time = now;
+    TextStream::Piece piece = c.text->push(t.token);
+    d.text += piece.text;
+    if (request_.want_logprobs) d.logprobs.push_back(logprob_entry(t));
+    if (piece.stopped) {
+      c.finished = true;
+      c.finish = FinishReason::kStop;
+      d.finish = FinishReason::kStop;
+      engine_->abort(sub.engine_id, FinishReason::kStop);
+      sub.aborted = true;
+    }
+  }
+  if (out.finish == FinishReason::kNone) return;
+  if (index % request_.params.n == 0) cached_tokens_ += out.num_cached_tokens;  // once per prompt
+  if (!c.finished) {
+    if (out.finish == FinishReason::kAbort) {
+      // Only the engine stopping aborts a request this generation did not abort itself.
+      error_ = overloaded("the request was aborted: the server is shutting down");
+      abort();
+      return;
+    }
+    ChoiceDelta& d = delta_for(index, deltas);
+    d.text += c.text->finish();
+    c.finished = true;
+    c.finish = out.finish;
+    d.finish = out.finish;
+  }
+  if (metrics_) metrics_->observe_finished(out, *c.finish);
+}
+
+}  // namespace rl::server
