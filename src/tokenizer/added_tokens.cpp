@@ -23,7 +23,8 @@ char32_t code_point_before(std::string_view text, size_t end) {
 
 }  // namespace
 
-AddedTokenMatcher::AddedTokenMatcher(const std::vector<std::string>& patterns, const std::vector<int32_t>& tokens,
+AddedTokenMatcher::AddedTokenMatcher(const std::vector<std::string>& patterns,
+                                     const std::vector<int32_t>& tokens,
                                      const std::vector<AddedToken>* table)
     : table_(table) {
   for (size_t i = 0; i < patterns.size(); ++i) {

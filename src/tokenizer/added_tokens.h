@@ -1,7 +1,7 @@
-// Added tokens (tokenizer.json "added_tokens") and the matcher that splits them out of the text before
-// normalization (tokens with normalized=false) or after it (normalized=true), as the Rust tokenizers do:
-// leftmost-longest, non-overlapping; lstrip/rstrip swallow the whitespace beside a match; single_word only
-// matches when no word character (alphanumeric or '_') touches the match.
+// Added tokens (tokenizer.json "added_tokens") and the matcher that splits them out of the text
+// before normalization (tokens with normalized=false) or after it (normalized=true), as the Rust
+// tokenizers do: leftmost-longest, non-overlapping; lstrip/rstrip swallow the whitespace beside a
+// match; single_word only matches when no word character (alphanumeric or '_') touches the match.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,8 @@ struct Segment {
 class AddedTokenMatcher {
  public:
   AddedTokenMatcher() = default;
-  // patterns[i] is matched as token index tokens[i] (an index into the tokenizer's added-token table).
+  // patterns[i] is matched as token index tokens[i] (an index into the tokenizer's added-token
+  // table).
   AddedTokenMatcher(const std::vector<std::string>& patterns, const std::vector<int32_t>& tokens,
                     const std::vector<AddedToken>* table);
   bool empty() const { return nodes_.size() <= 1; }

@@ -41,7 +41,8 @@ void U64Table::insert_or_assign(uint64_t key, uint64_t value) {
 Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::string& what) {
   auto model = std::unique_ptr<BpeModel>(new BpeModel());
   auto vit = j.find("vocab");
-  if (vit == j.end() || !vit->is_object()) return Status::error(what + ": BPE needs an object \"vocab\"");
+  if (vit == j.end() || !vit->is_object())
+    return Status::error(what + ": BPE needs an object \"vocab\"");
   model->vocab_.reserve(vit->size());
   for (const auto& [token, id] : vit->items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
@@ -69,7 +70,9 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::
   model->end_of_word_suffix_ = str("end_of_word_suffix");
   if (auto it = j.find("unk_token"); it != j.end() && it->is_string()) {
     auto id = model->lookup(it->get<std::string>());
-    if (!id) return Status::error(what + ": unk_token \"" + it->get<std::string>() + "\" is not in the vocab");
+    if (!id)
+      return Status::error(what + ": unk_token \"" + it->get<std::string>() +
+                           "\" is not in the vocab");
     model->unk_id_ = *id;
   }
   model->byte_ids_.fill(-1);
@@ -88,7 +91,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::
   }
 
   auto mit = j.find("merges");
-  if (mit == j.end() || !mit->is_array()) return Status::error(what + ": BPE needs an array \"merges\"");
+  if (mit == j.end() || !mit->is_array())
+    return Status::error(what + ": BPE needs an array \"merges\"");
   model->merges_.reserve(mit->size());
   const std::string& prefix = model->continuing_subword_prefix_;
   for (size_t rank = 0; rank < mit->size(); ++rank) {
@@ -98,7 +102,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::
       const std::string& s = m.get_ref<const std::string&>();
       size_t sp = s.find(' ');
       if (sp == std::string::npos) {
-        return Status::error(what + ": merges[" + std::to_string(rank) + "] \"" + s + "\" is not \"a b\"");
+        return Status::error(what + ": merges[" + std::to_string(rank) + "] \"" + s +
+                             "\" is not \"a b\"");
       }
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
@@ -106,23 +111,26 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::
       a = m[0].get<std::string>();
       b = m[1].get<std::string>();
     } else {
-      return Status::error(what + ": merges[" + std::to_string(rank) + "] must be \"a b\" or [a, b], got " +
-                           m.dump());
+      return Status::error(what + ": merges[" + std::to_string(rank) +
+                           "] must be \"a b\" or [a, b], got " + m.dump());
     }
     auto ida = model->lookup(a);
     auto idb = model->lookup(b);
     if (!ida || !idb) {
-      return Status::error(what + ": merges[" + std::to_string(rank) + "] names a token not in the vocab: \"" +
-                           (!ida ? a : b) + "\"");
+      return Status::error(what + ": merges[" + std::to_string(rank) +
+                           "] names a token not in the vocab: \"" + (!ida ? a : b) + "\"");
     }
     // With a continuing_subword_prefix, "a" + "##b" merges to "ab" (the prefix of b is dropped).
-    std::string merged = a + (!prefix.empty() && b.compare(0, prefix.size(), prefix) == 0 ? b.substr(prefix.size()) : b);
+    std::string merged =
+        a +
+        (!prefix.empty() && b.compare(0, prefix.size(), prefix) == 0 ? b.substr(prefix.size()) : b);
     auto idm = model->lookup(merged);
     if (!idm) {
       return Status::error(what + ": merges[" + std::to_string(rank) + "] result \"" + merged +
                            "\" is not in the vocab");
     }
-    model->merges_.insert_or_assign(pair_key(*ida, *idb), (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(*idm));
+    model->merges_.insert_or_assign(
+        pair_key(*ida, *idb), (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(*idm));
   }
   return model;
 }
@@ -198,7 +206,8 @@ void BpeModel::encode_uncached(std::string_view piece, std::vector<int32_t>* out
     }
     if (byte_fallback_) {
       bool all = true;
-      for (size_t i = start; i < pos; ++i) all = all && byte_ids_[static_cast<unsigned char>(piece[i])] >= 0;
+      for (size_t i = start; i < pos; ++i)
+        all = all && byte_ids_[static_cast<unsigned char>(piece[i])] >= 0;
       if (all) {
         for (size_t i = start; i < pos; ++i) push(byte_ids_[static_cast<unsigned char>(piece[i])]);
         last_is_unk = false;
@@ -213,7 +222,8 @@ void BpeModel::encode_uncached(std::string_view piece, std::vector<int32_t>* out
   if (syms.empty()) return;
   syms.back().next = -1;
 
-  // Heap entries: (rank << 32 | left position); the smallest rank wins, ties go to the leftmost pair.
+  // Heap entries: (rank << 32 | left position); the smallest rank wins, ties go to the leftmost
+  // pair.
   std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<>> heap;
   auto consider = [&](int32_t left) {
     int32_t right = syms[left].next;

@@ -1,9 +1,11 @@
-// The BPE model of tokenizer.json: byte-level (GPT-2 style) and sentencepiece style (byte_fallback), with
-// ignore_merges, unk_token + fuse_unk, continuing_subword_prefix and end_of_word_suffix.
+// The BPE model of tokenizer.json: byte-level (GPT-2 style) and sentencepiece style
+// (byte_fallback), with ignore_merges, unk_token + fuse_unk, continuing_subword_prefix and
+// end_of_word_suffix.
 //
-// Merging uses a min-heap of (rank, position) over a linked list of symbols: O(n log n) per piece, so a single
-// very long piece (a sentencepiece line has no pre-tokenizer) is not quadratic. Results of short pieces are
-// memoised in a sharded, mutex-protected cache; encode() is const and safe to call from many threads.
+// Merging uses a min-heap of (rank, position) over a linked list of symbols: O(n log n) per piece,
+// so a single very long piece (a sentencepiece line has no pre-tokenizer) is not quadratic. Results
+// of short pieces are memoised in a sharded, mutex-protected cache; encode() is const and safe to
+// call from many threads.
 #pragma once
 
 #include <array>
@@ -27,8 +29,9 @@ struct StringHash {
 };
 using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
-// Open-addressing hash table from uint64 keys to uint64 values (linear probing, power-of-two capacity): the
-// BPE inner loop looks up merges and single-character ids here. Built once, then read-only. Key ~0 is reserved.
+// Open-addressing hash table from uint64 keys to uint64 values (linear probing, power-of-two
+// capacity): the BPE inner loop looks up merges and single-character ids here. Built once, then
+// read-only. Key ~0 is reserved.
 class U64Table {
  public:
   void reserve(size_t n);
@@ -81,15 +84,15 @@ class BpeModel {
   void encode_uncached(std::string_view piece, std::vector<int32_t>* out) const;
 
   TokenMap vocab_;
-  U64Table merges_;      // pair_key(a, b) → rank << 32 | merged id; a later duplicate merge wins
-  U64Table char_ids_;    // code point → id of the single-character token (plain models only)
+  U64Table merges_;    // pair_key(a, b) → rank << 32 | merged id; a later duplicate merge wins
+  U64Table char_ids_;  // code point → id of the single-character token (plain models only)
   std::optional<int32_t> unk_id_;
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
   std::string continuing_subword_prefix_;
   std::string end_of_word_suffix_;
-  std::array<int32_t, 256> byte_ids_{};   // id of "<0xXX>", or -1
+  std::array<int32_t, 256> byte_ids_{};  // id of "<0xXX>", or -1
   mutable std::array<CacheShard, kNumCacheShards> cache_;
 };
 

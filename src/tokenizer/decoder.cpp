@@ -43,7 +43,8 @@ class ByteLevelDecoder final : public Decoder {
 
 class MetaspaceDecoder final : public Decoder {
  public:
-  MetaspaceDecoder(std::string replacement, bool strip_first) : replacement_(std::move(replacement)), strip_first_(strip_first) {}
+  MetaspaceDecoder(std::string replacement, bool strip_first)
+      : replacement_(std::move(replacement)), strip_first_(strip_first) {}
   void decode_chain(std::vector<DecodeToken>* tokens) const override {
     Pattern p = Pattern::literal(replacement_);
     for (size_t i = 0; i < tokens->size(); ++i) {
@@ -77,7 +78,8 @@ class ByteFallbackDecoder final : public Decoder {
     };
     for (DecodeToken& t : *tokens) {
       const std::string& s = t.text;
-      if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' && hex_value(s[3]) >= 0 && hex_value(s[4]) >= 0) {
+      if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' && hex_value(s[3]) >= 0 &&
+          hex_value(s[4]) >= 0) {
         bytes.push_back(static_cast<char>(hex_value(s[3]) * 16 + hex_value(s[4])));
         continue;
       }
@@ -101,13 +103,17 @@ class FuseDecoder final : public Decoder {
 
 class StripDecoder final : public Decoder {
  public:
-  StripDecoder(std::string content, size_t start, size_t stop) : content_(std::move(content)), start_(start), stop_(stop) {}
+  StripDecoder(std::string content, size_t start, size_t stop)
+      : content_(std::move(content)), start_(start), stop_(stop) {}
   void decode_chain(std::vector<DecodeToken>* tokens) const override {
     if (content_.empty()) return;
     for (DecodeToken& t : *tokens) {
       std::string_view s = t.text;
-      for (size_t i = 0; i < start_ && s.substr(0, content_.size()) == content_; ++i) s.remove_prefix(content_.size());
-      for (size_t i = 0; i < stop_ && s.size() >= content_.size() && s.substr(s.size() - content_.size()) == content_; ++i) {
+      for (size_t i = 0; i < start_ && s.substr(0, content_.size()) == content_; ++i)
+        s.remove_prefix(content_.size());
+      for (size_t i = 0; i < stop_ && s.size() >= content_.size() &&
+                         s.substr(s.size() - content_.size()) == content_;
+           ++i) {
         s.remove_suffix(content_.size());
       }
       t.text = std::string(s);
@@ -121,7 +127,8 @@ class StripDecoder final : public Decoder {
 
 class ReplaceDecoder final : public Decoder {
  public:
-  ReplaceDecoder(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceDecoder(Pattern pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void decode_chain(std::vector<DecodeToken>* tokens) const override {
     for (DecodeToken& t : *tokens) t.text = pattern_.replace_all(t.text, content_);
   }
@@ -133,7 +140,8 @@ class ReplaceDecoder final : public Decoder {
 
 class SequenceDecoder final : public Decoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts)
+      : parts_(std::move(parts)) {}
   void decode_chain(std::vector<DecodeToken>* tokens) const override {
     for (const auto& p : parts_) p->decode_chain(tokens);
   }
@@ -160,10 +168,13 @@ Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string&
   if (type == "Fuse") return Ptr(new FuseDecoder());
   if (type == "Metaspace") {
     bool strip_first = true;
-    if (auto it = j.find("add_prefix_space"); it != j.end() && it->is_boolean()) strip_first = it->get<bool>();
-    if (auto it = j.find("prepend_scheme"); it != j.end() && it->is_string()) strip_first = it->get<std::string>() != "never";
+    if (auto it = j.find("add_prefix_space"); it != j.end() && it->is_boolean())
+      strip_first = it->get<bool>();
+    if (auto it = j.find("prepend_scheme"); it != j.end() && it->is_string())
+      strip_first = it->get<std::string>() != "never";
     std::string replacement = str("replacement", "\xE2\x96\x81");
-    if (replacement.empty()) return Status::error(what + ": Metaspace \"replacement\" must not be empty");
+    if (replacement.empty())
+      return Status::error(what + ": Metaspace \"replacement\" must not be empty");
     return Ptr(new MetaspaceDecoder(replacement, strip_first));
   }
   if (type == "Strip") {
@@ -171,8 +182,10 @@ Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string&
       auto it = j.find(key);
       return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
     };
-    if (count("start") < 0 || count("stop") < 0) return Status::error(what + ": Strip start/stop must be >= 0");
-    return Ptr(new StripDecoder(str("content", " "), static_cast<size_t>(count("start")), static_cast<size_t>(count("stop"))));
+    if (count("start") < 0 || count("stop") < 0)
+      return Status::error(what + ": Strip start/stop must be >= 0");
+    return Ptr(new StripDecoder(str("content", " "), static_cast<size_t>(count("start")),
+                                static_cast<size_t>(count("stop"))));
   }
   if (type == "Replace") {
     if (!j.contains("pattern")) return Status::error(what + ": Replace needs a \"pattern\"");
@@ -181,10 +194,12 @@ Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string&
   }
   if (type == "Sequence") {
     auto it = j.find("decoders");
-    if (it == j.end() || !it->is_array()) return Status::error(what + ": Sequence needs an array \"decoders\"");
+    if (it == j.end() || !it->is_array())
+      return Status::error(what + ": Sequence needs an array \"decoders\"");
     std::vector<Ptr> parts;
     for (size_t i = 0; i < it->size(); ++i) {
-      RL_ASSIGN_OR_RETURN(Ptr part, parse_decoder((*it)[i], what + ".decoders[" + std::to_string(i) + "]"));
+      RL_ASSIGN_OR_RETURN(Ptr part,
+                          parse_decoder((*it)[i], what + ".decoders[" + std::to_string(i) + "]"));
       if (part) parts.push_back(std::move(part));
     }
     return Ptr(new SequenceDecoder(std::move(parts)));
@@ -194,7 +209,7 @@ Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string&
 
 std::string clean_up_tokenization(std::string_view text) {
   static const std::pair<std::string_view, std::string_view> kRules[] = {
-      {" .", "."},    {" ?", "?"},     {" !", "!"},     {" ,", ","},     {" ' ", "'"},
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   std::string s(text);
   if (s.find(' ') == std::string::npos) return s;

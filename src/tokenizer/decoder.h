@@ -1,5 +1,6 @@
-// Decoders of tokenizer.json: ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace, Sequence. A decoder
-// rewrites the list of token strings; the decoded text is the concatenation of the final list.
+// Decoders of tokenizer.json: ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace, Sequence. A
+// decoder rewrites the list of token strings; the decoded text is the concatenation of the final
+// list.
 #pragma once
 
 #include <memory>
@@ -13,7 +14,8 @@ namespace rl::tok {
 
 struct DecodeToken {
   std::string text;
-  bool added = false;  // an added token: ByteLevel passes it through verbatim instead of mapping its bytes
+  bool added =
+      false;  // an added token: ByteLevel passes it through verbatim instead of mapping its bytes
 };
 
 class Decoder {
@@ -25,7 +27,8 @@ class Decoder {
 // JSON null gives nullptr (tokens are then joined with spaces).
 Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string& what);
 
-// transformers' clean_up_tokenization: " ." → ".", " n't" → "n't", ... (ten literal replacements, in order).
+// transformers' clean_up_tokenization: " ." → ".", " n't" → "n't", ... (ten literal replacements,
+// in order).
 std::string clean_up_tokenization(std::string_view text);
 
 }  // namespace rl::tok

@@ -8,7 +8,7 @@ namespace rl {
 
 CleanupStream::CleanupStream() {
   static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
-      {" .", "."},    {" ?", "?"},     {" !", "!"},     {" ,", ","},     {" ' ", "'"},
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& [from, to] : kRules) stages_.push_back({from, to, {}});
 }
@@ -25,7 +25,8 @@ std::string CleanupStream::push(std::string_view text) {
       if (buf.compare(i, s.from.size(), s.from) == 0) {
         out += s.to;
         i += s.from.size();
-      } else if (buf.size() - i < s.from.size() && s.from.substr(0, buf.size() - i) == std::string_view(buf).substr(i)) {
+      } else if (buf.size() - i < s.from.size() &&
+                 s.from.substr(0, buf.size() - i) == std::string_view(buf).substr(i)) {
         s.held = buf.substr(i);  // may still become a match
         break;
       } else {
@@ -42,7 +43,8 @@ std::string CleanupStream::flush() {
   for (Stage& s : stages_) {
     std::string buf = std::move(s.held) + in;
     s.held.clear();
-    // End of stream: nothing is held any more (text flushed from earlier stages may still complete a match).
+    // End of stream: nothing is held any more (text flushed from earlier stages may still complete
+    // a match).
     std::string out;
     size_t i = 0;
     while (i < buf.size()) {
@@ -68,21 +70,24 @@ std::string IncrementalDetokenizer::finish_piece(std::string raw) {
 std::string IncrementalDetokenizer::push(int32_t id) {
   ids_.push_back(id);
   std::string text = tokenizer_.decode_raw(ids_, skip_special_tokens_);
-  if (text.compare(0, emitted_.size(), emitted_) != 0) return {};  // unreachable by the window invariant
+  if (text.compare(0, emitted_.size(), emitted_) != 0)
+    return {};  // unreachable by the window invariant
   size_t stable = text.size();
-  while (stable >= emitted_.size() + 3 && text.compare(stable - 3, 3, tok::kReplacementChar) == 0) stable -= 3;
+  while (stable >= emitted_.size() + 3 && text.compare(stable - 3, 3, tok::kReplacementChar) == 0)
+    stable -= 3;
   std::string out;
   if (stable > emitted_.size()) {
     out = text.substr(emitted_.size(), stable - emitted_.size());
     emitted_.append(out);
   }
   if (text.empty()) {
-    // Ids that never reach the decoder (skipped special tokens, ids naming no token) cannot affect later
-    // text: drop them instead of re-decoding them on every push. (A token that decodes to "" can: Llama 2's
-    // lone "▁" is stripped at the start but not before another token.)
+    // Ids that never reach the decoder (skipped special tokens, ids naming no token) cannot affect
+    // later text: drop them instead of re-decoding them on every push. (A token that decodes to ""
+    // can: Llama 2's lone "▁" is stripped at the start but not before another token.)
     bool ignorable = true;
     for (int32_t i : ids_) {
-      ignorable = ignorable && (tokenizer_.id_to_token(i).empty() || (skip_special_tokens_ && tokenizer_.is_special(i)));
+      ignorable = ignorable && (tokenizer_.id_to_token(i).empty() ||
+                                (skip_special_tokens_ && tokenizer_.is_special(i)));
     }
     if (ignorable) {
       ids_.clear();
@@ -91,8 +96,9 @@ std::string IncrementalDetokenizer::push(int32_t id) {
     }
   }
   if (stable == text.size()) {
-    // A clean point at the end. Move the window start to the previous clean point when the text from there
-    // has a non-space character (then the start-of-window effects of the decoders stay inside emitted text).
+    // A clean point at the end. Move the window start to the previous clean point when the text
+    // from there has a non-space character (then the start-of-window effects of the decoders stay
+    // inside emitted text).
     if (clean_ > 0) {
       std::span<const int32_t> rest(ids_.data() + clean_, ids_.size() - clean_);
       std::string base = tokenizer_.decode_raw(rest, skip_special_tokens_);
@@ -109,7 +115,8 @@ std::string IncrementalDetokenizer::push(int32_t id) {
 
 std::string IncrementalDetokenizer::flush() {
   std::string text = tokenizer_.decode_raw(ids_, skip_special_tokens_);
-  std::string out = text.compare(0, emitted_.size(), emitted_) == 0 ? text.substr(emitted_.size()) : std::string();
+  std::string out = text.compare(0, emitted_.size(), emitted_) == 0 ? text.substr(emitted_.size())
+                                                                    : std::string();
   ids_.clear();
   emitted_.clear();
   clean_ = 0;

@@ -1,13 +1,16 @@
 // Incremental detokenizer for streaming: feed ids one at a time, get the text that became final.
 //
-// Guarantees: every returned piece is valid UTF-8 (a partial character is held until it completes), and the
-// concatenation of all pieces plus flush() equals tokenizer.decode(all ids, skip_special_tokens).
+// Guarantees: every returned piece is valid UTF-8 (a partial character is held until it completes),
+// and the concatenation of all pieces plus flush() equals tokenizer.decode(all ids,
+// skip_special_tokens).
 //
-// How: it decodes a short window of ids [window start, end) and emits what extends the text already emitted
-// from that window. The window start only moves to a "clean" point (the decoded window text did not end in a
-// partial character) whose following text contains a non-space character, so start-of-text effects
-// (Metaspace/Strip decoders drop a leading space) stay inside already-emitted text. The clean-up step
-// (" ." → "." ...) runs as a streaming transducer that holds back a suffix only while it may start a rule.
+// How: it decodes a short window of ids [window start, end) and emits what extends the text already
+// emitted from that window. The window start only moves to a "clean" point (the decoded window text
+// did not end in a partial character) whose following text contains a non-space character, so
+// start-of-text effects (Metaspace/Strip decoders drop a leading space) stay inside already-emitted
+// text. The clean-up step
+// (" ." → "." ...) runs as a streaming transducer that holds back a suffix only while it may start
+// a rule.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +52,9 @@ class IncrementalDetokenizer {
 
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
-  // ids_ holds the window: ids from the window start to the newest. Invariant: emitted_ is a prefix of
-  // decode_raw(ids_) and is exactly the part of it already returned; clean_ indexes the last clean point.
+  // ids_ holds the window: ids from the window start to the newest. Invariant: emitted_ is a prefix
+  // of decode_raw(ids_) and is exactly the part of it already returned; clean_ indexes the last
+  // clean point.
   std::vector<int32_t> ids_;
   std::string emitted_;
   size_t clean_ = 0;

@@ -20,7 +20,8 @@ bool is_ascii(std::string_view s) {
 
 class UnicodeNormalizer final : public Normalizer {
  public:
-  UnicodeNormalizer(int options, bool ascii_is_identity) : options_(options), ascii_is_identity_(ascii_is_identity) {}
+  UnicodeNormalizer(int options, bool ascii_is_identity)
+      : options_(options), ascii_is_identity_(ascii_is_identity) {}
   std::string normalize(std::string_view text) const override {
     if (ascii_is_identity_ && is_ascii(text)) return std::string(text);
     utf8proc_uint8_t* dst = nullptr;
@@ -40,8 +41,11 @@ class UnicodeNormalizer final : public Normalizer {
 
 class ReplaceNormalizer final : public Normalizer {
  public:
-  ReplaceNormalizer(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  std::string normalize(std::string_view text) const override { return pattern_.replace_all(text, content_); }
+  ReplaceNormalizer(Pattern pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  std::string normalize(std::string_view text) const override {
+    return pattern_.replace_all(text, content_);
+  }
 
  private:
   Pattern pattern_;
@@ -109,7 +113,8 @@ class StripNormalizer final : public Normalizer {
 
 class SequenceNormalizer final : public Normalizer {
  public:
-  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts)
+      : parts_(std::move(parts)) {}
   std::string normalize(std::string_view text) const override {
     std::string s(text);
     for (const auto& p : parts_) s = p->normalize(s);
@@ -136,8 +141,12 @@ Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& j, const std::s
     auto it = j.find(key);
     return it != j.end() && it->is_boolean() ? it->get<bool>() : def;
   };
-  if (type == "NFC") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(UTF8PROC_STABLE | UTF8PROC_COMPOSE, true));
-  if (type == "NFD") return std::unique_ptr<Normalizer>(new UnicodeNormalizer(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, true));
+  if (type == "NFC")
+    return std::unique_ptr<Normalizer>(
+        new UnicodeNormalizer(UTF8PROC_STABLE | UTF8PROC_COMPOSE, true));
+  if (type == "NFD")
+    return std::unique_ptr<Normalizer>(
+        new UnicodeNormalizer(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, true));
   if (type == "NFKC") {
     return std::unique_ptr<Normalizer>(
         new UnicodeNormalizer(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, true));
@@ -147,9 +156,12 @@ Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& j, const std::s
         new UnicodeNormalizer(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, true));
   }
   if (type == "Lowercase") return std::unique_ptr<Normalizer>(new LowercaseNormalizer());
-  if (type == "Strip") return std::unique_ptr<Normalizer>(new StripNormalizer(flag("strip_left", true), flag("strip_right", true)));
+  if (type == "Strip")
+    return std::unique_ptr<Normalizer>(
+        new StripNormalizer(flag("strip_left", true), flag("strip_right", true)));
   if (type == "Prepend") {
-    if (!j.contains("prepend") || !j["prepend"].is_string()) return Status::error(what + ": Prepend needs a string \"prepend\"");
+    if (!j.contains("prepend") || !j["prepend"].is_string())
+      return Status::error(what + ": Prepend needs a string \"prepend\"");
     return std::unique_ptr<Normalizer>(new PrependNormalizer(str("prepend")));
   }
   if (type == "Replace") {
@@ -159,10 +171,12 @@ Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& j, const std::s
   }
   if (type == "Sequence") {
     auto it = j.find("normalizers");
-    if (it == j.end() || !it->is_array()) return Status::error(what + ": Sequence needs an array \"normalizers\"");
+    if (it == j.end() || !it->is_array())
+      return Status::error(what + ": Sequence needs an array \"normalizers\"");
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (size_t i = 0; i < it->size(); ++i) {
-      RL_ASSIGN_OR_RETURN(auto part, parse_normalizer((*it)[i], what + ".normalizers[" + std::to_string(i) + "]"));
+      RL_ASSIGN_OR_RETURN(
+          auto part, parse_normalizer((*it)[i], what + ".normalizers[" + std::to_string(i) + "]"));
       if (part) parts.push_back(std::move(part));
     }
     return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(parts)));

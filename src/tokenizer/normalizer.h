@@ -1,5 +1,5 @@
-// Normalizers of tokenizer.json: NFC, NFD, NFKC, NFKD (utf8proc), Replace, Prepend, Lowercase, Strip, Sequence.
-// All are pure functions of valid UTF-8 text to valid UTF-8 text.
+// Normalizers of tokenizer.json: NFC, NFD, NFKC, NFKD (utf8proc), Replace, Prepend, Lowercase,
+// Strip, Sequence. All are pure functions of valid UTF-8 text to valid UTF-8 text.
 #pragma once
 
 #include <memory>
@@ -17,7 +17,8 @@ class Normalizer {
   virtual std::string normalize(std::string_view text) const = 0;
 };
 
-// Builds the normalizer described by `j`; JSON null gives nullptr. `what` names the location in errors
+// Builds the normalizer described by `j`; JSON null gives nullptr. `what` names the location in
+// errors
 // ("tokenizer.json: normalizer").
 Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& j, const std::string& what);
 

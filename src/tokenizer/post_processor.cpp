@@ -3,7 +3,8 @@
 namespace rl::tok {
 namespace {
 
-// Items of a template: a run of special ids, or the sequence itself (empty `ids`, is_sequence true).
+// Items of a template: a run of special ids, or the sequence itself (empty `ids`, is_sequence
+// true).
 struct TemplateItem {
   bool is_sequence = false;
   std::vector<int32_t> ids;
@@ -37,7 +38,8 @@ class NoopProcessor final : public PostProcessor {
 
 class SequenceProcessor final : public PostProcessor {
  public:
-  explicit SequenceProcessor(std::vector<std::unique_ptr<PostProcessor>> parts) : parts_(std::move(parts)) {}
+  explicit SequenceProcessor(std::vector<std::unique_ptr<PostProcessor>> parts)
+      : parts_(std::move(parts)) {}
   void process(std::vector<int32_t>* ids, bool add_special_tokens) const override {
     for (const auto& p : parts_) p->process(ids, add_special_tokens);
   }
@@ -48,31 +50,38 @@ class SequenceProcessor final : public PostProcessor {
 
 Result<std::vector<TemplateItem>> parse_template(const Json& j, const std::string& what) {
   auto single = j.find("single");
-  if (single == j.end() || !single->is_array()) return Status::error(what + ": TemplateProcessing needs an array \"single\"");
-  const Json* specials = j.contains("special_tokens") && j["special_tokens"].is_object() ? &j["special_tokens"] : nullptr;
+  if (single == j.end() || !single->is_array())
+    return Status::error(what + ": TemplateProcessing needs an array \"single\"");
+  const Json* specials = j.contains("special_tokens") && j["special_tokens"].is_object()
+                             ? &j["special_tokens"]
+                             : nullptr;
   std::vector<TemplateItem> items;
   for (size_t i = 0; i < single->size(); ++i) {
     const Json& item = (*single)[i];
     std::string where = what + ": single[" + std::to_string(i) + "]";
     if (item.is_object() && item.contains("Sequence")) {
       const Json& seq = item["Sequence"];
-      if (!seq.is_object() || seq.value("id", "") != "A") return Status::error(where + ": only sequence \"A\" is supported");
+      if (!seq.is_object() || seq.value("id", "") != "A")
+        return Status::error(where + ": only sequence \"A\" is supported");
       items.push_back({true, {}});
       continue;
     }
     if (!item.is_object() || !item.contains("SpecialToken") || !item["SpecialToken"].is_object() ||
         !item["SpecialToken"].contains("id") || !item["SpecialToken"]["id"].is_string()) {
-      return Status::error(where + ": must be {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
+      return Status::error(where +
+                           ": must be {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
     }
     std::string name = item["SpecialToken"]["id"].get<std::string>();
     if (specials == nullptr || !specials->contains(name) || !(*specials)[name].is_object() ||
         !(*specials)[name].contains("ids") || !(*specials)[name]["ids"].is_array()) {
-      return Status::error(where + ": special token \"" + name + "\" is not defined in special_tokens");
+      return Status::error(where + ": special token \"" + name +
+                           "\" is not defined in special_tokens");
     }
     TemplateItem t;
     for (const Json& id : (*specials)[name]["ids"]) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        return Status::error(where + ": special token \"" + name + "\" has an invalid id " + id.dump());
+        return Status::error(where + ": special token \"" + name + "\" has an invalid id " +
+                             id.dump());
       }
       t.ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
@@ -98,7 +107,8 @@ Result<std::vector<TemplateItem>> parse_cls_sep(const Json& j, const std::string
 
 }  // namespace
 
-Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& j, const std::string& what) {
+Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& j,
+                                                            const std::string& what) {
   using Ptr = std::unique_ptr<PostProcessor>;
   if (j.is_null()) return Ptr();
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
@@ -116,10 +126,12 @@ Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& j, const
   }
   if (type == "Sequence") {
     auto it = j.find("processors");
-    if (it == j.end() || !it->is_array()) return Status::error(what + ": Sequence needs an array \"processors\"");
+    if (it == j.end() || !it->is_array())
+      return Status::error(what + ": Sequence needs an array \"processors\"");
     std::vector<Ptr> parts;
     for (size_t i = 0; i < it->size(); ++i) {
-      RL_ASSIGN_OR_RETURN(Ptr part, parse_post_processor((*it)[i], what + ".processors[" + std::to_string(i) + "]"));
+      RL_ASSIGN_OR_RETURN(Ptr part, parse_post_processor(
+                                        (*it)[i], what + ".processors[" + std::to_string(i) + "]"));
       if (part) parts.push_back(std::move(part));
     }
     return Ptr(new SequenceProcessor(std::move(parts)));

@@ -1,5 +1,6 @@
-// Post-processors of tokenizer.json: TemplateProcessing, ByteLevel (a no-op on ids), Sequence, and the trivial
-// RobertaProcessing/BertProcessing (cls + A + sep). Only single sequences are encoded (no pairs).
+// Post-processors of tokenizer.json: TemplateProcessing, ByteLevel (a no-op on ids), Sequence, and
+// the trivial RobertaProcessing/BertProcessing (cls + A + sep). Only single sequences are encoded
+// (no pairs).
 #pragma once
 
 #include <cstdint>

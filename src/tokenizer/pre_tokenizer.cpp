@@ -25,10 +25,10 @@ Result<Behavior> parse_behavior(const Json& j, const std::string& what, Behavior
   return Status::error(what + ": unknown split behavior " + it->dump());
 }
 
-// Splits `text` at the given match spans following the Rust tokenizers' SplitDelimiterBehavior; appends the
-// non-empty pieces to out.
-void split_by_matches(std::string_view text, const std::vector<Span>& spans, bool invert, Behavior behavior,
-                      std::vector<std::string>* out) {
+// Splits `text` at the given match spans following the Rust tokenizers' SplitDelimiterBehavior;
+// appends the non-empty pieces to out.
+void split_by_matches(std::string_view text, const std::vector<Span>& spans, bool invert,
+                      Behavior behavior, std::vector<std::string>* out) {
   struct Part {
     size_t start, end;
     bool is_match;
@@ -174,7 +174,8 @@ class MetaspacePreTokenizer final : public PreTokenizer {
     for_each_piece(pieces, [&](const std::string& p, std::vector<std::string>* out) {
       std::string s = Pattern::literal(" ").replace_all(p, replacement_);
       bool first = section_index == 0 && index++ == 0;
-      bool prepend = scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && first);
+      bool prepend =
+          scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && first);
       if (prepend && s.compare(0, replacement_.size(), replacement_) != 0) s = replacement_ + s;
       if (!split_) {
         out->push_back(std::move(s));
@@ -229,7 +230,8 @@ class RegexPreTokenizer final : public PreTokenizer {
 
 class SequencePreTokenizer final : public PreTokenizer {
  public:
-  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
+  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> parts)
+      : parts_(std::move(parts)) {}
   void pre_tokenize(std::vector<std::string>* pieces, size_t section_index) const override {
     for (const auto& p : parts_) p->pre_tokenize(pieces, section_index);
   }
@@ -244,12 +246,15 @@ bool is_numeric(char32_t cp) {
 }
 
 bool is_punctuation(char32_t cp) {
-  if (cp < 0x80) return (cp >= '!' && cp <= '/') || (cp >= ':' && cp <= '@') || (cp >= '[' && cp <= '`') || (cp >= '{' && cp <= '~');
+  if (cp < 0x80)
+    return (cp >= '!' && cp <= '/') || (cp >= ':' && cp <= '@') || (cp >= '[' && cp <= '`') ||
+           (cp >= '{' && cp <= '~');
   auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
   return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
 }
 
-constexpr const char* kGpt2Regex = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kGpt2Regex =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 }  // namespace
 
@@ -267,7 +272,8 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const s
   if (type == "Split") {
     if (!j.contains("pattern")) return Status::error(what + ": Split needs a \"pattern\"");
     RL_ASSIGN_OR_RETURN(Pattern pattern, Pattern::from_json(j["pattern"], what + ": Split"));
-    RL_ASSIGN_OR_RETURN(Behavior behavior, parse_behavior(j, what + ": Split", Behavior::kIsolated));
+    RL_ASSIGN_OR_RETURN(Behavior behavior,
+                        parse_behavior(j, what + ": Split", Behavior::kIsolated));
     return Ptr(new SplitPreTokenizer(std::move(pattern), behavior, flag("invert", false)));
   }
   if (type == "ByteLevel") {
@@ -287,13 +293,18 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const s
       }
       replacement = it->get<std::string>();
     }
-    PrependScheme scheme = flag("add_prefix_space", true) ? PrependScheme::kAlways : PrependScheme::kNever;
+    PrependScheme scheme =
+        flag("add_prefix_space", true) ? PrependScheme::kAlways : PrependScheme::kNever;
     if (auto it = j.find("prepend_scheme"); it != j.end() && !it->is_null()) {
       std::string s = it->is_string() ? it->get<std::string>() : "";
-      if (s == "always") scheme = PrependScheme::kAlways;
-      else if (s == "first") scheme = PrependScheme::kFirst;
-      else if (s == "never") scheme = PrependScheme::kNever;
-      else return Status::error(what + ": Metaspace: unknown prepend_scheme " + it->dump());
+      if (s == "always")
+        scheme = PrependScheme::kAlways;
+      else if (s == "first")
+        scheme = PrependScheme::kFirst;
+      else if (s == "never")
+        scheme = PrependScheme::kNever;
+      else
+        return Status::error(what + ": Metaspace: unknown prepend_scheme " + it->dump());
     }
     return Ptr(new MetaspacePreTokenizer(replacement, scheme, flag("split", true)));
   }
@@ -302,11 +313,13 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const s
     return Ptr(new CharClassPreTokenizer(is_numeric, b));
   }
   if (type == "Punctuation") {
-    RL_ASSIGN_OR_RETURN(Behavior behavior, parse_behavior(j, what + ": Punctuation", Behavior::kIsolated));
+    RL_ASSIGN_OR_RETURN(Behavior behavior,
+                        parse_behavior(j, what + ": Punctuation", Behavior::kIsolated));
     return Ptr(new CharClassPreTokenizer(is_punctuation, behavior));
   }
   if (type == "WhitespaceSplit") {
-    return Ptr(new CharClassPreTokenizer([](char32_t cp) { return is_white_space(cp); }, Behavior::kRemoved));
+    return Ptr(new CharClassPreTokenizer([](char32_t cp) { return is_white_space(cp); },
+                                         Behavior::kRemoved));
   }
   if (type == "Whitespace") {
     auto re = Regex::compile("\\w+|[^\\w\\s]+");
@@ -315,10 +328,12 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const s
   }
   if (type == "Sequence") {
     auto it = j.find("pretokenizers");
-    if (it == j.end() || !it->is_array()) return Status::error(what + ": Sequence needs an array \"pretokenizers\"");
+    if (it == j.end() || !it->is_array())
+      return Status::error(what + ": Sequence needs an array \"pretokenizers\"");
     std::vector<Ptr> parts;
     for (size_t i = 0; i < it->size(); ++i) {
-      RL_ASSIGN_OR_RETURN(Ptr part, parse_pre_tokenizer((*it)[i], what + ".pretokenizers[" + std::to_string(i) + "]"));
+      RL_ASSIGN_OR_RETURN(Ptr part, parse_pre_tokenizer((*it)[i], what + ".pretokenizers[" +
+                                                                      std::to_string(i) + "]"));
       if (part) parts.push_back(std::move(part));
     }
     return Ptr(new SequencePreTokenizer(std::move(parts)));

@@ -1,6 +1,6 @@
 // Pre-tokenizers of tokenizer.json: Split, ByteLevel, Metaspace, Digits, Punctuation, Whitespace,
-// WhitespaceSplit, Sequence. Each one refines a list of pieces (valid UTF-8) into a finer list; the BPE model
-// then encodes every piece on its own.
+// WhitespaceSplit, Sequence. Each one refines a list of pieces (valid UTF-8) into a finer list; the
+// BPE model then encodes every piece on its own.
 #pragma once
 
 #include <memory>
@@ -15,8 +15,8 @@ namespace rl::tok {
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
-  // `section_index` is the index of the text section between added tokens (Metaspace's prepend_scheme "first"
-  // prepends only in section 0). Empty pieces never survive.
+  // `section_index` is the index of the text section between added tokens (Metaspace's
+  // prepend_scheme "first" prepends only in section 0). Empty pieces never survive.
   virtual void pre_tokenize(std::vector<std::string>* pieces, size_t section_index) const = 0;
 };
 

@@ -8,11 +8,13 @@
 namespace rl::tok {
 namespace {
 
-constexpr std::string_view kWordChars = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
+constexpr std::string_view kWordChars =
+    "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
 
 bool is_ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-// A per-thread JIT stack: the default 32 KiB machine stack is too small for long subjects with backtracking.
+// A per-thread JIT stack: the default 32 KiB machine stack is too small for long subjects with
+// backtracking.
 struct MatchResources {
   pcre2_jit_stack* stack = nullptr;
   pcre2_match_context* context = nullptr;
@@ -44,24 +46,52 @@ std::string translate_oniguruma(std::string_view p) {
       std::string_view rep;
       if (class_depth > 0) {
         switch (n) {
-          case 's': rep = "\\p{White_Space}"; break;
-          case 'S': rep = "\\P{White_Space}"; break;
-          case 'd': rep = "\\p{Nd}"; break;
-          case 'D': rep = "\\P{Nd}"; break;
-          case 'w': rep = kWordChars; break;
-          case 'h': rep = "0-9A-Fa-f"; break;
-          default: break;
+          case 's':
+            rep = "\\p{White_Space}";
+            break;
+          case 'S':
+            rep = "\\P{White_Space}";
+            break;
+          case 'd':
+            rep = "\\p{Nd}";
+            break;
+          case 'D':
+            rep = "\\P{Nd}";
+            break;
+          case 'w':
+            rep = kWordChars;
+            break;
+          case 'h':
+            rep = "0-9A-Fa-f";
+            break;
+          default:
+            break;
         }
       } else {
         switch (n) {
-          case 's': rep = "\\p{White_Space}"; break;
-          case 'S': rep = "\\P{White_Space}"; break;
-          case 'd': rep = "\\p{Nd}"; break;
-          case 'D': rep = "\\P{Nd}"; break;
-          case 'h': rep = "[0-9A-Fa-f]"; break;
-          case 'H': rep = "[^0-9A-Fa-f]"; break;
-          case 'G': rep = "(?:)"; break;
-          default: break;
+          case 's':
+            rep = "\\p{White_Space}";
+            break;
+          case 'S':
+            rep = "\\P{White_Space}";
+            break;
+          case 'd':
+            rep = "\\p{Nd}";
+            break;
+          case 'D':
+            rep = "\\P{Nd}";
+            break;
+          case 'h':
+            rep = "[0-9A-Fa-f]";
+            break;
+          case 'H':
+            rep = "[^0-9A-Fa-f]";
+            break;
+          case 'G':
+            rep = "(?:)";
+            break;
+          default:
+            break;
         }
         if (n == 'w' || n == 'W') {
           out += n == 'w' ? "[" : "[^";
@@ -164,18 +194,20 @@ Result<std::shared_ptr<const Regex>> Regex::compile(const std::string& pattern) 
   pcre2_set_newline(cctx, PCRE2_NEWLINE_LF);
   int error = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_ALT_CIRCUMFLEX, &error, &offset,
-                                   cctx);
+  pcre2_code* code = pcre2_compile(
+      reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
+      PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_ALT_CIRCUMFLEX, &error, &offset, cctx);
   pcre2_compile_context_free(cctx);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    return Status::error("invalid regex \"" + pattern + "\": " + reinterpret_cast<const char*>(message) +
-                         " (at offset " + std::to_string(offset) + " of the translated pattern \"" + translated +
+    return Status::error("invalid regex \"" + pattern +
+                         "\": " + reinterpret_cast<const char*>(message) + " (at offset " +
+                         std::to_string(offset) + " of the translated pattern \"" + translated +
                          "\")");
   }
-  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // without JIT support, matching falls back to the interpreter
+  pcre2_jit_compile(
+      code, PCRE2_JIT_COMPLETE);  // without JIT support, matching falls back to the interpreter
   return std::shared_ptr<const Regex>(new Regex(code));
 }
 
@@ -188,7 +220,8 @@ void Regex::find_all(std::string_view text, std::vector<Span>* out) const {
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos <= text.size()) {
-    int rc = pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, resources.context);
+    int rc =
+        pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, resources.context);
     if (rc < 0) break;
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     size_t start = ov[0], end = ov[1];
@@ -204,7 +237,9 @@ void Regex::find_all(std::string_view text, std::vector<Span>* out) const {
 }
 
 Result<Pattern> Pattern::from_json(const Json& j, const std::string& what) {
-  if (!j.is_object()) return Status::error(what + ": pattern must be an object {\"String\": ...} or {\"Regex\": ...}");
+  if (!j.is_object())
+    return Status::error(what +
+                         ": pattern must be an object {\"String\": ...} or {\"Regex\": ...}");
   Pattern p;
   if (auto it = j.find("String"); it != j.end() && it->is_string()) {
     p.literal_ = it->get<std::string>();

@@ -1,7 +1,8 @@
-// Patterns of tokenizer.json ({"String": ...} or {"Regex": ...}). Regexes are written for Oniguruma (what the
-// Rust tokenizers crate uses); they are translated to PCRE2 and compiled with UTF + UCP and JIT. The
-// translation follows the semantics of the JS reference (@huggingface/tokenizers): \s is Unicode White_Space,
-// \d is \p{Nd}, \w is Alphabetic|M|Nd|Pc, (?i:...) folds ASCII letters only, ^/$ are line anchors.
+// Patterns of tokenizer.json ({"String": ...} or {"Regex": ...}). Regexes are written for Oniguruma
+// (what the Rust tokenizers crate uses); they are translated to PCRE2 and compiled with UTF + UCP
+// and JIT. The translation follows the semantics of the JS reference (@huggingface/tokenizers): \s
+// is Unicode White_Space, \d is \p{Nd}, \w is Alphabetic|M|Nd|Pc, (?i:...) folds ASCII letters
+// only, ^/$ are line anchors.
 #pragma once
 
 #include <memory>
@@ -27,8 +28,8 @@ class Regex {
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
 
-  // All non-overlapping matches of valid UTF-8 `text`, left to right; empty matches are skipped. A match that
-  // PCRE2 cannot finish (resource limit on pathological input) ends the search there.
+  // All non-overlapping matches of valid UTF-8 `text`, left to right; empty matches are skipped. A
+  // match that PCRE2 cannot finish (resource limit on pathological input) ends the search there.
   void find_all(std::string_view text, std::vector<Span>* out) const;
 
  private:

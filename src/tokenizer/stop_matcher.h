@@ -1,11 +1,13 @@
-// Stop strings over streamed text: feed the detokenizer's pieces, get back the text that is safe to emit.
+// Stop strings over streamed text: feed the detokenizer's pieces, get back the text that is safe to
+// emit.
 //
-// A stop string is found even when it spans pieces. Only a suffix that is a proper prefix of some stop string
-// is held back. When a stop string occurs, the text before it is returned, the stop string itself is not, and
-// the matcher ignores everything after. The match is decided by the first piece after which any stop string
-// is complete; if several are complete then, the one that starts first wins (ties: the one listed first), so a
-// short stop completing first beats a longer one that would have started at the same place. Emitted text never
-// contains the start of a later match, since any such start would lie in the held suffix.
+// A stop string is found even when it spans pieces. Only a suffix that is a proper prefix of some
+// stop string is held back. When a stop string occurs, the text before it is returned, the stop
+// string itself is not, and the matcher ignores everything after. The match is decided by the first
+// piece after which any stop string is complete; if several are complete then, the one that starts
+// first wins (ties: the one listed first), so a short stop completing first beats a longer one that
+// would have started at the same place. Emitted text never contains the start of a later match,
+// since any such start would lie in the held suffix.
 #pragma once
 
 #include <cstddef>

@@ -7,15 +7,18 @@
 namespace rl {
 namespace {
 
-// Ids above this are rejected at load: the id table is dense, so a stray huge id would allocate gigabytes.
+// Ids above this are rejected at load: the id table is dense, so a stray huge id would allocate
+// gigabytes.
 constexpr int64_t kMaxTokenId = 1 << 24;
 
-// A special token in tokenizer_config.json: a string, an AddedToken object {"content": ...}, or null.
+// A special token in tokenizer_config.json: a string, an AddedToken object {"content": ...}, or
+// null.
 std::optional<std::string> config_token(const Json& config, const char* key) {
   auto it = config.find(key);
   if (it == config.end()) return std::nullopt;
   if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
   return std::nullopt;
 }
 
@@ -29,14 +32,17 @@ Status parse_added_tokens(const Json& j, std::vector<tok::AddedToken>* out) {
     if (!a.is_object()) return Status::error(where + " must be an object");
     if (!a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 ||
         a["id"].get<int64_t>() > kMaxTokenId) {
-      return Status::error(where + " needs an integer \"id\" in [0, " + std::to_string(kMaxTokenId) + "]");
+      return Status::error(where + " needs an integer \"id\" in [0, " +
+                           std::to_string(kMaxTokenId) + "]");
     }
-    if (!a.contains("content") || !a["content"].is_string() || a["content"].get<std::string>().empty()) {
+    if (!a.contains("content") || !a["content"].is_string() ||
+        a["content"].get<std::string>().empty()) {
       return Status::error(where + " needs a non-empty string \"content\"");
     }
     tok::AddedToken t;
     t.content = a["content"].get<std::string>();
-    if (!tok::is_valid_utf8(t.content)) return Status::error(where + ": \"content\" is not valid UTF-8");
+    if (!tok::is_valid_utf8(t.content))
+      return Status::error(where + ": \"content\" is not valid UTF-8");
     t.id = static_cast<int32_t>(a["id"].get<int64_t>());
     auto flag = [&](const char* key, bool def) -> Result<bool> {
       auto f = a.find(key);
@@ -92,24 +98,28 @@ Status Tokenizer::init(const Json& j, const Json* config) {
   };
   const Json& model = field("model");
   if (!model.is_object()) return Status::error("tokenizer.json: missing \"model\" object");
-  std::string type = model.contains("type") && model["type"].is_string() ? model["type"].get<std::string>()
-                     : model.contains("merges")                         ? "BPE"
-                                                                        : "";
+  std::string type = model.contains("type") && model["type"].is_string()
+                         ? model["type"].get<std::string>()
+                     : model.contains("merges") ? "BPE"
+                                                : "";
   if (type != "BPE") {
     return Status::error("tokenizer.json: model type \"" + type + "\" is not supported (only BPE)");
   }
   RL_ASSIGN_OR_RETURN(model_, tok::BpeModel::from_json(model, "tokenizer.json: model"));
-  RL_ASSIGN_OR_RETURN(normalizer_, tok::parse_normalizer(field("normalizer"), "tokenizer.json: normalizer"));
-  RL_ASSIGN_OR_RETURN(pre_tokenizer_, tok::parse_pre_tokenizer(field("pre_tokenizer"), "tokenizer.json: pre_tokenizer"));
-  RL_ASSIGN_OR_RETURN(post_processor_,
-                      tok::parse_post_processor(field("post_processor"), "tokenizer.json: post_processor"));
+  RL_ASSIGN_OR_RETURN(normalizer_,
+                      tok::parse_normalizer(field("normalizer"), "tokenizer.json: normalizer"));
+  RL_ASSIGN_OR_RETURN(pre_tokenizer_, tok::parse_pre_tokenizer(field("pre_tokenizer"),
+                                                               "tokenizer.json: pre_tokenizer"));
+  RL_ASSIGN_OR_RETURN(post_processor_, tok::parse_post_processor(field("post_processor"),
+                                                                 "tokenizer.json: post_processor"));
   RL_ASSIGN_OR_RETURN(decoder_, tok::parse_decoder(field("decoder"), "tokenizer.json: decoder"));
   RL_RETURN_IF_ERROR(parse_added_tokens(j, &added_));
 
   int64_t max_id = -1;
   for (const auto& [token, id] : model_->vocab()) max_id = std::max<int64_t>(max_id, id);
   if (max_id > kMaxTokenId) {
-    return Status::error("tokenizer.json: model vocab id " + std::to_string(max_id) + " is out of range");
+    return Status::error("tokenizer.json: model vocab id " + std::to_string(max_id) +
+                         " is out of range");
   }
   for (const auto& a : added_) max_id = std::max<int64_t>(max_id, a.id);
   id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
@@ -153,8 +163,10 @@ Status Tokenizer::init_config(const Json& c) {
   resolve("eos_token", &eos_token_, &eos_id_);
   resolve("pad_token", nullptr, &pad_id_);
   resolve("unk_token", nullptr, &unk_id_);
-  if (auto it = c.find("add_bos_token"); it != c.end() && it->is_boolean()) add_bos_token_ = it->get<bool>();
-  if (auto it = c.find("add_eos_token"); it != c.end() && it->is_boolean()) add_eos_token_ = it->get<bool>();
+  if (auto it = c.find("add_bos_token"); it != c.end() && it->is_boolean())
+    add_bos_token_ = it->get<bool>();
+  if (auto it = c.find("add_eos_token"); it != c.end() && it->is_boolean())
+    add_eos_token_ = it->get<bool>();
   if (auto it = c.find("clean_up_tokenization_spaces"); it != c.end() && it->is_boolean()) {
     clean_up_tokenization_spaces_ = it->get<bool>();
   }
@@ -162,20 +174,26 @@ Status Tokenizer::init_config(const Json& c) {
     if (it->is_string()) {
       chat_template_ = it->get<std::string>();
     } else if (it->is_array()) {
-      // Named templates: [{"name": "default", "template": ...}, ...]; "default" wins, else the first.
+      // Named templates: [{"name": "default", "template": ...}, ...]; "default" wins, else the
+      // first.
       for (const Json& t : *it) {
         if (!t.is_object() || !t.contains("template") || !t["template"].is_string()) {
-          return Status::error("tokenizer_config.json: chat_template entries must be {\"name\", \"template\"}");
+          return Status::error(
+              "tokenizer_config.json: chat_template entries must be {\"name\", \"template\"}");
         }
-        if (chat_template_.empty() || t.value("name", "") == "default") chat_template_ = t["template"].get<std::string>();
+        if (chat_template_.empty() || t.value("name", "") == "default")
+          chat_template_ = t["template"].get<std::string>();
       }
     } else if (!it->is_null()) {
-      return Status::error("tokenizer_config.json: chat_template must be a string or a list of named templates");
+      return Status::error(
+          "tokenizer_config.json: chat_template must be a string or a list of named templates");
     }
   }
   if (auto it = c.find("additional_special_tokens"); it != c.end() && it->is_array()) {
     for (const Json& t : *it) {
-      std::string content = t.is_string() ? t.get<std::string>() : t.is_object() ? t.value("content", "") : "";
+      std::string content = t.is_string()   ? t.get<std::string>()
+                            : t.is_object() ? t.value("content", "")
+                                            : "";
       if (auto id = token_to_id(content)) special_[*id] = 1;
     }
   }
@@ -203,7 +221,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special_
   return ids;
 }
 
-void Tokenizer::encode_text(std::string_view section, size_t section_index, std::vector<int32_t>* ids) const {
+void Tokenizer::encode_text(std::string_view section, size_t section_index,
+                            std::vector<int32_t>* ids) const {
   std::string normalized = normalizer_ ? normalizer_->normalize(section) : std::string(section);
   if (normalized.empty()) return;
   std::vector<tok::Segment> subsections;
@@ -254,7 +273,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  if (auto it = added_by_content_.find(token); it != added_by_content_.end()) return added_[it->second].id;
+  if (auto it = added_by_content_.find(token); it != added_by_content_.end())
+    return added_[it->second].id;
   if (auto it = model_->vocab().find(token); it != model_->vocab().end()) return it->second;
   return std::nullopt;
 }
@@ -264,6 +284,8 @@ std::string Tokenizer::id_to_token(int32_t id) const {
   return id_to_token_[id];
 }
 
-bool Tokenizer::is_special(int32_t id) const { return id >= 0 && id < vocab_size() && special_[id]; }
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < vocab_size() && special_[id];
+}
 
 }  // namespace rl

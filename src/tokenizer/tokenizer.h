@@ -1,18 +1,23 @@
-// A Hugging Face tokenizer (tokenizer.json + tokenizer_config.json) for BPE models: normalizer → added-token
-// split → pre-tokenizer → BPE → post-processor, and the decoder chain. Matches @huggingface/tokenizers
-// (the JS reference) id for id on the supported components.
+// A Hugging Face tokenizer (tokenizer.json + tokenizer_config.json) for BPE models: normalizer →
+// added-token split → pre-tokenizer → BPE → post-processor, and the decoder chain. Matches
+// @huggingface/tokenizers (the JS reference) id for id on the supported components.
 //
 // Defined behaviours:
-// - encode() takes arbitrary bytes: each ill-formed UTF-8 subsequence is replaced by U+FFFD first (as Rust's
+// - encode() takes arbitrary bytes: each ill-formed UTF-8 subsequence is replaced by U+FFFD first
+// (as Rust's
 //   String::from_utf8_lossy does; HF tokenizers only accept valid strings).
-// - decode() skips ids that name no token (negative, >= vocab_size(), or a hole in the id space); it never
-//   fails. Invalid UTF-8 produced by byte tokens is decoded lossily (U+FFFD per maximal ill-formed subpart).
-// - add_bos_token/add_eos_token of tokenizer_config.json are reported but do not change encode(): special
+// - decode() skips ids that name no token (negative, >= vocab_size(), or a hole in the id space);
+// it never
+//   fails. Invalid UTF-8 produced by byte tokens is decoded lossily (U+FFFD per maximal ill-formed
+//   subpart).
+// - add_bos_token/add_eos_token of tokenizer_config.json are reported but do not change encode():
+// special
 //   tokens come from tokenizer.json's post_processor, as in the Rust and JS libraries.
-// - clean_up_tokenization_spaces (tokenizer_config.json; default true as in transformers.js) applies
+// - clean_up_tokenization_spaces (tokenizer_config.json; default true as in transformers.js)
+// applies
 //   transformers' clean-up to decoded text.
-// Thread-safety: a loaded Tokenizer is immutable apart from an internal, locked cache; every const method may
-// be called from many threads at once.
+// Thread-safety: a loaded Tokenizer is immutable apart from an internal, locked cache; every const
+// method may be called from many threads at once.
 #pragma once
 
 #include <cstdint>
@@ -78,9 +83,10 @@ class Tokenizer {
   std::unique_ptr<tok::PostProcessor> post_processor_;
   std::unique_ptr<tok::Decoder> decoder_;
   std::vector<tok::AddedToken> added_;
-  tok::AddedTokenMatcher raw_matcher_;         // added tokens with normalized=false (or no normalizer)
-  tok::AddedTokenMatcher normalized_matcher_;  // normalized=true tokens, by their normalized content
-  tok::TokenMap added_by_content_;             // content → index into added_
+  tok::AddedTokenMatcher raw_matcher_;  // added tokens with normalized=false (or no normalizer)
+  tok::AddedTokenMatcher
+      normalized_matcher_;          // normalized=true tokens, by their normalized content
+  tok::TokenMap added_by_content_;  // content → index into added_
   std::vector<std::string> id_to_token_;
   std::vector<Kind> kind_;
   std::vector<uint8_t> special_;

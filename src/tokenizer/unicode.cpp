@@ -3,8 +3,8 @@
 namespace rl::tok {
 namespace {
 
-// Length of the well-formed UTF-8 sequence at s[i], or 0 when the bytes there are ill-formed. *bad_len is then
-// the maximal subpart to replace by one U+FFFD (always >= 1).
+// Length of the well-formed UTF-8 sequence at s[i], or 0 when the bytes there are ill-formed.
+// *bad_len is then the maximal subpart to replace by one U+FFFD (always >= 1).
 size_t valid_sequence_len(std::string_view s, size_t i, size_t* bad_len) {
   auto b = static_cast<unsigned char>(s[i]);
   size_t need = 0;
@@ -80,15 +80,20 @@ char32_t next_code_point(std::string_view text, size_t* pos) {
   if (i + n > text.size()) n = 1;
   char32_t cp;
   switch (n) {
-    case 1: cp = b; break;
-    case 2: cp = ((b & 0x1Fu) << 6) | (static_cast<unsigned char>(text[i + 1]) & 0x3Fu); break;
+    case 1:
+      cp = b;
+      break;
+    case 2:
+      cp = ((b & 0x1Fu) << 6) | (static_cast<unsigned char>(text[i + 1]) & 0x3Fu);
+      break;
     case 3:
       cp = ((b & 0x0Fu) << 12) | ((static_cast<unsigned char>(text[i + 1]) & 0x3Fu) << 6) |
            (static_cast<unsigned char>(text[i + 2]) & 0x3Fu);
       break;
     default:
       cp = ((b & 0x07u) << 18) | ((static_cast<unsigned char>(text[i + 1]) & 0x3Fu) << 12) |
-           ((static_cast<unsigned char>(text[i + 2]) & 0x3Fu) << 6) | (static_cast<unsigned char>(text[i + 3]) & 0x3Fu);
+           ((static_cast<unsigned char>(text[i + 2]) & 0x3Fu) << 6) |
+           (static_cast<unsigned char>(text[i + 3]) & 0x3Fu);
       break;
   }
   *pos = i + n;
@@ -116,7 +121,14 @@ void append_utf8(std::string* out, char32_t cp) {
 bool is_white_space(char32_t cp) {
   if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);
   switch (cp) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return cp >= 0x2000 && cp <= 0x200A;
@@ -125,7 +137,8 @@ bool is_white_space(char32_t cp) {
 
 namespace {
 
-// GPT-2's table: printable Latin-1 bytes map to themselves, the other 68 bytes to U+0100.. in byte order.
+// GPT-2's table: printable Latin-1 bytes map to themselves, the other 68 bytes to U+0100.. in byte
+// order.
 struct ByteTables {
   std::array<std::string, 256> to_unicode;
   std::array<int16_t, 512> from_unicode;
@@ -133,7 +146,8 @@ struct ByteTables {
     from_unicode.fill(-1);
     int n = 0;
     for (int b = 0; b < 256; ++b) {
-      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      bool printable =
+          (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       char32_t cp = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
       append_utf8(&to_unicode[b], cp);
       from_unicode[cp] = static_cast<int16_t>(b);

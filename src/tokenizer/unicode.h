@@ -1,6 +1,7 @@
-// UTF-8 helpers shared by the tokenizer: lossy decoding (invalid bytes → U+FFFD, WHATWG "maximal subpart"
-// rule, the same as Rust's String::from_utf8_lossy and JS TextDecoder), code point iteration, the GPT-2
-// byte ↔ unicode table used by ByteLevel components, and the Unicode White_Space set.
+// UTF-8 helpers shared by the tokenizer: lossy decoding (invalid bytes → U+FFFD, WHATWG "maximal
+// subpart" rule, the same as Rust's String::from_utf8_lossy and JS TextDecoder), code point
+// iteration, the GPT-2 byte ↔ unicode table used by ByteLevel components, and the Unicode
+// White_Space set.
 #pragma once
 
 #include <array>
@@ -13,7 +14,8 @@ namespace rl::tok {
 
 inline constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
 
-// Returns the text with every ill-formed subsequence replaced by U+FFFD; valid input comes back unchanged.
+// Returns the text with every ill-formed subsequence replaced by U+FFFD; valid input comes back
+// unchanged.
 std::string utf8_lossy(std::string_view bytes);
 bool is_valid_utf8(std::string_view bytes);
 

@@ -37,12 +37,14 @@ TEST(TokenizerErrors, BaseLoads) {
 TEST(TokenizerErrors, MalformedJson) {
   EXPECT_NE(load_error("{\"model\": ").find("tokenizer.json: malformed JSON"), std::string::npos);
   EXPECT_NE(load_error("[1, 2]").find("tokenizer.json: must be a JSON object"), std::string::npos);
-  EXPECT_NE(load_error(tokenizer_json(Json::object()), "{oops").find("tokenizer_config.json: malformed JSON"),
+  EXPECT_NE(load_error(tokenizer_json(Json::object()), "{oops")
+                .find("tokenizer_config.json: malformed JSON"),
             std::string::npos);
 }
 
 TEST(TokenizerErrors, MissingModel) {
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"model": null})"))), "tokenizer.json: missing \"model\" object");
+  EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"model": null})"))),
+            "tokenizer.json: missing \"model\" object");
 }
 
 TEST(TokenizerErrors, UnknownModelType) {
@@ -51,17 +53,20 @@ TEST(TokenizerErrors, UnknownModelType) {
 }
 
 TEST(TokenizerErrors, UnknownComponents) {
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"pre_tokenizer": {"type": "UnicodeScripts"}})"))),
-            "tokenizer.json: pre_tokenizer type \"UnicodeScripts\" is not supported");
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"normalizer": {"type": "BertNormalizer"}})"))),
-            "tokenizer.json: normalizer type \"BertNormalizer\" is not supported");
+  EXPECT_EQ(
+      load_error(tokenizer_json(Json::parse(R"({"pre_tokenizer": {"type": "UnicodeScripts"}})"))),
+      "tokenizer.json: pre_tokenizer type \"UnicodeScripts\" is not supported");
+  EXPECT_EQ(
+      load_error(tokenizer_json(Json::parse(R"({"normalizer": {"type": "BertNormalizer"}})"))),
+      "tokenizer.json: normalizer type \"BertNormalizer\" is not supported");
   EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"decoder": {"type": "CTC"}})"))),
             "tokenizer.json: decoder type \"CTC\" is not supported");
   EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"post_processor": {"type": "Mystery"}})"))),
             "tokenizer.json: post_processor type \"Mystery\" is not supported");
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(
-                R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits"}, {"type": "FixedLength"}]}})"))),
-            "tokenizer.json: pre_tokenizer.pretokenizers[1] type \"FixedLength\" is not supported");
+  EXPECT_EQ(
+      load_error(tokenizer_json(Json::parse(
+          R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits"}, {"type": "FixedLength"}]}})"))),
+      "tokenizer.json: pre_tokenizer.pretokenizers[1] type \"FixedLength\" is not supported");
 }
 
 TEST(TokenizerErrors, MergesNamingUnknownTokens) {
@@ -84,31 +89,40 @@ TEST(TokenizerErrors, BadAddedTokens) {
             "tokenizer.json: \"added_tokens\" must be an array");
   EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"added_tokens": [{"content": "<x>"}]})"))),
             "tokenizer.json: added_tokens[0] needs an integer \"id\" in [0, 16777216]");
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"added_tokens": [{"id": -1, "content": "<x>"}]})"))),
+  EXPECT_EQ(load_error(
+                tokenizer_json(Json::parse(R"({"added_tokens": [{"id": -1, "content": "<x>"}]})"))),
             "tokenizer.json: added_tokens[0] needs an integer \"id\" in [0, 16777216]");
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"added_tokens": [{"id": 5, "content": ""}]})"))),
-            "tokenizer.json: added_tokens[0] needs a non-empty string \"content\"");
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"added_tokens": [{"id": 5, "content": "<x>", "special": "yes"}]})"))),
+  EXPECT_EQ(
+      load_error(tokenizer_json(Json::parse(R"({"added_tokens": [{"id": 5, "content": ""}]})"))),
+      "tokenizer.json: added_tokens[0] needs a non-empty string \"content\"");
+  EXPECT_EQ(load_error(tokenizer_json(Json::parse(
+                R"({"added_tokens": [{"id": 5, "content": "<x>", "special": "yes"}]})"))),
             "tokenizer.json: added_tokens[0]: \"special\" must be a boolean");
 }
 
 TEST(TokenizerErrors, BadRegexIncludesPcre2Message) {
-  std::string e = load_error(tokenizer_json(
-      Json::parse(R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}})")));
-  EXPECT_NE(e.find("tokenizer.json: pre_tokenizer: Split: invalid regex \"(unclosed\": missing closing parenthesis"),
+  std::string e = load_error(tokenizer_json(Json::parse(
+      R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}})")));
+  EXPECT_NE(e.find("tokenizer.json: pre_tokenizer: Split: invalid regex \"(unclosed\": missing "
+                   "closing parenthesis"),
             std::string::npos)
       << e;
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(
-                R"({"pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Sideways"}})"))),
-            "tokenizer.json: pre_tokenizer: Split: unknown split behavior \"Sideways\"");
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"normalizer": {"type": "Replace", "pattern": {"Glob": "*"}}})"))),
-            "tokenizer.json: normalizer: Replace: pattern must be an object {\"String\": ...} or {\"Regex\": ...}");
+  EXPECT_EQ(
+      load_error(tokenizer_json(Json::parse(
+          R"({"pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Sideways"}})"))),
+      "tokenizer.json: pre_tokenizer: Split: unknown split behavior \"Sideways\"");
+  EXPECT_EQ(load_error(tokenizer_json(
+                Json::parse(R"({"normalizer": {"type": "Replace", "pattern": {"Glob": "*"}}})"))),
+            "tokenizer.json: normalizer: Replace: pattern must be an object {\"String\": ...} or "
+            "{\"Regex\": ...}");
 }
 
 TEST(TokenizerErrors, BadTemplate) {
-  EXPECT_EQ(load_error(tokenizer_json(Json::parse(
-                R"({"post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<bos>"}}], "special_tokens": {}}})"))),
-            "tokenizer.json: post_processor: single[0]: special token \"<bos>\" is not defined in special_tokens");
+  EXPECT_EQ(
+      load_error(tokenizer_json(Json::parse(
+          R"({"post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<bos>"}}], "special_tokens": {}}})"))),
+      "tokenizer.json: post_processor: single[0]: special token \"<bos>\" is not defined in "
+      "special_tokens");
 }
 
 TEST(TokenizerErrors, MissingFolderOrFile) {

@@ -1,6 +1,7 @@
-// Parity with the JS reference (@huggingface/tokenizers) on the seven real tokenizers over the corpus of
-// tests/data/tokenizer: encode with and without special tokens, decode with and without skip_special_tokens,
-// decoding of arbitrary id sequences, and the incremental detokenizer against decode().
+// Parity with the JS reference (@huggingface/tokenizers) on the seven real tokenizers over the
+// corpus of tests/data/tokenizer: encode with and without special tokens, decode with and without
+// skip_special_tokens, decoding of arbitrary id sequences, and the incremental detokenizer against
+// decode().
 #include <gtest/gtest.h>
 
 #include "tokenizer/detokenizer.h"
@@ -23,7 +24,8 @@ TEST_P(Parity, MatchesJsReference) {
   ASSERT_NE(tok, nullptr);
   const auto& lines = corpus();
   const Json& cases = (*ref)["cases"];
-  ASSERT_EQ(cases.size(), lines.size()) << "reference is stale: delete build/*/tokenizer_ref and rerun";
+  ASSERT_EQ(cases.size(), lines.size())
+      << "reference is stale: delete build/*/tokenizer_ref and rerun";
   int num_failures = 0;
   for (size_t i = 0; i < lines.size() && num_failures < 10; ++i) {
     const Json& c = cases[i];
@@ -48,16 +50,21 @@ TEST_P(Parity, MatchesJsReference) {
     auto ids = ids_of(r["ids"]);
     std::string dec = tok->decode(ids, false);
     std::string dec_skip = tok->decode(ids, true);
-    EXPECT_EQ(dec, r["decoded"].get<std::string>()) << name << ": decode of random ids " << r["ids"].dump();
-    EXPECT_EQ(dec_skip, r["decoded_skip"].get<std::string>()) << name << ": decode(skip) of random ids " << r["ids"].dump();
-    if (dec != r["decoded"].get<std::string>() || dec_skip != r["decoded_skip"].get<std::string>()) ++num_failures;
+    EXPECT_EQ(dec, r["decoded"].get<std::string>())
+        << name << ": decode of random ids " << r["ids"].dump();
+    EXPECT_EQ(dec_skip, r["decoded_skip"].get<std::string>())
+        << name << ": decode(skip) of random ids " << r["ids"].dump();
+    if (dec != r["decoded"].get<std::string>() || dec_skip != r["decoded_skip"].get<std::string>())
+      ++num_failures;
   }
 }
 
-// Streams ids through the detokenizer: every piece is valid UTF-8, the text so far is always a prefix of the
-// final decode, and pieces + flush == decode(ids). Without clean-up, text is emitted as soon as it is final:
-// whenever decode(prefix) ends in a complete character, everything up to it has been emitted.
-void check_detokenizer(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip, const std::string& what) {
+// Streams ids through the detokenizer: every piece is valid UTF-8, the text so far is always a
+// prefix of the final decode, and pieces + flush == decode(ids). Without clean-up, text is emitted
+// as soon as it is final: whenever decode(prefix) ends in a complete character, everything up to it
+// has been emitted.
+void check_detokenizer(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip,
+                       const std::string& what) {
   IncrementalDetokenizer detok(tok, skip);
   std::string want = tok.decode(ids, skip);
   std::string got;
@@ -66,8 +73,9 @@ void check_detokenizer(const Tokenizer& tok, const std::vector<int32_t>& ids, bo
     std::string piece = detok.push(ids[i]);
     ASSERT_TRUE(tok::is_valid_utf8(piece)) << what << ": piece " << i << " is not valid UTF-8";
     got += piece;
-    ASSERT_EQ(want.compare(0, got.size(), got), 0) << what << ": after id " << i << " emitted " << Json(got).dump()
-                                                   << " is not a prefix of " << Json(want).dump();
+    ASSERT_EQ(want.compare(0, got.size(), got), 0)
+        << what << ": after id " << i << " emitted " << Json(got).dump() << " is not a prefix of "
+        << Json(want).dump();
     if (!tok.clean_up_tokenization_spaces() && i < kEagerCheckIds) {
       std::string prefix = tok.decode(std::span<const int32_t>(ids.data(), i + 1), skip);
       if (prefix.size() < 3 || prefix.compare(prefix.size() - 3, 3, tok::kReplacementChar) != 0) {
@@ -92,7 +100,8 @@ TEST_P(Parity, DetokenizerStreamsDecode) {
     }
   }
   for (const Json& r : (*ref)["random"]) {
-    for (bool skip : {false, true}) check_detokenizer(*tok, ids_of(r["ids"]), skip, name + " / random " + r["ids"].dump());
+    for (bool skip : {false, true})
+      check_detokenizer(*tok, ids_of(r["ids"]), skip, name + " / random " + r["ids"].dump());
   }
   // Leading spaces and special tokens before text (start-of-text effects of the decoders).
   std::vector<int32_t> specials;
@@ -107,7 +116,8 @@ TEST_P(Parity, DetokenizerStreamsDecode) {
       std::vector<int32_t> ids = {*id};
       auto more = tok->encode(corpus()[i].bytes, false);
       ids.insert(ids.end(), more.begin(), more.end());
-      for (bool skip : {false, true}) check_detokenizer(*tok, ids, skip, name + " / space token + " + corpus()[i].name);
+      for (bool skip : {false, true})
+        check_detokenizer(*tok, ids, skip, name + " / space token + " + corpus()[i].name);
     }
   }
   const auto& lines = corpus();
@@ -117,11 +127,13 @@ TEST_P(Parity, DetokenizerStreamsDecode) {
       ids.insert(ids.end(), specials.begin(), specials.end());
       auto more = tok->encode(std::string(prefix) + lines[i].bytes, false);
       ids.insert(ids.end(), more.begin(), more.end());
-      for (bool skip : {false, true}) check_detokenizer(*tok, ids, skip, name + " / prefixed " + lines[i].name);
+      for (bool skip : {false, true})
+        check_detokenizer(*tok, ids, skip, name + " / prefixed " + lines[i].name);
     }
   }
   // Out-of-range and negative ids are skipped, never a crash.
-  check_detokenizer(*tok, {-5, tok->vocab_size(), 1000, -1, INT32_MAX, 1001}, false, name + " / invalid ids");
+  check_detokenizer(*tok, {-5, tok->vocab_size(), 1000, -1, INT32_MAX, 1001}, false,
+                    name + " / invalid ids");
 }
 
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, Parity, ::testing::ValuesIn(tokenizer_names()),

