@@ -1,0 +1,182 @@
+// `ridgeline bench latency`: vLLM's benchmark_latency through the Engine. --batch requests of random
+// --input-len prompts are submitted at once with ignore_eos and max_tokens = --output-len; from each request's
+// timings (RequestOutput: arrival, first token, finish) come TTFT (first token − arrival) and TPOT
+// ((finish − first token) / (output tokens − 1)). One warm-up round on other prompts first (kernels loaded,
+// GEMM plans chosen, the batch's CUDA graph captured). Printed beside the roofline (src/perf): TTFT against the
+// batch's prefill, TPOT and decode tok/s against a decode step at the mean context.
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include "cli/bench_commands.h"
+#include "cli/engine_options.h"
+#include "core/file.h"
+#include "core/log.h"
+#include "perf/bench_report.h"
+#include "perf/cost_model.h"
+#include "perf/hardware.h"
+
+namespace rl::cli {
+
+namespace {
+
+struct LatencyOptions {
+  EngineOptions engine;
+  int32_t batch = 1;
+  int32_t input_len = 128;
+  int32_t output_len = 256;
+  int32_t num_iters = 1;
+  uint64_t seed = 0;
+  std::string gpu;  // roofline chip; default: measured H200 for cuda, none for cpu
+  std::string json;
+};
+
+struct RoundTimes {
+  double ttft_s = 0, tpot_s = 0, elapsed_s = 0;  // TTFT and TPOT: means over the batch's requests
+};
+
+// Submits `batch` random prompts at once and waits for all of them.
+Result<RoundTimes> run_round(Engine& engine, const LatencyOptions& o, int32_t output_len, uint64_t seed,
+                             const std::string& tag) {
+  const int32_t vocab = static_cast<int32_t>(engine.model_config().vocab_size);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(std::min<int32_t>(10, vocab - 1), vocab - 1);
+  SamplingParams params;
+  params.temperature = 0;
+  params.max_tokens = output_len;
+  params.ignore_eos = true;
+  std::vector<std::shared_ptr<OutputChannel>> channels;
+  const double t0 = now_seconds();
+  for (int32_t i = 0; i < o.batch; ++i) {
+    std::vector<TokenId> prompt(static_cast<size_t>(o.input_len));
+    for (auto& t : prompt) t = tok(rng);
+    channels.push_back(engine.submit(tag + std::to_string(i), std::move(prompt), params));
+  }
+  RoundTimes r;
+  for (auto& ch : channels) {
+    std::optional<RequestOutput> last;
+    while (auto m = ch->pop()) {
+      if (m->finish == FinishReason::kError) return Status::error("request failed: " + m->error);
+      if (m->finish != FinishReason::kNone) last = std::move(m);
+    }
+    if (!last) return Status::error("a request ended without a finishing message");
+    if (last->num_output_tokens < 2) return Status::error("TPOT needs at least 2 output tokens");
+    r.ttft_s += last->first_token_time - last->arrival_time;
+    r.tpot_s += (last->finish_time - last->first_token_time) / (last->num_output_tokens - 1);
+  }
+  r.elapsed_s = now_seconds() - t0;
+  r.ttft_s /= o.batch;
+  r.tpot_s /= o.batch;
+  return r;
+}
+
+int run(const LatencyOptions& o) {
+  auto fail = [](const std::string& m) {
+    std::fprintf(stderr, "ridgeline: error: %s\n", m.c_str());
+    return 1;
+  };
+  if (o.batch <= 0 || o.input_len <= 0 || o.output_len < 2 || o.num_iters <= 0) {
+    return fail("need --batch, --input-len, --num-iters > 0 and --output-len >= 2");
+  }
+  if (o.batch > o.engine.max_num_seqs) {
+    return fail("--batch " + std::to_string(o.batch) + " exceeds --max-num-seqs " +
+                std::to_string(o.engine.max_num_seqs));
+  }
+  auto er = make_engine(o.engine);
+  if (!er) return fail(er.message());
+  Engine& engine = **er;
+  const ModelConfig& mc = engine.model_config();
+  if (o.input_len + o.output_len > engine.max_model_len()) {
+    return fail("--input-len + --output-len exceeds max_model_len " + std::to_string(engine.max_model_len()));
+  }
+  auto warm = run_round(engine, o, std::min<int32_t>(o.output_len, 8), o.seed + 1000, "warmup-");
+  if (!warm) return fail(warm.message());
+  RoundTimes sum;
+  for (int32_t it = 0; it < o.num_iters; ++it) {
+    auto r = run_round(engine, o, o.output_len, o.seed + static_cast<uint64_t>(it), "it" + std::to_string(it) + "-");
+    if (!r) return fail(r.message());
+    sum.ttft_s += r->ttft_s / o.num_iters;
+    sum.tpot_s += r->tpot_s / o.num_iters;
+    sum.elapsed_s += r->elapsed_s / o.num_iters;
+  }
+
+  perf::BenchReport rep;
+  rep.command = "bench latency";
+  rep.date = perf::utc_timestamp();
+  rep.commit = perf::git_describe(RIDGELINE_SOURCE_DIR_FOR_BENCH);
+  rep.device = engine.backend().name();
+  rep.model = mc.architecture + " (" + resolve_model_dir(o.engine.model) + ")";
+  std::optional<perf::GpuSpec> gpu;
+  if (!o.gpu.empty()) {
+    auto g = perf::find_gpu(o.gpu);
+    if (!g) return fail(g.message());
+    gpu = *g;
+  } else if (o.engine.device == "cuda") {
+    gpu = perf::measured_h200();
+  }
+  const int64_t context = o.input_len + o.output_len / 2;
+  auto result = [&](const char* name, const char* unit, double measured, int64_t ctx) {
+    perf::BenchResult r;
+    r.name = name;
+    r.unit = unit;
+    r.measured = measured;
+    r.batch = o.batch;
+    r.context = ctx;
+    return r;
+  };
+  perf::BenchResult ttft = result("TTFT", "ms", sum.ttft_s * 1e3, o.input_len);
+  perf::BenchResult tpot = result("TPOT", "ms", sum.tpot_s * 1e3, context);
+  perf::BenchResult decode = result("decode", "tok/s", o.batch / sum.tpot_s, context);
+  if (gpu) {
+    rep.gpu = gpu->name;
+    const perf::ModelCost cost = perf::make_model_cost(mc, perf::Precision::kBf16, perf::Precision::kBf16);
+    const perf::Roof roof = perf::make_roof(*gpu, perf::Precision::kBf16);
+    // The batch's prompts prefill together: their FLOPs add up, the weights are read once.
+    const perf::StepCost p = perf::prefill_step(cost, roof, o.input_len);
+    const double prefill_s =
+        std::max(o.batch * p.flops / roof.peak_flops_per_s, p.bytes / roof.bandwidth_bytes_per_s);
+    ttft.predicted = prefill_s * 1e3;
+    const perf::StepCost d = perf::decode_step(cost, roof, o.batch, context);
+    tpot.predicted = d.time_s * 1e3;
+    decode.predicted = d.tokens_per_s();
+    decode.intensity = d.intensity();
+    decode.achieved_tbps = d.bytes / sum.tpot_s / 1e12;
+  }
+  rep.results = {ttft, tpot, decode};
+  perf::fill_roofline_pct(&rep);
+
+  std::printf("batch %d, input %d, output %d tokens, %d iteration(s): %.2f s per iteration\n", o.batch,
+              o.input_len, o.output_len, o.num_iters, sum.elapsed_s);
+  std::printf("%s", perf::format_bench_table(rep).c_str());
+  if (!o.json.empty()) {
+    Json j = perf::bench_report_to_json(rep);
+    j["batch"] = o.batch;
+    j["input_len"] = o.input_len;
+    j["output_len"] = o.output_len;
+    j["ttft_ms"] = sum.ttft_s * 1e3;
+    j["tpot_ms"] = sum.tpot_s * 1e3;
+    j["decode_tokens_per_s"] = o.batch / sum.tpot_s;
+    j["elapsed_s"] = sum.elapsed_s;
+    Status ws = write_file(o.json, j.dump(2) + "\n");
+    if (!ws) return fail(ws.message());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_latency(CLI::App* bench, int* exit_code) {
+  auto* cmd = bench->add_subcommand("latency", "TTFT and TPOT of one batch of requests (ignore_eos)");
+  auto o = std::make_shared<LatencyOptions>();
+  add_engine_options(cmd, &o->engine);
+  cmd->add_option("--batch", o->batch, "Requests submitted at once")->capture_default_str();
+  cmd->add_option("--input-len", o->input_len, "Prompt tokens per request")->capture_default_str();
+  cmd->add_option("--output-len", o->output_len, "Generated tokens per request")->capture_default_str();
+  cmd->add_option("--num-iters", o->num_iters, "Measured rounds (after one warm-up round)")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
+  cmd->add_option("--gpu", o->gpu, "Chip for the roofline prediction (default: measured H200 with --device cuda)");
+  cmd->add_option("--json", o->json, "Write the results as JSON");
+  cmd->callback([o, exit_code] { *exit_code = run(*o); });
+}
+
+}  // namespace rl::cli
