@@ -119,6 +119,12 @@ int run(const ThroughputOptions& o) {
   std::printf("Total token throughput (tok/s):  %.1f\n", total_tokens / elapsed);
   std::printf("Prefix cache hit rate:           %.1f%%\n", 100.0 * hit_rate);
   std::printf("Preemptions:                     %lld\n", static_cast<long long>(st.num_preemptions));
+  const Engine::StepTiming tm = engine.step_timing();
+  const double sched_pct = tm.step_seconds > 0 ? 100.0 * tm.scheduler_seconds / tm.step_seconds : 0.0;
+  std::printf("Steps: %lld, mean step %.2f ms, scheduler %.3f ms/step (%.1f%% of step time), max batch %lld\n",
+              static_cast<long long>(tm.num_steps), tm.num_steps ? 1e3 * tm.step_seconds / tm.num_steps : 0.0,
+              tm.num_steps ? 1e3 * tm.scheduler_seconds / tm.num_steps : 0.0, sched_pct,
+              static_cast<long long>(tm.max_running));
   std::printf("%s", perf::format_bench_table(rep).c_str());
   if (!o.json.empty()) {
     Json j = perf::bench_report_to_json(rep);
@@ -129,6 +135,8 @@ int run(const ThroughputOptions& o) {
     j["num_preemptions"] = st.num_preemptions;
     j["num_requests_finished"] = finished;
     j["elapsed_s"] = elapsed;
+    j["scheduler_pct_of_step"] = sched_pct;
+    j["num_steps"] = tm.num_steps;
     Status ws = write_file(o.json, j.dump(2) + "\n");
     if (!ws) return fail(ws.message());
   }

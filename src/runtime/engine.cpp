@@ -125,6 +125,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   lim.max_model_len = max_len;
   e->runner_ = std::make_unique<ModelRunner>(e->model_.get(), e->kv_.get(), lim);
   e->sampler_ = std::make_unique<Sampler>();
+  std::string name = config.served_model_name;
+  if (name.empty()) {
+    std::string dir = config.model_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    name = dir.substr(dir.find_last_of('/') + 1);
+  }
+  e->engine_metrics_ = std::make_unique<EngineMetrics>(e->registry_, name);
+  e->engine_metrics_->update(e->scheduler_->stats());
   return e;
 }
 
@@ -278,7 +286,10 @@ void Engine::drain_inbox() {
       std::string cid = choice_id(id, n, i);
       if (i < p->num_admitted) {
         std::unique_ptr<Request> r = scheduler_->finish_request(cid, status);
-        if (r) finish_choice(cid, *r, reason);
+        if (r) {
+          engine_metrics_->observe_finished(*r);
+          finish_choice(cid, *r, reason);
+        }
       } else {
         Request dummy;
         dummy.num_prompt_tokens = static_cast<int32_t>(p->prompt.size());
@@ -287,6 +298,7 @@ void Engine::drain_inbox() {
       }
     }
   }
+  if (!in.aborts.empty()) publish_stats();
 }
 
 void Engine::admit_choice(const std::shared_ptr<Parent>& p, int32_t index) {
@@ -353,8 +365,15 @@ void Engine::finish_choice(const std::string& cid, const Request& r, FinishReaso
   }
 }
 
+Engine::StepTiming Engine::step_timing() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return timing_;
+}
+
 void Engine::step() {
+  const double t0 = now_seconds();
   SchedulerOutput out = scheduler_->schedule();
+  const double t_sched = now_seconds() - t0;
   if (out.scheduled.empty()) return;
   seq_steps_.clear();
   rows_.clear();
@@ -388,7 +407,17 @@ void Engine::step() {
     sampled[i] = samples[k].token;
     sample_of[out.scheduled[i].request->id] = k++;
   }
+  const double t1 = now_seconds();
   UpdateResult res = scheduler_->update_from_output(out, sampled);
+  const double t_update = now_seconds() - t1;
+  engine_metrics_->observe_step(res);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    timing_.num_steps++;
+    timing_.scheduler_seconds += t_sched + t_update;
+    timing_.step_seconds += now_seconds() - t0;
+    timing_.max_running = std::max<int64_t>(timing_.max_running, static_cast<int64_t>(out.scheduled.size()));
+  }
 
   // One message per choice per step: its new token, and the finish if it ended.
   std::unordered_map<std::string, RequestOutput> msgs;
@@ -433,8 +462,14 @@ void Engine::step() {
     }
   }
   for (auto& [cid, r] : finished) finish_choice(cid, *r, reason_of(r->status));
+  publish_stats();
+}
+
+void Engine::publish_stats() {
+  SchedulerStats st = scheduler_->stats();
+  engine_metrics_->update(st);
   std::lock_guard<std::mutex> lock(stats_mu_);
-  stats_ = scheduler_->stats();
+  stats_ = st;
 }
 
 void Engine::fail_all(const std::string& why) {

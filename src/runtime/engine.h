@@ -19,6 +19,7 @@
 #include "loader/model_config.h"
 #include "model/model.h"
 #include "runtime/kv_storage.h"
+#include "runtime/metrics.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_channel.h"
 #include "runtime/sampler.h"
@@ -29,6 +30,7 @@ namespace rl {
 
 struct EngineConfig {
   std::string model_dir;
+  std::string served_model_name;  // the metrics' model_name label (default: the folder's name)
   std::string device = "cpu";
   DType weight_dtype = DType::kBF16;
   bool dummy_weights = false;
@@ -96,6 +98,19 @@ class Engine {
   Status check_integrity() const;
   int64_t num_free_kv_blocks() const;
 
+  // Seconds spent in steps so far, and the part of it in the scheduler (schedule + update): the bookkeeping
+  // overhead that must stay small next to the forward pass.
+  struct StepTiming {
+    int64_t num_steps = 0;
+    double step_seconds = 0;
+    double scheduler_seconds = 0;
+    int64_t max_running = 0;
+  };
+  StepTiming step_timing() const;
+
+  // The engine's metrics (vLLM names), updated every step; render() is thread-safe.
+  const MetricsRegistry& metrics() const { return registry_; }
+
   // Thread-safe snapshot of the scheduler's counters (refreshed every step).
   SchedulerStats stats() const;
 
@@ -114,6 +129,7 @@ class Engine {
   void step();
   void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason);
   void fail_all(const std::string& why);
+  void publish_stats();
 
   EngineConfig config_;
   GenerationConfig generation_config_;
@@ -125,6 +141,8 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  MetricsRegistry registry_;
+  std::unique_ptr<EngineMetrics> engine_metrics_;
 
   // Engine-thread state: parents by id, and choice id → (parent, index).
   std::unordered_map<std::string, std::shared_ptr<Parent>> parents_;
@@ -143,6 +161,7 @@ class Engine {
   std::atomic<double> heartbeat_{0.0};
   mutable std::mutex stats_mu_;
   SchedulerStats stats_;
+  StepTiming timing_;
 };
 
 }  // namespace rl
