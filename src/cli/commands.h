@@ -7,6 +7,7 @@
 namespace rl::cli {
 
 void add_generate_command(CLI::App& app, int* exit_code);
+void add_chat_command(CLI::App& app, int* exit_code);
 void add_inspect_command(CLI::App& app, int* exit_code);
 void add_bench_command(CLI::App& app, int* exit_code);
 void add_tokenize_command(CLI::App& app, int* exit_code);

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Print the help of every command");
   int exit_code = 0;
   rl::cli::add_generate_command(app, &exit_code);
+  rl::cli::add_chat_command(app, &exit_code);
   rl::cli::add_inspect_command(app, &exit_code);
   rl::cli::add_bench_command(app, &exit_code);
   rl::cli::add_tokenize_command(app, &exit_code);
