@@ -1,12 +1,11 @@
 // `ridgeline serve`: loads the model, starts the engine and the OpenAI-compatible HTTP server, prints the URL
-// when ready and shuts down cleanly on SIGINT/SIGTERM (a dedicated thread waits for them; the signals are
-// blocked in every other thread, so no handler runs inside the engine or httplib).
+// when ready and shuts down cleanly on SIGINT/SIGTERM: the handler only raises a flag (threads started before
+// main, e.g. OpenBLAS's, may receive the signal), which a watcher thread turns into Server::stop().
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <thread>
-
-#include <pthread.h>
 
 #include "cli/commands.h"
 #include "cli/engine_options.h"
@@ -16,6 +15,11 @@
 namespace rl::cli {
 namespace {
 
+std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
+
+void on_stop_signal(int) { g_stop_requested.store(true); }
+
 struct ServeOptions {
   EngineOptions engine;
   server::ServerConfig server;
@@ -23,13 +27,9 @@ struct ServeOptions {
 };
 
 int run(ServeOptions o) {
-  // Before any thread starts: every thread inherits the mask. A dropped client must not kill the process.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGPIPE, SIG_IGN);  // a dropped client must not kill the process
 
   // make_engine() has no queue limit: build the config here with --max-waiting added.
   EngineConfig ec;
@@ -70,13 +70,13 @@ int run(ServeOptions o) {
     }
     std::atomic<bool> finished{false};
     std::thread waiter([&] {
-      const timespec tick{0, 200 * 1000 * 1000};
       while (!finished.load()) {
-        if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) {
+        if (g_stop_requested.load()) {
           std::fprintf(stderr, "ridgeline: shutting down\n");
           srv.stop();
           return;
         }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     });
     std::printf("ridgeline: serving %s at %s (max_model_len %d)\n", srv.served_model_name().c_str(),

@@ -1,0 +1,108 @@
+// The web playground in headless Chromium (Debian's `chromium`, driven over the DevTools protocol on
+// --remote-debugging-pipe): the page loads, a message is sent, a streamed reply is rendered with its stats, and a
+// screenshot is saved (RIDGELINE_SCREENSHOT, in the build folder).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { startServer, sleep } from "./harness.mjs";
+
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+let server, browser, profile;
+
+// A DevTools client over the pipe: fd 3 carries commands to Chromium, fd 4 its replies, NUL-separated JSON.
+class Cdp {
+  constructor(proc) {
+    this.proc = proc;
+    this.nextId = 1;
+    this.pending = new Map();
+    let buf = "";
+    proc.stdio[4].on("data", (d) => {
+      buf += d.toString("utf8");
+      let i;
+      while ((i = buf.indexOf("\0")) >= 0) {
+        const msg = JSON.parse(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+        const p = this.pending.get(msg.id);
+        if (!p) continue;
+        this.pending.delete(msg.id);
+        if (msg.error) p.reject(new Error(JSON.stringify(msg.error)));
+        else p.resolve(msg.result);
+      }
+    });
+  }
+  send(method, params = {}, sessionId = undefined) {
+    const id = this.nextId++;
+    this.proc.stdio[3].write(JSON.stringify({ id, method, params, sessionId }) + "\0");
+    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+  }
+}
+
+before(async () => {
+  server = await startServer();
+  profile = fs.mkdtempSync(path.join(os.tmpdir(), "ridgeline-chromium-"));
+  browser = spawn(CHROMIUM, [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
+    `--user-data-dir=${profile}`, "--remote-debugging-pipe", "--window-size=1200,800", "about:blank",
+  ], { stdio: ["ignore", "ignore", "ignore", "pipe", "pipe"] });
+});
+
+after(async () => {
+  if (browser && browser.exitCode === null) {
+    browser.kill("SIGTERM");
+    await new Promise((r) => browser.on("exit", r));
+  }
+  fs.rmSync(profile, { recursive: true, force: true });
+  assert.equal(await server.stop(), 0);
+});
+
+test("the playground streams a chat reply and shows its stats", async () => {
+  const cdp = new Cdp(browser);
+  const { targetId } = await cdp.send("Target.createTarget", { url: server.url + "/" });
+  const { sessionId } = await cdp.send("Target.attachToTarget", { targetId, flatten: true });
+  const evaluate = async (expression) => {
+    const r = await cdp.send("Runtime.evaluate", { expression, returnByValue: true, awaitPromise: true }, sessionId);
+    if (r.exceptionDetails) throw new Error(JSON.stringify(r.exceptionDetails));
+    return r.result.value;
+  };
+  const waitFor = async (expression, what, ms = 30000) => {
+    const t0 = Date.now();
+    for (;;) {
+      const v = await evaluate(expression).catch(() => null);
+      if (v) return v;
+      assert.ok(Date.now() - t0 < ms, "timed out waiting for " + what);
+      await sleep(100);
+    }
+  };
+  await waitFor("document.readyState === 'complete' && document.getElementById('model-name').textContent !== ''",
+                "the page and the model name");
+  assert.match(await evaluate("document.title"), /ridgeline playground/);
+  await waitFor("document.getElementById('stat-kv').textContent.endsWith('%')", "the KV stats poll");
+  await evaluate(`(() => {
+    document.getElementById('system').value = 'Answer as the KJV.';
+    document.getElementById('max_tokens').value = '40';
+    document.getElementById('seed').value = '5';
+    document.getElementById('input').value = 'Who created the heaven and the earth?';
+    document.getElementById('send').click();
+  })()`);
+  // While it streams, the reply grows in place.
+  await waitFor("document.querySelector('.msg.assistant .text')?.textContent.length > 0", "the first tokens");
+  await waitFor("document.querySelector('.msg.assistant')?.dataset.done === 'true'", "the end of the reply");
+  const reply = await evaluate("document.querySelector('.msg.assistant .text').textContent");
+  const meta = await evaluate("document.querySelector('.msg.assistant .meta').textContent");
+  const error = await evaluate("document.getElementById('error').textContent");
+  const ttft = await evaluate("document.getElementById('stat-ttft').textContent");
+  assert.equal(error, "");
+  assert.ok(reply.trim().length > 0, "a non-empty reply");
+  assert.match(meta, /\d+ tokens · TTFT \d+ ms/);
+  assert.match(ttft, /^\d+ ms$/);
+  assert.equal(await evaluate("document.querySelector('.msg.user').textContent"),
+               "Who created the heaven and the earth?");
+  const shot = await cdp.send("Page.captureScreenshot", { format: "png" }, sessionId);
+  const out = process.env.RIDGELINE_SCREENSHOT ?? path.join(os.tmpdir(), "ridgeline-playground.png");
+  fs.writeFileSync(out, Buffer.from(shot.data, "base64"));
+  assert.ok(fs.statSync(out).size > 10000);
+});
