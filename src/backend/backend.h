@@ -63,6 +63,9 @@ class Backend {
   // Fills t (f32 or bf16) with uniform values in [lo, hi) from a counter-based generator keyed by seed:
   // the same seed gives the same values on every backend (used for --dummy-weights).
   virtual void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) = 0;
+  // Greedy sampling on the device: out (i32 [n]) = argmax of each row of logits (f32 [n, vocab]); ties → the
+  // lowest id; NaN never wins.
+  virtual void argmax_rows(const Tensor& logits, const Tensor& out) = 0;
   // Converts between dtypes element-wise (same shape), e.g. bf16 logits → f32.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
 };

@@ -25,6 +25,7 @@ struct EngineOptions {
   double kv_cache_gb = 0;
   double gpu_memory_utilization = 0.9;
   bool no_prefix_caching = false;
+  bool enforce_eager = false;
 };
 
 void add_engine_options(CLI::App* cmd, EngineOptions* o);

@@ -123,6 +123,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   lim.max_num_tokens = config.max_num_batched_tokens;
   lim.max_num_seqs = config.max_num_seqs;
   lim.max_model_len = max_len;
+  lim.enforce_eager = config.enforce_eager;
+  e->d_argmax_ = DeviceBuffer(e->backend_.get(), static_cast<size_t>(config.max_num_seqs) * 4);
   e->runner_ = std::make_unique<ModelRunner>(e->model_.get(), e->kv_.get(), lim);
   e->sampler_ = std::make_unique<Sampler>();
   std::string name = config.served_model_name;
@@ -395,9 +397,27 @@ void Engine::step() {
       rows_.push_back(row);
     }
   }
-  runner_->step(seq_steps_, &logits_);
+  // Greedy rows with nothing that changes logits (no penalties, bias, logprobs or min_tokens suppression) are
+  // sampled on the device: only their ids come back, not num_seqs x vocab logits.
+  bool device_greedy = true;
+  for (const SamplerRow& row : rows_) {
+    const SamplingParams& p = *row.params;
+    device_greedy = device_greedy && p.is_greedy() && !p.logprobs && p.logit_bias.empty() &&
+                    p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
+                    static_cast<int64_t>(row.output_token_ids.size()) >= p.min_tokens;
+  }
+  int64_t num_logits = 0;
+  Tensor logits = runner_->step_device(seq_steps_, &num_logits);
   std::vector<SampleResult> samples;
-  if (!rows_.empty()) {
+  if (!rows_.empty() && device_greedy) {
+    Tensor ids(d_argmax_.data(), DType::kI32, {num_logits});
+    backend_->argmax_rows(logits, ids);
+    h_argmax_.resize(static_cast<size_t>(num_logits));
+    backend_->download(h_argmax_.data(), ids.data, h_argmax_.size() * 4);
+    for (int32_t id : h_argmax_) samples.push_back(SampleResult{id, std::nullopt, {}});
+  } else if (!rows_.empty()) {
+    logits_.resize(static_cast<size_t>(num_logits * model_->config().vocab_size));
+    backend_->download(logits_.data(), logits.data, logits_.size() * sizeof(float));
     samples = sampler_->sample(logits_, static_cast<int32_t>(model_->config().vocab_size), rows_);
   }
   std::vector<TokenId> sampled(out.scheduled.size(), 0);

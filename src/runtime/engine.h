@@ -45,6 +45,7 @@ struct EngineConfig {
   int32_t max_waiting = 1024;
   bool enable_prefix_caching = true;
   bool load_tokenizer = true;           // load tokenizer.json when the folder has one
+  bool enforce_eager = false;           // CUDA: never capture decode steps as CUDA graphs
 };
 
 struct Completion {
@@ -149,6 +150,8 @@ class Engine {
   std::unordered_map<std::string, std::pair<std::shared_ptr<Parent>, int32_t>> choices_;
   std::vector<SeqStep> seq_steps_;
   std::vector<float> logits_;
+  DeviceBuffer d_argmax_;  // i32 [max_num_seqs]: greedy tokens chosen on the device
+  std::vector<int32_t> h_argmax_;
   std::vector<SamplerRow> rows_;
 
   mutable std::mutex mu_;

@@ -111,6 +111,13 @@ ForwardBatch ModelRunner::make_batch(int64_t t, int64_t num_seqs, int64_t n, int
 }
 
 void ModelRunner::step(const std::vector<SeqStep>& seqs, std::vector<float>* logits_out) {
+  int64_t n = 0;
+  Tensor logits = step_device(seqs, &n);
+  logits_out->resize(static_cast<size_t>(n * model_->config().vocab_size));
+  if (n > 0) model_->backend().download(logits_out->data(), logits.data, logits_out->size() * sizeof(float));
+}
+
+Tensor ModelRunner::step_device(const std::vector<SeqStep>& seqs, int64_t* num_logits) {
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   RL_CHECK(num_seqs > 0 && num_seqs <= limits_.max_num_seqs);
   // A graph serves steps of single-token sequences that all want exactly their last token's logits.
@@ -149,8 +156,9 @@ void ModelRunner::step(const std::vector<SeqStep>& seqs, std::vector<float>* log
   } else {
     logits = model_->forward(make_batch(t, num_seqs, n, max_q, max_k, all_decode), kv_->layers());
   }
-  logits_out->resize(static_cast<size_t>(n * c.vocab_size));
-  if (n > 0) be.download(logits_out->data(), logits.data, logits_out->size() * sizeof(float));
+  *num_logits = n;
+  // Only the first n rows are real (a graph bucket may hold padding rows after them).
+  return Tensor(logits.data, DType::kF32, {n, c.vocab_size});
 }
 
 }  // namespace rl

@@ -43,6 +43,9 @@ class ModelRunner {
 
   // Runs one step. logits_out receives [num sequences with want_logits, vocab] f32 rows in order.
   void step(const std::vector<SeqStep>& seqs, std::vector<float>* logits_out);
+  // The same step, leaving the f32 logits [*num_logits, vocab] in backend memory (valid until the next step),
+  // so a device-side sampler can avoid downloading them.
+  Tensor step_device(const std::vector<SeqStep>& seqs, int64_t* num_logits);
 
   const RunnerLimits& limits() const { return limits_; }
   Model& model() { return *model_; }

@@ -204,6 +204,25 @@ void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tenso
   }
 }
 
+void CpuBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
+  const int64_t vocab = logits.dim(-1);
+  for (int64_t r = 0; r < logits.rows(); ++r) {
+    const float* row = logits.f32() + r * vocab;
+    int32_t best = 0;
+    float bv = -INFINITY;
+    bool found = false;
+    for (int64_t i = 0; i < vocab; ++i) {
+      if (row[i] != row[i]) continue;
+      if (!found || row[i] > bv) {
+        bv = row[i];
+        best = static_cast<int32_t>(i);
+        found = true;
+      }
+    }
+    out.i32()[r] = best;
+  }
+}
+
 void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
   RL_CHECK(src.numel() == dst.numel());
   size_t n = static_cast<size_t>(src.numel());

@@ -41,6 +41,7 @@ class CpuBackend final : public Backend {
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void cast(const Tensor& src, const Tensor& dst) override;
+  void argmax_rows(const Tensor& logits, const Tensor& out) override;
 
   ThreadPool& pool() { return pool_; }
 

@@ -212,6 +212,11 @@ void CudaBackend::cast(const Tensor& src, const Tensor& dst) {
   cuda::launch_cast(src.data, src.dtype, dst.data, dst.dtype, src.numel(), stream_);
 }
 
+void CudaBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
+  RL_CHECK(logits.dtype == DType::kF32 && out.dtype == DType::kI32 && out.numel() == logits.rows());
+  cuda::launch_argmax_rows(logits.as<float>(), logits.rows(), logits.dim(-1), out.as<int32_t>(), stream_);
+}
+
 Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);

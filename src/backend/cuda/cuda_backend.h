@@ -51,6 +51,7 @@ class CudaBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
   void cast(const Tensor& src, const Tensor& dst) override;
+  void argmax_rows(const Tensor& logits, const Tensor& out) override;
 
   // The stream every op runs on (for CUDA-graph capture by the runtime).
   cudaStream_t stream() const { return stream_; }
