@@ -203,3 +203,33 @@ TEST(CudaOps, LinearCublasLt) {
 
 }  // namespace
 }  // namespace rl::ops_test
+
+namespace rl::ops_test {
+namespace {
+
+TEST(CudaOps, ArgmaxRowsMatchesCpuWithTiesAndNaN) {
+  const int64_t rows = 37, vocab = 151936;
+  std::vector<float> x(static_cast<size_t>(rows * vocab));
+  std::normal_distribution<float> d(0, 3);
+  for (auto& v : x) v = d(rng());
+  // Row 1: a tie between two maxima (the lower id must win); row 2: NaNs around the maximum.
+  x[1 * vocab + 500] = 100.0f;
+  x[1 * vocab + 90000] = 100.0f;
+  x[2 * vocab + 7] = NAN;
+  x[2 * vocab + 8] = 50.0f;
+  x[2 * vocab + 9] = NAN;
+  auto c_x = make_f32(cuda(), x, {rows, vocab});
+  auto h_x = make_f32(cpu(), x, {rows, vocab});
+  auto c_out = make(cuda(), DType::kI32, {rows});
+  auto h_out = make(cpu(), DType::kI32, {rows});
+  cuda().argmax_rows(c_x.t, c_out.t);
+  cpu().argmax_rows(h_x.t, h_out.t);
+  std::vector<int32_t> got(static_cast<size_t>(rows));
+  cuda().download(got.data(), c_out.t.data, got.size() * 4);
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], h_out.t.i32()[r]) << r;
+  EXPECT_EQ(got[1], 500);
+  EXPECT_EQ(got[2], 8);
+}
+
+}  // namespace
+}  // namespace rl::ops_test

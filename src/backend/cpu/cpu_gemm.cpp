@@ -18,7 +18,7 @@ namespace {
 
 // Row panel for the bf16 → f32 conversion path: 64 rows × K stays in L2 for K up to a few thousand.
 constexpr int64_t kPanelRows = 64;
-// Up to this many input rows, the fused GEMV path is used for bf16 weights.
+// Up to this many input rows, the streaming GEMV path is used (f32 and bf16 weights).
 constexpr int64_t kGemvMaxRows = 4;
 
 void ensure_blas_single_threaded() {
@@ -30,31 +30,33 @@ void ensure_blas_single_threaded() {
 }
 
 inline float bf16f(uint16_t h) { return bf16_to_f32(h); }
+inline float widen(float v) { return v; }
+inline float widen(uint16_t v) { return bf16f(v); }
 
 // Dot products of `m` input rows with weight rows [n0, n1), 4 weight rows at a time for memory-level
 // parallelism. The inner loops vectorise (shift + fma) under -O3.
-void gemv_bf16_rows(const float* x, const uint16_t* w, float* y, int64_t m, int64_t n, int64_t k, int64_t n0,
-                    int64_t n1) {
+template <typename W>
+void gemv_rows(const float* x, const W* w, float* y, int64_t m, int64_t n, int64_t k, int64_t n0, int64_t n1) {
   for (int64_t j = n0; j < n1; j += 4) {
     int64_t nj = std::min<int64_t>(4, n1 - j);
     for (int64_t r = 0; r < m; ++r) {
       const float* xr = x + r * k;
       float acc[4] = {0, 0, 0, 0};
       for (int64_t jj = 0; jj < nj; ++jj) {
-        const uint16_t* wr = w + (j + jj) * k;
+        const W* wr = w + (j + jj) * k;
         float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
         int64_t i = 0;
         for (; i + 8 <= k; i += 8) {
-          s0 += xr[i] * bf16f(wr[i]);
-          s1 += xr[i + 1] * bf16f(wr[i + 1]);
-          s2 += xr[i + 2] * bf16f(wr[i + 2]);
-          s3 += xr[i + 3] * bf16f(wr[i + 3]);
-          s4 += xr[i + 4] * bf16f(wr[i + 4]);
-          s5 += xr[i + 5] * bf16f(wr[i + 5]);
-          s6 += xr[i + 6] * bf16f(wr[i + 6]);
-          s7 += xr[i + 7] * bf16f(wr[i + 7]);
+          s0 += xr[i] * widen(wr[i]);
+          s1 += xr[i + 1] * widen(wr[i + 1]);
+          s2 += xr[i + 2] * widen(wr[i + 2]);
+          s3 += xr[i + 3] * widen(wr[i + 3]);
+          s4 += xr[i + 4] * widen(wr[i + 4]);
+          s5 += xr[i + 5] * widen(wr[i + 5]);
+          s6 += xr[i + 6] * widen(wr[i + 6]);
+          s7 += xr[i + 7] * widen(wr[i + 7]);
         }
-        for (; i < k; ++i) s0 += xr[i] * bf16f(wr[i]);
+        for (; i < k; ++i) s0 += xr[i] * widen(wr[i]);
         acc[jj] = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
       }
       for (int64_t jj = 0; jj < nj; ++jj) y[r * n + j + jj] = acc[jj];
@@ -65,6 +67,10 @@ void gemv_bf16_rows(const float* x, const uint16_t* w, float* y, int64_t m, int6
 }  // namespace
 
 void cpu_gemm_f32(ThreadPool& pool, const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) {
+  if (m <= kGemvMaxRows) {  // decode: stream the weights once; sgemm's packing does not pay at M this small
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) { gemv_rows(x, w, y, m, n, k, b, e); }, 16);
+    return;
+  }
   ensure_blas_single_threaded();
   // Slices of N in multiples of 16 keep each thread's output columns cache-line aligned.
   pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
@@ -77,7 +83,7 @@ void cpu_gemm_f32(ThreadPool& pool, const float* x, const float* w, float* y, in
 void cpu_gemm_bf16(ThreadPool& pool, const float* x, const uint16_t* w, float* y, int64_t m, int64_t n,
                    int64_t k) {
   if (m <= kGemvMaxRows) {
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int) { gemv_bf16_rows(x, w, y, m, n, k, b, e); }, 16);
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) { gemv_rows(x, w, y, m, n, k, b, e); }, 16);
     return;
   }
   ensure_blas_single_threaded();

@@ -213,8 +213,9 @@ void CudaBackend::cast(const Tensor& src, const Tensor& dst) {
 }
 
 void CudaBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
-  RL_CHECK(logits.dtype == DType::kF32 && out.dtype == DType::kI32 && out.numel() == logits.rows());
-  cuda::launch_argmax_rows(logits.as<float>(), logits.rows(), logits.dim(-1), out.as<int32_t>(), stream_);
+  RL_CHECK(logits.dtype == DType::kF32 && out.dtype == DType::kI32);
+  RL_CHECK(logits.ndim == 2);
+  cuda::launch_argmax_rows(logits.as<float>(), logits.dim(0), logits.dim(1), out.as<int32_t>(), stream_);
 }
 
 Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
