@@ -9,6 +9,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   bench->require_subcommand(1);
   add_bench_throughput(bench, exit_code);
   add_bench_latency(bench, exit_code);
+  add_bench_serve(bench, exit_code);
 }
 
 }  // namespace rl::cli

@@ -30,8 +30,13 @@ export async function startServer(extraArgs = []) {
     // SIGTERM, then the exit code (0 for a clean shutdown).
     async stop() {
       if (proc.exitCode !== null) return proc.exitCode;
+      const exited = once(proc, "exit");
       proc.kill("SIGTERM");
-      const [code] = await once(proc, "exit");
+      // A shutdown that hangs is a failure to report, not a test that never ends.
+      const timer = setTimeout(() => proc.kill("SIGKILL"), 20000);
+      const [code, signal] = await exited;
+      clearTimeout(timer);
+      if (signal === "SIGKILL") throw new Error("serve did not exit within 20 s of SIGTERM: " + stderr.slice(-2000));
       return code;
     },
   };

@@ -10,7 +10,7 @@ import path from "node:path";
 import { startServer, sleep } from "./harness.mjs";
 
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-let server, browser, profile;
+let server, browser, profile, browserLog = "";
 
 // A DevTools client over the pipe: fd 3 carries commands to Chromium, fd 4 its replies, NUL-separated JSON.
 class Cdp {
@@ -19,6 +19,10 @@ class Cdp {
     this.nextId = 1;
     this.pending = new Map();
     let buf = "";
+    proc.on("exit", (code) => {
+      for (const p of this.pending.values()) p.reject(new Error(`chromium exited (${code})`));
+      this.pending.clear();
+    });
     proc.stdio[4].on("data", (d) => {
       buf += d.toString("utf8");
       let i;
@@ -33,10 +37,21 @@ class Cdp {
       }
     });
   }
-  send(method, params = {}, sessionId = undefined) {
+  // Rejects instead of hanging when Chromium dies or does not answer.
+  send(method, params = {}, sessionId = undefined, timeoutMs = 20000) {
+    if (this.proc.exitCode !== null) return Promise.reject(new Error(`chromium exited (${this.proc.exitCode})`));
     const id = this.nextId++;
     this.proc.stdio[3].write(JSON.stringify({ id, method, params, sessionId }) + "\0");
-    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new Error(`no answer to ${method} in ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.pending.set(id, {
+        resolve: (v) => { clearTimeout(timer); resolve(v); },
+        reject: (e) => { clearTimeout(timer); reject(e); },
+      });
+    });
   }
 }
 
@@ -47,19 +62,24 @@ before(async () => {
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
     `--user-data-dir=${profile}`, "--remote-debugging-pipe", "--window-size=1200,800", "about:blank",
-  ], { stdio: ["ignore", "ignore", "ignore", "pipe", "pipe"] });
+  ], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
+  browser.stderr.on("data", (d) => { browserLog += d; });
 });
 
 after(async () => {
   if (browser && browser.exitCode === null) {
+    const exited = new Promise((r) => browser.on("exit", r));
     browser.kill("SIGTERM");
-    await new Promise((r) => browser.on("exit", r));
+    const timer = setTimeout(() => browser.kill("SIGKILL"), 5000);  // headless Chromium sometimes lingers
+    await exited;
+    clearTimeout(timer);
   }
   fs.rmSync(profile, { recursive: true, force: true });
   assert.equal(await server.stop(), 0);
 });
 
-test("the playground streams a chat reply and shows its stats", async () => {
+test("the playground streams a chat reply and shows its stats", { timeout: 120000 }, async (t) => {
+  t.after(() => { if (process.exitCode) console.error(browserLog.slice(-4000)); });
   const cdp = new Cdp(browser);
   const { targetId } = await cdp.send("Target.createTarget", { url: server.url + "/" });
   const { sessionId } = await cdp.send("Target.attachToTarget", { targetId, flatten: true });
