@@ -49,6 +49,8 @@ int run(ServeOptions o) {
   ec.gpu_memory_utilization = o.engine.gpu_memory_utilization;
   ec.enable_prefix_caching = !o.engine.no_prefix_caching;
   ec.max_waiting = o.max_waiting;
+  ec.enforce_eager = o.engine.enforce_eager;
+  ec.served_model_name = o.server.served_model_name;
   o.server.model_dir = ec.model_dir;
   o.server.max_num_seqs = o.engine.max_num_seqs;
   {

@@ -125,7 +125,7 @@ void handle_generate(ServerState& state, Endpoint endpoint, const httplib::Reque
   const size_t num_choices = greq.prompts.size() * static_cast<size_t>(greq.params.n);
   w->results.resize(num_choices);
   w->text_offsets.assign(num_choices, 0);
-  w->gen = std::make_shared<Generation>(state.engine, state.model.tokenizer, state.metrics.get(), w->meta.id,
+  w->gen = std::make_shared<Generation>(state.engine, state.model.tokenizer, w->meta.id,
                                         std::move(greq));
   w->gen->start();
   while (!w->gen->admitted() && !w->gen->done()) {

@@ -6,9 +6,9 @@
 
 namespace rl::server {
 
-Generation::Generation(Engine* engine, const Tokenizer* tokenizer, ServerMetrics* metrics, std::string id,
+Generation::Generation(Engine* engine, const Tokenizer* tokenizer, std::string id,
                        GenerationRequest request)
-    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), id_(std::move(id)), request_(std::move(request)) {
+    : engine_(engine), tokenizer_(tokenizer), id_(std::move(id)), request_(std::move(request)) {
   const size_t num_choices = request_.prompts.size() * static_cast<size_t>(request_.params.n);
   choices_.resize(num_choices);
   for (Choice& c : choices_) {
@@ -137,13 +137,10 @@ void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>*
   if (index < 0 || index >= static_cast<int32_t>(choices_.size())) return;
   Choice& c = choices_[static_cast<size_t>(index)];
   admitted_ = true;
-  const double now = now_seconds();
   for (const TokenOutput& t : out.tokens) {
     if (c.finished) break;
     ChoiceDelta& d = delta_for(index, deltas);
     c.num_tokens++;
-    if (metrics_ && c.num_tokens > 1) metrics_->observe_inter_token(now - c.last_token_time);
-    c.last_token_time = now;
     TextStream::Piece piece = c.text->push(t.token);
     d.text += piece.text;
     if (request_.want_logprobs) d.logprobs.push_back(logprob_entry(t));
@@ -170,7 +167,6 @@ void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>*
     c.finish = out.finish;
     d.finish = out.finish;
   }
-  if (metrics_) metrics_->observe_finished(out, *c.finish);
 }
 
 }  // namespace rl::server

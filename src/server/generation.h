@@ -16,7 +16,6 @@
 #include "runtime/text_stream.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
-#include "server/server_metrics.h"
 
 namespace rl::server {
 
@@ -42,7 +41,7 @@ struct Usage {
 class Generation {
  public:
   // engine, tokenizer and metrics (may be null) outlive the generation.
-  Generation(Engine* engine, const Tokenizer* tokenizer, ServerMetrics* metrics, std::string id,
+  Generation(Engine* engine, const Tokenizer* tokenizer, std::string id,
              GenerationRequest request);
   ~Generation();  // aborts what is still running
   Generation(const Generation&) = delete;
@@ -74,7 +73,6 @@ class Generation {
   struct Choice {
     std::unique_ptr<TextStream> text;
     int32_t num_tokens = 0;
-    double last_token_time = 0;
     bool finished = false;
     std::optional<FinishReason> finish;
   };
@@ -85,7 +83,6 @@ class Generation {
 
   Engine* engine_;
   const Tokenizer* tokenizer_;
-  ServerMetrics* metrics_;
   std::string id_;
   GenerationRequest request_;
   std::vector<Sub> subs_;

@@ -128,7 +128,6 @@ Result<std::unique_ptr<Server>> Server::create(Engine* engine, ServerConfig conf
   m.max_model_len = engine->max_model_len();
   m.vocab_size = static_cast<int32_t>(engine->model_config().vocab_size);
   m.limits = config.limits;
-  st->metrics = std::make_unique<ServerMetrics>(config.served_model_name);
   std::random_device rd;
   char prefix[24];
   std::snprintf(prefix, sizeof prefix, "%08x%08x-", rd(), rd());
@@ -223,7 +222,7 @@ void Server::add_routes() {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
   h.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
-    res.set_content(s.metrics->render(s.engine->stats()), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(s.engine->metrics().render(), "text/plain; version=0.0.4; charset=utf-8");
   });
   h.Get("/stats", [&s](const httplib::Request&, httplib::Response& res) { handle_stats(s, res); });
   h.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {

@@ -1,6 +1,6 @@
 // What every HTTP handler shares: the engine, the parsing context (tokenizer, chat template, limits), the
 // metrics and the request-id source. Handlers run on httplib's worker threads; everything here is thread-safe
-// (the engine's submit/abort/stats, the tokenizer's and the chat template's const methods, ServerMetrics).
+// (the engine's submit/abort/stats/metrics, the tokenizer's and the chat template's const methods).
 #pragma once
 
 #include <atomic>
@@ -13,7 +13,6 @@
 #include "server/api_error.h"
 #include "server/http.h"
 #include "server/openai_request.h"
-#include "server/server_metrics.h"
 
 namespace rl::server {
 
@@ -22,7 +21,6 @@ struct ServerState {
   std::string model_dir;
   std::unique_ptr<ChatTemplate> chat_template;  // null when the model has none
   ModelContext model;
-  std::unique_ptr<ServerMetrics> metrics;
   std::string id_prefix;  // random per server start, so ids never repeat across restarts
   std::atomic<uint64_t> next_id{1};
   int64_t started_unix = 0;
