@@ -7,6 +7,7 @@
 namespace rl::cli {
 
 void add_bench_throughput(CLI::App* bench, int* exit_code);
+void add_bench_kernels(CLI::App* bench, int* exit_code);
 void add_bench_latency(CLI::App* bench, int* exit_code);
 void add_bench_serve(CLI::App* bench, int* exit_code);
 

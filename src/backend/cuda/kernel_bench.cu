@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernel_bench.h"
 
 namespace rl {
 namespace {
@@ -232,18 +233,26 @@ void bench_prefill(CudaBackend& be) {
 }  // namespace
 }  // namespace rl
 
-int main(int argc, char** argv) {
-  auto be = rl::create_cuda_backend(0);
-  if (!be.is_ok()) {
-    std::fprintf(stderr, "%s\n", be.message().c_str());
+namespace rl {
+
+int run_kernel_benchmarks(const std::string& only, int device_index) {
+  if (!only.empty() && only != "copy" && only != "linear" && only != "decode" && only != "prefill") {
+    std::fprintf(stderr, "ridgeline: error: unknown kernel group \"%s\" (copy, linear, decode, prefill)\n",
+                 only.c_str());
     return 1;
   }
-  auto& cuda = static_cast<rl::CudaBackend&>(*be.value());
+  auto be = create_cuda_backend(device_index);
+  if (!be.is_ok()) {
+    std::fprintf(stderr, "ridgeline: error: %s\n", be.message().c_str());
+    return 1;
+  }
+  auto& cuda = static_cast<CudaBackend&>(*be.value());
   std::printf("# %s\n", cuda.name().c_str());
-  const std::string only = argc > 1 ? argv[1] : "";
-  if (only.empty() || only == "copy") rl::bench_copy(cuda);
-  if (only.empty() || only == "linear") rl::bench_linear(cuda);
-  if (only.empty() || only == "decode") rl::bench_decode(cuda);
-  if (only.empty() || only == "prefill") rl::bench_prefill(cuda);
+  if (only.empty() || only == "copy") bench_copy(cuda);
+  if (only.empty() || only == "linear") bench_linear(cuda);
+  if (only.empty() || only == "decode") bench_decode(cuda);
+  if (only.empty() || only == "prefill") bench_prefill(cuda);
   return 0;
 }
+
+}  // namespace rl

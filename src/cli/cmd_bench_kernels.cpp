@@ -1,0 +1,31 @@
+// `ridgeline bench kernels`: the CUDA kernel benchmarks (src/backend/cuda/kernel_bench.h). scripts/device/bench.sh
+// runs them with the torch peers in the same call and prints the table with the % of roofline.
+#include <cstdio>
+
+#include "cli/bench_commands.h"
+#ifdef RIDGELINE_CUDA
+#include "backend/cuda/kernel_bench.h"
+#endif
+
+namespace rl::cli {
+
+void add_bench_kernels(CLI::App* bench, int* exit_code) {
+  auto* cmd = bench->add_subcommand(
+      "kernels", "CUDA kernel benchmarks: GEMV/GEMM, decode and prefill attention, copy bandwidth (RESULT lines)");
+  auto only = std::make_shared<std::string>();
+  auto device = std::make_shared<int>(0);
+  cmd->add_option("group", *only, "Only this group: copy, linear, decode or prefill (default: all)");
+  cmd->add_option("--device-index", *device, "CUDA device")->capture_default_str();
+  cmd->callback([only, device, exit_code] {
+#ifdef RIDGELINE_CUDA
+    *exit_code = run_kernel_benchmarks(*only, *device);
+#else
+    (void)only;
+    (void)device;
+    std::fprintf(stderr, "ridgeline: error: bench kernels needs the CUDA build (cmake --preset cuda)\n");
+    *exit_code = 1;
+#endif
+  });
+}
+
+}  // namespace rl::cli
