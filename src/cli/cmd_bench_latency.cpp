@@ -6,9 +6,9 @@
 // batch's prefill, TPOT and decode tok/s against a decode step at the mean context.
 #include <algorithm>
 #include <cstdio>
-#include <random>
 
 #include "cli/bench_commands.h"
+#include "cli/bench_common.h"
 #include "cli/engine_options.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -38,9 +38,7 @@ struct RoundTimes {
 // Submits `batch` random prompts at once and waits for all of them.
 Result<RoundTimes> run_round(Engine& engine, const LatencyOptions& o, int32_t output_len, uint64_t seed,
                              const std::string& tag) {
-  const int32_t vocab = static_cast<int32_t>(engine.model_config().vocab_size);
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(std::min<int32_t>(10, vocab - 1), vocab - 1);
+  PromptGenerator gen(engine.model_config().vocab_size, seed);
   SamplingParams params;
   params.temperature = 0;
   params.max_tokens = output_len;
@@ -48,9 +46,7 @@ Result<RoundTimes> run_round(Engine& engine, const LatencyOptions& o, int32_t ou
   std::vector<std::shared_ptr<OutputChannel>> channels;
   const double t0 = now_seconds();
   for (int32_t i = 0; i < o.batch; ++i) {
-    std::vector<TokenId> prompt(static_cast<size_t>(o.input_len));
-    for (auto& t : prompt) t = tok(rng);
-    channels.push_back(engine.submit(tag + std::to_string(i), std::move(prompt), params));
+    channels.push_back(engine.submit(tag + std::to_string(i), gen.next(o.input_len), params));
   }
   RoundTimes r;
   for (auto& ch : channels) {
@@ -100,26 +96,13 @@ int run(const LatencyOptions& o) {
     sum.elapsed_s += r->elapsed_s / o.num_iters;
   }
 
-  perf::BenchReport rep;
-  rep.command = "bench latency";
-  rep.date = perf::utc_timestamp();
-  rep.commit = perf::git_describe(RIDGELINE_SOURCE_DIR_FOR_BENCH);
-  rep.device = engine.backend().name();
-  rep.model = mc.architecture + " (" + resolve_model_dir(o.engine.model) + ")";
-  std::optional<perf::GpuSpec> gpu;
-  if (!o.gpu.empty()) {
-    auto g = perf::find_gpu(o.gpu);
-    if (!g) return fail(g.message());
-    gpu = *g;
-  } else if (o.engine.device == "cuda") {
-    gpu = perf::measured_h200();
-  }
+  perf::BenchReport rep = start_report("bench latency", engine, o.engine);
+  auto gpu_r = roofline_gpu(o.gpu, o.engine.device);
+  if (!gpu_r) return fail(gpu_r.message());
+  const std::optional<perf::GpuSpec> gpu = *gpu_r;
   const int64_t context = o.input_len + o.output_len / 2;
   auto result = [&](const char* name, const char* unit, double measured, int64_t ctx) {
-    perf::BenchResult r;
-    r.name = name;
-    r.unit = unit;
-    r.measured = measured;
+    perf::BenchResult r = bench_result(name, unit, measured);
     r.batch = o.batch;
     r.context = ctx;
     return r;

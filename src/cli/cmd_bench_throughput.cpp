@@ -3,9 +3,9 @@
 // ignore_eos. Prints requests/s, output and total tok/s, prefix-cache hit rate and preemptions, and the
 // roofline's prediction for the decode phase when a chip is known.
 #include <cstdio>
-#include <random>
 
 #include "cli/bench_commands.h"
+#include "cli/bench_common.h"
 #include "cli/engine_options.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -44,18 +44,10 @@ int run(const ThroughputOptions& o) {
   if (o.input_len + o.output_len > engine.max_model_len()) {
     return fail("--input-len + --output-len exceeds max_model_len " + std::to_string(engine.max_model_len()));
   }
-  // Token ids drawn from [10, vocab) so that no special token of small vocabularies is hit by chance.
-  std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<int32_t> tok(std::min<int32_t>(10, static_cast<int32_t>(mc.vocab_size) - 1),
-                                             static_cast<int32_t>(mc.vocab_size) - 1);
-  std::vector<TokenId> prefix(static_cast<size_t>(o.prefix_len));
-  for (auto& t : prefix) t = tok(rng);
+  PromptGenerator gen(mc.vocab_size, o.seed);
+  const std::vector<TokenId> prefix = gen.next(o.prefix_len);
   std::vector<std::vector<TokenId>> prompts;
-  for (int32_t i = 0; i < o.num_prompts; ++i) {
-    std::vector<TokenId> p = prefix;
-    while (static_cast<int32_t>(p.size()) < o.input_len) p.push_back(tok(rng));
-    prompts.push_back(std::move(p));
-  }
+  for (int32_t i = 0; i < o.num_prompts; ++i) prompts.push_back(gen.next(o.input_len, prefix));
   SamplingParams params;
   params.temperature = 0;
   params.max_tokens = o.output_len;
@@ -76,28 +68,11 @@ int run(const ThroughputOptions& o) {
                               ? static_cast<double>(st.prefix_cache_hits) / static_cast<double>(st.prefix_cache_queries)
                               : 0.0;
 
-  perf::BenchReport rep;
-  rep.command = "bench throughput";
-  rep.date = perf::utc_timestamp();
-  rep.commit = perf::git_describe(RIDGELINE_SOURCE_DIR_FOR_BENCH);
-  rep.device = engine.backend().name();
-  rep.model = mc.architecture + " (" + resolve_model_dir(o.engine.model) + ")";
-  std::optional<perf::GpuSpec> gpu;
-  if (!o.gpu.empty()) {
-    auto g = perf::find_gpu(o.gpu);
-    if (!g) return fail(g.message());
-    gpu = *g;
-  } else if (o.engine.device == "cuda") {
-    gpu = perf::measured_h200();
-  }
-  auto result = [](const char* name, const char* unit, double measured) {
-    perf::BenchResult r;
-    r.name = name;
-    r.unit = unit;
-    r.measured = measured;
-    return r;
-  };
-  perf::BenchResult out_r = result("output throughput", "tok/s", static_cast<double>(out_tokens) / elapsed);
+  perf::BenchReport rep = start_report("bench throughput", engine, o.engine);
+  auto gpu_r = roofline_gpu(o.gpu, o.engine.device);
+  if (!gpu_r) return fail(gpu_r.message());
+  const std::optional<perf::GpuSpec> gpu = *gpu_r;
+  perf::BenchResult out_r = bench_result("output throughput", "tok/s", static_cast<double>(out_tokens) / elapsed);
   out_r.batch = std::min(o.num_prompts, o.engine.max_num_seqs);
   out_r.context = o.input_len + o.output_len / 2;
   if (gpu) {
@@ -109,8 +84,8 @@ int run(const ThroughputOptions& o) {
     out_r.predicted = s.tokens_per_s();
   }
   rep.results.push_back(out_r);
-  rep.results.push_back(result("total throughput", "tok/s", static_cast<double>(total_tokens) / elapsed));
-  rep.results.push_back(result("requests", "req/s", finished / elapsed));
+  rep.results.push_back(bench_result("total throughput", "tok/s", static_cast<double>(total_tokens) / elapsed));
+  rep.results.push_back(bench_result("requests", "req/s", finished / elapsed));
   perf::fill_roofline_pct(&rep);
 
   std::printf("requests: %lld in %.2f s\n", static_cast<long long>(finished), elapsed);

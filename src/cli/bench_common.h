@@ -1,0 +1,37 @@
+// What the model benchmarks (bench throughput, bench latency) share: random prompts, the report header and the
+// chip the roofline predicts for.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/engine_options.h"
+#include "perf/bench_report.h"
+#include "perf/hardware.h"
+
+namespace rl::cli {
+
+// Random token ids in [10, vocab) (no special token of a small vocabulary is hit by chance), seeded.
+class PromptGenerator {
+ public:
+  PromptGenerator(int64_t vocab_size, uint64_t seed);
+  // `prefix` followed by random tokens up to `length`.
+  std::vector<TokenId> next(int32_t length, const std::vector<TokenId>& prefix = {});
+
+ private:
+  std::mt19937_64 rng_;
+  std::uniform_int_distribution<int32_t> token_;
+};
+
+// command, date, commit, device and model of a report about `engine`.
+perf::BenchReport start_report(const std::string& command, Engine& engine, const EngineOptions& o);
+
+// --gpu NAME if given; else the measured H200 on CUDA; else none (no CPU roofline).
+Result<std::optional<perf::GpuSpec>> roofline_gpu(const std::string& gpu_flag, const std::string& device);
+
+perf::BenchResult bench_result(const char* name, const char* unit, double measured);
+
+}  // namespace rl::cli
