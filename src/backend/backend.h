@@ -66,6 +66,10 @@ class Backend {
   // Greedy sampling on the device: out (i32 [n]) = argmax of each row of logits (f32 [n, vocab]); ties → the
   // lowest id; NaN never wins.
   virtual void argmax_rows(const Tensor& logits, const Tensor& out) = 0;
+  // Samples one token per row of logits (f32 [n, vocab]) into out (i32 [n]) with params[n] (host memory; see
+  // DeviceSampleParams). n <= kMaxSampleRows.
+  virtual void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) = 0;
+  static constexpr int64_t kMaxSampleRows = 4096;
   // Converts between dtypes element-wise (same shape), e.g. bf16 logits → f32.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
 };

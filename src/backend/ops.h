@@ -53,4 +53,18 @@ struct AttentionMetadata {
   float scale = 1.0f;       // softmax scale, usually head_dim^-0.5
 };
 
+// One row of device-side sampling (Backend::sample_rows). The filters are those of the CPU sampler (temperature,
+// then top-k with ties kept, top-p keeping the smallest high-probability set that reaches top_p, min-p relative to
+// the top probability); the draw is an exponential race (argmax of p_i / E_i, E_i ~ Exp(1) from a counter-based
+// generator keyed by (seed, step, token)), an exact draw from the filtered distribution that needs no sort. So
+// the same (seed, step) gives the same token whatever else is in the batch. temperature 0 = argmax.
+struct DeviceSampleParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;    // <= 0: off
+  float top_p = 1.0f;   // >= 1: off
+  float min_p = 0.0f;   // <= 0: off
+  uint64_t seed = 0;
+  uint64_t step = 0;    // the request's number of output tokens so far
+};
+
 }  // namespace rl

@@ -1,9 +1,11 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <random>
 
 #include "core/file.h"
 #include "core/log.h"
+#include "core/random.h"
 #include "runtime/backend_factory.h"
 #include "runtime/text_stream.h"
 
@@ -127,6 +129,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   e->d_argmax_ = DeviceBuffer(e->backend_.get(), static_cast<size_t>(config.max_num_seqs) * 4);
   e->runner_ = std::make_unique<ModelRunner>(e->model_.get(), e->kv_.get(), lim);
   e->sampler_ = std::make_unique<Sampler>();
+  e->seed_salt_ = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(now_seconds() * 1e9);
   std::string name = config.served_model_name;
   if (name.empty()) {
     std::string dir = config.model_dir;
@@ -397,21 +400,44 @@ void Engine::step() {
       rows_.push_back(row);
     }
   }
-  // Greedy rows with nothing that changes logits (no penalties, bias, logprobs or min_tokens suppression) are
-  // sampled on the device: only their ids come back, not num_seqs x vocab logits.
-  bool device_greedy = true;
+  // Rows with nothing that needs the whole processed distribution on the host (no penalties, bias, logprobs or
+  // min_tokens suppression) are sampled on the device: greedy rows by argmax on every backend; temperature /
+  // top-k / top-p / min-p rows by Backend::sample_rows on GPUs. Only token ids come back, not num_seqs x vocab
+  // logits.
+  bool device_greedy = true, device_sample = backend_->device() == DeviceKind::kCuda;
   for (const SamplerRow& row : rows_) {
     const SamplingParams& p = *row.params;
-    device_greedy = device_greedy && p.is_greedy() && !p.logprobs && p.logit_bias.empty() &&
-                    p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
-                    static_cast<int64_t>(row.output_token_ids.size()) >= p.min_tokens;
+    const bool plain = !p.logprobs && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
+                       p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
+                       static_cast<int64_t>(row.output_token_ids.size()) >= p.min_tokens;
+    device_greedy = device_greedy && plain && p.is_greedy();
+    device_sample = device_sample && plain;
   }
   int64_t num_logits = 0;
   Tensor logits = runner_->step_device(seq_steps_, &num_logits);
   std::vector<SampleResult> samples;
-  if (!rows_.empty() && device_greedy) {
+  if (!rows_.empty() && (device_greedy || device_sample)) {
     Tensor ids(d_argmax_.data(), DType::kI32, {num_logits});
-    backend_->argmax_rows(logits, ids);
+    if (device_greedy) {
+      backend_->argmax_rows(logits, ids);
+    } else {
+      device_params_.clear();
+      for (size_t i = 0, k = 0; i < out.scheduled.size(); ++i) {
+        if (!out.scheduled[i].samples) continue;
+        const SamplerRow& row = rows_[k++];
+        const SamplingParams& p = *row.params;
+        DeviceSampleParams d;
+        d.temperature = p.temperature;
+        d.top_k = p.top_k;
+        d.top_p = p.top_p;
+        d.min_p = p.min_p;
+        // Unseeded requests get a stable per-request stream from the engine's random salt.
+        d.seed = p.seed ? *p.seed : mix64(seed_salt_ ^ std::hash<std::string>{}(out.scheduled[i].request->id));
+        d.step = row.output_token_ids.size();
+        device_params_.push_back(d);
+      }
+      backend_->sample_rows(logits, device_params_.data(), ids);
+    }
     h_argmax_.resize(static_cast<size_t>(num_logits));
     backend_->download(h_argmax_.data(), ids.data, h_argmax_.size() * 4);
     for (int32_t id : h_argmax_) samples.push_back(SampleResult{id, std::nullopt, {}});

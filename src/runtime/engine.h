@@ -152,6 +152,8 @@ class Engine {
   std::vector<float> logits_;
   DeviceBuffer d_argmax_;  // i32 [max_num_seqs]: greedy tokens chosen on the device
   std::vector<int32_t> h_argmax_;
+  std::vector<DeviceSampleParams> device_params_;
+  uint64_t seed_salt_ = 0;
   std::vector<SamplerRow> rows_;
 
   mutable std::mutex mu_;

@@ -42,6 +42,7 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
+  void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
 
   ThreadPool& pool() { return pool_; }
 

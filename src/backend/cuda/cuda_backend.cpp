@@ -31,6 +31,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_partials_), partial_floats * sizeof(float)));
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), cuda::kDecodeWorkspaceRows * sizeof(int)));
   RL_CUDA_CHECK(cudaMemset(decode_counters_, 0, cuda::kDecodeWorkspaceRows * sizeof(int)));
+  RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&sample_params_), kMaxSampleRows * sizeof(DeviceSampleParams)));
   gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
 }
 
@@ -39,6 +40,7 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   cudaFree(decode_partials_);
   cudaFree(decode_counters_);
+  cudaFree(sample_params_);
   cudaFree(gemm_workspace_);
   cudaStreamDestroy(stream_);
 }
@@ -216,6 +218,16 @@ void CudaBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
   RL_CHECK(logits.dtype == DType::kF32 && out.dtype == DType::kI32);
   RL_CHECK(logits.ndim == 2);
   cuda::launch_argmax_rows(logits.as<float>(), logits.dim(0), logits.dim(1), out.as<int32_t>(), stream_);
+}
+
+void CudaBackend::sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) {
+  RL_CHECK(logits.dtype == DType::kF32 && out.dtype == DType::kI32 && logits.ndim == 2);
+  const int64_t rows = logits.dim(0);
+  RL_CHECK(rows <= kMaxSampleRows && out.numel() == rows);
+  if (rows == 0) return;
+  RL_CUDA_CHECK(cudaMemcpyAsync(sample_params_, params, static_cast<size_t>(rows) * sizeof(DeviceSampleParams),
+                                cudaMemcpyHostToDevice, stream_));
+  cuda::launch_sample_rows(logits.as<float>(), rows, logits.dim(1), sample_params_, out.as<int32_t>(), stream_);
 }
 
 Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {

@@ -52,6 +52,7 @@ class CudaBackend final : public Backend {
   void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
+  void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
 
   // The stream every op runs on (for CUDA-graph capture by the runtime).
   cudaStream_t stream() const { return stream_; }
@@ -69,6 +70,7 @@ class CudaBackend final : public Backend {
   void* gemm_workspace_ = nullptr;
   float* decode_partials_ = nullptr;  // [kDecodeWorkspaceRows * 128] o then [kDecodeWorkspaceRows] lse
   int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
+  DeviceSampleParams* sample_params_ = nullptr;  // [kMaxSampleRows]: sample_rows' per-row parameters
   std::unique_ptr<cuda::LtGemm> gemm_;
   AttentionImpl attention_impl_ = AttentionImpl::kAuto;
 };
