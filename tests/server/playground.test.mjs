@@ -62,20 +62,36 @@ before(async () => {
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
     `--user-data-dir=${profile}`, "--remote-debugging-pipe", "--window-size=1200,800", "about:blank",
-  ], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
+  ], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"], detached: true });
   browser.stderr.on("data", (d) => { browserLog += d; });
 });
 
 after(async () => {
-  if (browser && browser.exitCode === null) {
-    const exited = new Promise((r) => browser.on("exit", r));
-    browser.kill("SIGTERM");
-    const timer = setTimeout(() => browser.kill("SIGKILL"), 5000);  // headless Chromium sometimes lingers
-    await exited;
-    clearTimeout(timer);
+  try {
+    if (browser && browser.exitCode === null) {
+      const exited = new Promise((r) => browser.on("exit", r));
+      // The whole process group: Chromium's helper processes must not outlive the test (they keep writing into
+      // the profile folder).
+      const killGroup = (sig) => { try { process.kill(-browser.pid, sig); } catch { browser.kill(sig); } };
+      killGroup("SIGTERM");
+      const timer = setTimeout(() => killGroup("SIGKILL"), 5000);  // headless Chromium sometimes lingers
+      await exited;
+      clearTimeout(timer);
+    }
+    // Helpers of an already exited Chromium may linger in its process group.
+    if (browser) {
+      try { process.kill(-browser.pid, "SIGKILL"); } catch { /* the group is gone */ }
+    }
+  } finally {
+    try {
+      fs.rmSync(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
+    } catch (e) {
+      // A helper still writing into the temporary profile: leaving it to the OS is harmless, and must not keep the
+      // server below from being stopped (that would hang the test until ctest's timeout).
+      console.error(`could not remove ${profile}: ${e.message}`);
+    }
+    assert.equal(await server.stop(), 0);
   }
-  fs.rmSync(profile, { recursive: true, force: true });
-  assert.equal(await server.stop(), 0);
 });
 
 test("the playground streams a chat reply and shows its stats", { timeout: 120000 }, async (t) => {
