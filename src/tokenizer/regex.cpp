@@ -29,6 +29,23 @@ struct MatchResources {
   }
 };
 
+// The PCRE2 spelling of an Oniguruma escape \\n whose meaning differs (Unicode \\s, \\d; \\h as hex digits; \\G),
+// inside a character class or outside; empty when the escape passes through unchanged. Outside a class, \\w and
+// \\W are expanded by the caller.
+std::string_view escape_replacement(char n, bool in_class) {
+  switch (n) {
+    case 's': return "\\p{White_Space}";
+    case 'S': return "\\P{White_Space}";
+    case 'd': return "\\p{Nd}";
+    case 'D': return "\\P{Nd}";
+    case 'w': return in_class ? kWordChars : std::string_view();
+    case 'h': return in_class ? "0-9A-Fa-f" : "[0-9A-Fa-f]";
+    case 'H': return in_class ? std::string_view() : "[^0-9A-Fa-f]";
+    case 'G': return in_class ? std::string_view() : "(?:)";
+    default: return {};
+  }
+}
+
 }  // namespace
 
 std::string translate_oniguruma(std::string_view p) {
@@ -43,64 +60,14 @@ std::string translate_oniguruma(std::string_view p) {
     char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
       char n = p[i + 1];
-      std::string_view rep;
-      if (class_depth > 0) {
-        switch (n) {
-          case 's':
-            rep = "\\p{White_Space}";
-            break;
-          case 'S':
-            rep = "\\P{White_Space}";
-            break;
-          case 'd':
-            rep = "\\p{Nd}";
-            break;
-          case 'D':
-            rep = "\\P{Nd}";
-            break;
-          case 'w':
-            rep = kWordChars;
-            break;
-          case 'h':
-            rep = "0-9A-Fa-f";
-            break;
-          default:
-            break;
-        }
-      } else {
-        switch (n) {
-          case 's':
-            rep = "\\p{White_Space}";
-            break;
-          case 'S':
-            rep = "\\P{White_Space}";
-            break;
-          case 'd':
-            rep = "\\p{Nd}";
-            break;
-          case 'D':
-            rep = "\\P{Nd}";
-            break;
-          case 'h':
-            rep = "[0-9A-Fa-f]";
-            break;
-          case 'H':
-            rep = "[^0-9A-Fa-f]";
-            break;
-          case 'G':
-            rep = "(?:)";
-            break;
-          default:
-            break;
-        }
-        if (n == 'w' || n == 'W') {
-          out += n == 'w' ? "[" : "[^";
-          out += kWordChars;
-          out += "]";
-          i += 2;
-          class_start = false;
-          continue;
-        }
+      std::string_view rep = escape_replacement(n, class_depth > 0);
+      if (class_depth == 0 && (n == 'w' || n == 'W')) {
+        out += n == 'w' ? "[" : "[^";
+        out += kWordChars;
+        out += "]";
+        i += 2;
+        class_start = false;
+        continue;
       }
       if (!rep.empty()) {
         out += rep;
