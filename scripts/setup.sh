@@ -9,6 +9,7 @@ debs=(
   nlohmann-json3-dev libcli11-dev libopenblas-dev libpcre2-dev libutf8proc-dev libxxhash-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev
   bible-kjv
+  python3-numpy
   chromium
 )
 # Node.js (with npm) runs the JS reference implementations in the parity tests. A machine that already has

@@ -58,6 +58,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   LoadOptions lo;
   lo.weight_dtype = config.weight_dtype;
   lo.dummy_weights = config.dummy_weights;
+  lo.quantize_int8 = config.quantize_int8;
   if (e->backend_->device() == DeviceKind::kCuda) lo.weight_dtype = DType::kBF16;
   RL_ASSIGN_OR_RETURN(e->model_, build_model(mc, config.model_dir, e->backend_.get(), lo));
   if (config.load_tokenizer && file_exists(path_join(config.model_dir, "tokenizer.json"))) {
