@@ -53,11 +53,20 @@ void launch_sample_rows(const float* logits, int64_t rows, int64_t vocab, const 
 // t[i] = lo + (hi - lo) * uniform_from_counter(seed, i) (core/random.h), stored as f32 or bf16.
 void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
 
-// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias) for small M (≤ kGemvMaxM), bandwidth-bound: each weight row is read once
-// for all M rows. x, w: bf16; bias: [N] bf16/f32 or null; y: bf16 or f32.
-// variant (kernel lab): 0 = kGemvWarps × kGemvUnroll; 1 = 4 warps × unroll 8; 2 = 8 × 4; 3 = 8 × 8.
+// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias) for small M (≤ kSkinnyMaxM; any M on the unaligned scalar path),
+// bandwidth-bound: each weight row is read once for all M rows. x, w: bf16; bias: [N] bf16/f32 or null; y: bf16
+// or f32. variant (kernel lab, M ≤ 16): 0 = kGemvWarps × kGemvUnroll; 1 = 4 warps × unroll 8; 2 = 8 × 4;
+// 3 = 8 × 8; 4, 5 = 4 × 4, 4 × 8 with an L2 256-byte prefetch hint. Variants 0, 1, 4, 5 (kInvariantSplitK warps)
+// keep the batch-invariant order; 2 and 3 do not.
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
                  int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant = 0);
+// Whether launch_gemv takes the tensor-core path (16-byte aligned x and w, K % 8 == 0); otherwise a scalar
+// kernel (any M) serves. Both reduce each output element in an order that does not depend on M.
+bool gemv_aligned(const uint16_t* x, const uint16_t* w, int64_t k);
+// Batch-invariant GEMM for any M (gemm_invariant.cu): the same per-element reduction order as launch_gemv's
+// tensor-core path (variant 0), so a row's output bits do not depend on M. Requires gemv_aligned().
+void launch_gemm_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
+                           DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 // y[M, N] += bias[N] (after a cuBLASLt GEMM).
 void launch_add_bias(void* y, DType y_dt, const void* bias, DType bias_dt, int64_t m, int64_t n,
                      cudaStream_t stream);

@@ -24,6 +24,25 @@ constexpr int kGemvWarps = 4;
 // 32-k steps each warp loads before it multiplies (bytes in flight per lane: kGemvUnroll × 2 × 16 B).
 constexpr int kGemvUnroll = 4;
 
+// The GEMV kernel family serves M ≤ kSkinnyMaxM (n8 tiles of x rows: 1, 2, 4 or 8). Past M = 16 it is used only
+// by the batch-invariant mode (and the kernel lab) until measured against cuBLASLt at those M.
+constexpr int64_t kSkinnyMaxM = 64;
+// Steps per lane in flight for 4 and 8 n8 tiles of x rows: x fragments take kNT × unroll × 4 registers.
+constexpr int kGemvUnrollWide = 2;
+
+// Batch-invariant mode (issue 13): every linear reduces each output element in the GEMV's order (K in 32-wide
+// steps, step s in class s % kInvariantSplitK, classes summed in order), whatever M. The split count is the
+// GEMV's warp count, fixed for all M and shapes.
+constexpr int kInvariantSplitK = kGemvWarps;
+// Large-M invariant GEMM (gemm_invariant.cu): 128 weight rows × 128 x rows per block, 8 warps as 2 × 4, each
+// warp 64 × 32 (4 × 4 m16n8 tiles: 16 MMAs per 8 16-byte LDS), chain + running-total accumulators (128
+// registers), one block per SM; a 4-stage cp.async pipeline of 16 KB stages hides the load latency.
+constexpr int kInvGemmBlockW = 128;
+constexpr int kInvGemmBlockX = 128;
+constexpr int kInvGemmWarpsW = 2;
+constexpr int kInvGemmWarpsX = 4;
+constexpr int kInvGemmStages = 4;
+
 // cuBLASLt workspace: 32 MiB is what cuBLAS recommends for Hopper split-K / stream-K kernels.
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 
