@@ -52,7 +52,7 @@ int json_nesting_depth(std::string_view text, int max_depth) {
 }
 
 Result<Json> parse_json(const std::string& text, const std::string& what, int max_depth) {
-  if (json_nesting_depth(text, max_depth) > max_depth) return too_deep(what, max_depth);
+  if (max_depth > 0 && json_nesting_depth(text, max_depth) > max_depth) return too_deep(what, max_depth);
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {
@@ -61,7 +61,7 @@ Result<Json> parse_json(const std::string& text, const std::string& what, int ma
 }
 
 Result<OrderedJson> parse_ordered_json(const std::string& text, const std::string& what, int max_depth) {
-  if (json_nesting_depth(text, max_depth) > max_depth) return too_deep(what, max_depth);
+  if (max_depth > 0 && json_nesting_depth(text, max_depth) > max_depth) return too_deep(what, max_depth);
   try {
     return OrderedJson::parse(text);
   } catch (const OrderedJson::exception& e) {

@@ -98,6 +98,7 @@ void handle_stats(ServerState& s, HttpResponder& res) {
   out["prompt_tokens_total"] = st.num_prompt_tokens;
   out["generation_tokens_total"] = st.num_generation_tokens;
   out["max_model_len"] = s.model.max_model_len;
+  out["max_num_seqs"] = s.engine->max_num_seqs();
   send_json(res, out);
 }
 

@@ -27,7 +27,10 @@ TEST(JsonBounds, DepthLimitNamesTheLimit) {
   EXPECT_NE(r.message().find("limit of 10 levels"), std::string::npos) << r.message();
   // Brackets inside strings do not count; escaped quotes do not end a string.
   EXPECT_TRUE(parse_ordered_json(R"({"a": "[[[[[[[[[[[[\"[[[[[[["})", "body", 2));
-  EXPECT_FALSE(parse_json(std::string(100000, '{'), "body"));
+  EXPECT_FALSE(parse_json(std::string(100000, '{'), "body", 64));
+  std::string nested(1000, '[');
+  nested.append(1000, ']');
+  EXPECT_TRUE(parse_json(nested, "config"));  // no limit by default
   EXPECT_EQ(json_nesting_depth("[{\"x\": [1]}]", 100), 3);
 }
 
