@@ -95,9 +95,12 @@ test("bench serve agrees with an independent client (node fetch) on the same ser
             `${theirs.throughput.toFixed(1)} tok/s`);
 });
 
-// A stand-in server (node:http) that holds every stream open for a while, optionally without usage.
-async function fakeServer({ usage, holdMs }) {
+// A stand-in server (node:http): each stream sends one chunk, then is held until `holdUntil` streams are open at
+// once (or 30 s pass), then finishes, optionally without usage.
+async function fakeServer({ usage, holdUntil }) {
   let open = 0, peak = 0;
+  const held = [];
+  const release = () => { for (const f of held.splice(0)) f(); };
   const srv = http.createServer((req, res) => {
     if (req.url === "/v1/models") {
       res.writeHead(200, { "Content-Type": "application/json" });
@@ -109,21 +112,25 @@ async function fakeServer({ usage, holdMs }) {
       peak = Math.max(peak, open);
       res.writeHead(200, { "Content-Type": "text/event-stream" });
       res.write(`data: ${JSON.stringify({ choices: [{ index: 0, text: "a" }] })}\n\n`);
-      setTimeout(() => {
+      const finish = () => {
         res.write(`data: ${JSON.stringify({ choices: [{ index: 0, text: "b" }] })}\n\n`);
         if (usage) res.write(`data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 4, completion_tokens: 2 } })}\n\n`);
         res.end("data: [DONE]\n\n");
         open--;
-      }, holdMs);
+      };
+      held.push(finish);
+      if (open >= holdUntil) release();
     });
   });
+  const timer = setInterval(release, 30000);
   srv.maxConnections = 10000;
   await new Promise((r) => srv.listen(0, "127.0.0.1", r));
-  return { url: `http://127.0.0.1:${srv.address().port}`, peak: () => peak, close: () => srv.close() };
+  return { url: `http://127.0.0.1:${srv.address().port}`, peak: () => peak,
+           close: () => { clearInterval(timer); srv.close(); } };
 }
 
 test("bench serve holds 2,000 streams at once on one thread", async () => {
-  const fake = await fakeServer({ usage: true, holdMs: 1500 });
+  const fake = await fakeServer({ usage: true, holdUntil: 2000 });
   const json = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ridgeline-bench-")), "serve.json");
   await new Promise((resolve, reject) => {
     execFile(BIN, ["bench", "serve", "--url", fake.url, "--num-prompts", "2000", "--input-len", "4",
@@ -133,11 +140,11 @@ test("bench serve holds 2,000 streams at once on one thread", async () => {
   fake.close();
   assert.equal(r.completed, 2000);
   assert.equal(r.total_output_tokens, 4000);
-  assert.ok(fake.peak() >= 1900, `only ${fake.peak()} streams were open at once`);
+  assert.equal(fake.peak(), 2000, "every stream was open at once");
 });
 
 test("bench serve fails loudly when the stream carries no usage", async () => {
-  const fake = await fakeServer({ usage: false, holdMs: 10 });
+  const fake = await fakeServer({ usage: false, holdUntil: 1 });
   let out = "", code = 0;
   await new Promise((resolve) => {
     execFile(BIN, ["bench", "serve", "--url", fake.url, "--num-prompts", "3", "--input-len", "4", "--output-len", "2"],
