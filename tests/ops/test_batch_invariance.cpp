@@ -1,6 +1,6 @@
 // Batch invariance of the CUDA backend's deterministic mode (issue 13): a row computed alone and inside batches of
-// many sizes, prompt chunkings, prefix hits and mixed prefill/decode steps gives bitwise the same output. Also
-// the invariant GEMM against the CPU reference (it is a separate kernel from the GEMV it must agree with).
+// many sizes, prompt chunkings, prefix hits and mixed prefill/decode steps gives bitwise the same output. Also the
+// invariant GEMM against the CPU reference (it is a separate kernel from the GEMV it must agree with).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -17,15 +17,15 @@ struct DeterministicScope {
   ~DeterministicScope() { cuda().set_deterministic(false); }
 };
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
+std::vector<uint8_t> bytes_of(const Tensor &t) {
   std::vector<uint8_t> b(t.nbytes());
   cuda().download(b.data(), t.data, b.size());
   return b;
 }
 
-// y = x[:m] · wᵀ for every m in ms on the first m rows of one x; each row's bytes must equal those of the largest
-// m (and of every other m that contains the row).
-void check_linear_invariant(int64_t n, int64_t k, bool with_bias, DType y_dt, const std::vector<int64_t>& ms) {
+// y = x[:m] · wᵀ for every m in ms on the first m rows of one x; each row's bytes must equal those of the largest m
+// (and of every other m that contains the row).
+void check_linear_invariant(int64_t n, int64_t k, bool with_bias, DType y_dt, const std::vector<int64_t> &ms) {
   const int64_t max_m = *std::max_element(ms.begin(), ms.end());
   auto x = random_bf16_values(max_m * k), w = random_bf16_values(n * k, -0.1f, 0.1f), b = random_bf16_values(n);
   auto c_x = make_bf16(cuda(), x, {max_m, k}), c_w = make_bf16(cuda(), w, {n, k}), c_b = make_bf16(cuda(), b, {n});
@@ -57,19 +57,20 @@ void check_linear_invariant(int64_t n, int64_t k, bool with_bias, DType y_dt, co
   }
 }
 
-const std::vector<int64_t> kMs = {1, 2, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64, 65, 100, 127, 128, 129, 257, 700};
+const std::vector<int64_t> kMs = {1,  2,  3,  7,  8,  9,   15,  16,  17,  24,  31, 32,
+                                  33, 48, 63, 64, 65, 100, 127, 128, 129, 257, 700};
 
 TEST(CudaBatchInvariance, LinearRowsIndependentOfM) {
   DeterministicScope det;
-  check_linear_invariant(1000, 768, true, DType::kBF16, kMs);    // N not a multiple of the 128-row tile
-  check_linear_invariant(520, 4096, false, DType::kF32, kMs);    // f32 output (logits)
-  check_linear_invariant(384, 200, true, DType::kBF16, kMs);     // K tail: 6 full steps + a partial one
-  check_linear_invariant(256, 96, false, DType::kBF16, kMs);     // 3 steps: an empty class
+  check_linear_invariant(1000, 768, true, DType::kBF16, kMs);            // N not a multiple of any tile
+  check_linear_invariant(520, 4096, false, DType::kF32, kMs);            // f32 output (logits)
+  check_linear_invariant(384, 200, true, DType::kBF16, kMs);             // K tail: 6 full steps + a partial one
+  check_linear_invariant(256, 96, false, DType::kBF16, kMs);             // 3 steps: shorter than one pipeline stage
   check_linear_invariant(96, 100, true, DType::kBF16, {1, 5, 70, 130});  // K % 8 != 0: scalar path, any M
 }
 
 TEST(CudaBatchInvariance, LinearSkinnyWideMatchesCpu) {
-  // M in (16, 64]: the GEMV family's 4 and 8 n8-tile instances (used by the deterministic mode).
+  // M in (16, 64]: the split-K GEMV's 4 and 8 n8-tile instances (kernel lab).
   for (int64_t m : {17, 32, 40, 64}) {
     auto x = random_bf16_values(m * 1024), w = random_bf16_values(768 * 1024, -0.1f, 0.1f);
     auto g_x = make_f32(cpu(), x, {m, 1024}), g_w = make_bf16(cpu(), w, {768, 1024});
@@ -78,9 +79,37 @@ TEST(CudaBatchInvariance, LinearSkinnyWideMatchesCpu) {
     auto c_y = make(cuda(), DType::kBF16, {m, 768});
     poison(c_y.t);
     cpu().linear(g_x.t, g_w.t, Tensor(), g_y.t);
-    cuda::launch_gemv(static_cast<const uint16_t*>(c_x.t.data), static_cast<const uint16_t*>(c_w.t.data), nullptr,
+    cuda::launch_gemv(static_cast<const uint16_t *>(c_x.t.data), static_cast<const uint16_t *>(c_w.t.data), nullptr,
                       DType::kBF16, c_y.t.data, DType::kBF16, m, 768, 1024, cuda().stream());
     EXPECT_LT(rel_err(read_f32(cuda(), c_y.t), read_f32(cpu(), g_y.t)), kBf16Tol) << "m=" << m;
+  }
+}
+
+TEST(CudaBatchInvariance, InvariantGemmTileConfigsAgreeBitwise) {
+  // Every tile configuration computes the same canonical order: identical bits at any M.
+  for (int64_t m : {3, 16, 77}) {
+    const int64_t n = 700, k = 1000;
+    auto x = random_bf16_values(m * k), w = random_bf16_values(n * k, -0.1f, 0.1f), b = random_bf16_values(n);
+    auto c_x = make_bf16(cuda(), x, {m, k}), c_w = make_bf16(cuda(), w, {n, k}), c_b = make_f32(cuda(), b, {n});
+    std::vector<uint8_t> first;
+    for (int config = 1; config <= 9; ++config) {
+      auto c_y = make(cuda(), DType::kBF16, {m, n});
+      poison(c_y.t);
+      cuda::launch_gemm_invariant(static_cast<const uint16_t *>(c_x.t.data),
+                                  static_cast<const uint16_t *>(c_w.t.data), c_b.t.data, DType::kF32, c_y.t.data,
+                                  DType::kBF16, m, n, k, cuda().stream(), config);
+      const auto got = bytes_of(c_y.t);
+      if (config == 1) {
+        first = got;
+        auto g_x = make_f32(cpu(), x, {m, k}), g_b = make_f32(cpu(), b, {n});
+        auto g_w = make_bf16(cpu(), w, {n, k});
+        auto g_y = make(cpu(), DType::kF32, {m, n});
+        cpu().linear(g_x.t, g_w.t, g_b.t, g_y.t);
+        EXPECT_LT(rel_err(read_f32(cuda(), c_y.t), read_f32(cpu(), g_y.t)), kBf16Tol) << "m=" << m;
+      } else {
+        EXPECT_TRUE(got == first) << "config " << config << " m=" << m;
+      }
+    }
   }
 }
 
@@ -88,8 +117,8 @@ TEST(CudaBatchInvariance, LinearSkinnyWideMatchesCpu) {
 
 constexpr int64_t kBs = 16;
 
-// One sequence of an attention step: its blocks in the shared cache, its context length and the rows of q it
-// brings this step (q_len rows of the full qkv row width).
+// One sequence of an attention step: its blocks in the shared cache, its context length and the rows of q it brings
+// this step (q_len rows of the full qkv row width).
 struct StepSeq {
   std::vector<int32_t> blocks;
   int64_t ctx = 0;
@@ -98,11 +127,11 @@ struct StepSeq {
 };
 
 // Runs one attention step over `cache` and returns the output bytes, one entry per token.
-std::vector<std::vector<uint8_t>> run_step(const std::vector<StepSeq>& seqs, const QkvLayout& l,
-                                           const KvLayer& cache) {
+std::vector<std::vector<uint8_t>> run_step(const std::vector<StepSeq> &seqs, const QkvLayout &l,
+                                           const KvLayer &cache) {
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 1;
-  for (const auto& s : seqs) {
+  for (const auto &s : seqs) {
     num_tokens += s.q_len;
     max_q = std::max(max_q, s.q_len);
     max_k = std::max(max_k, s.ctx);
@@ -146,8 +175,10 @@ void check_attention_invariant(int64_t heads, int64_t kv_heads, int64_t d, int64
   // A cache big enough for the target and every other sequence below (about 1,550 blocks).
   const int64_t target_blocks = (target_len + kBs - 1) / kBs, other_blocks = 2000;
   const int64_t num_blocks = 1 + target_blocks + other_blocks;
-  auto k = random_bf16_values(num_blocks * kBs * kv_row, -2, 2), v = random_bf16_values(num_blocks * kBs * kv_row, -2, 2);
-  auto c_k = make_bf16(cuda(), k, {num_blocks, kBs, kv_heads, d}), c_v = make_bf16(cuda(), v, {num_blocks, kBs, kv_heads, d});
+  auto k = random_bf16_values(num_blocks * kBs * kv_row, -2, 2),
+       v = random_bf16_values(num_blocks * kBs * kv_row, -2, 2);
+  auto c_k = make_bf16(cuda(), k, {num_blocks, kBs, kv_heads, d}),
+       c_v = make_bf16(cuda(), v, {num_blocks, kBs, kv_heads, d});
   const KvLayer cache{c_k.t, c_v.t};
   std::vector<int32_t> ids(static_cast<size_t>(num_blocks - 1));
   std::iota(ids.begin(), ids.end(), 1);
@@ -160,7 +191,8 @@ void check_attention_invariant(int64_t heads, int64_t kv_heads, int64_t d, int64
   };
   const std::vector<int32_t> target_table = take(target_blocks);
   const auto target_q = random_bf16_values(target_len * l.row(), -2, 2);  // q rows of every target position
-  auto target = [&](int64_t first, int64_t q_len) {  // the target with rows [first, first + q_len) this step
+  // The target with its rows [first, first + q_len) this step.
+  auto target = [&](int64_t first, int64_t q_len) {
     StepSeq s;
     s.blocks = target_table;
     s.ctx = first + q_len;
@@ -180,7 +212,7 @@ void check_attention_invariant(int64_t heads, int64_t kv_heads, int64_t d, int64
   // Reference: the target's last position decoded alone.
   const auto ref = run_step({target(last, 1)}, l, cache)[0];
   int cases = 0;
-  auto expect_same = [&](const std::vector<uint8_t>& got, const char* what) {
+  auto expect_same = [&](const std::vector<uint8_t> &got, const char *what) {
     ++cases;
     EXPECT_TRUE(got == ref) << what << " (heads " << heads << "/" << kv_heads << " d=" << d << " len=" << target_len
                             << ")";
@@ -216,6 +248,9 @@ TEST(CudaBatchInvariance, AttentionRowIndependentOfBatchAndChunking) {
   check_attention_invariant(32, 8, 128, 1000);
   check_attention_invariant(16, 16, 64, 333);
   check_attention_invariant(8, 2, 128, 4100);
+  check_attention_invariant(8, 4, 256, 300);
+  check_attention_invariant(40, 2, 128,
+                            200);  // group of 20: the decode-shaped packed instance does not fit
 }
 
 }  // namespace

@@ -54,10 +54,10 @@ class CudaBackend final : public Backend {
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
   void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
 
-  // Batch-invariant kernels: linear uses the GEMV family (M ≤ kSkinnyMaxM) or the invariant GEMM (same
-  // per-element order) instead of cuBLASLt; attention computes every row, decode rows included, with the prefill
-  // kernel (one pass over the keys in fixed 64-key tiles from key 0, no batch-dependent KV split). Norms and the
-  // element-wise ops are row-local in both modes.
+  // Batch-invariant kernels: linear uses the invariant GEMM family for every M (one MMA chain per output element
+  // over K, no split-K) instead of the split-K GEMV and cuBLASLt; attention computes every row, decode rows
+  // included, with the prefill kernel family (one pass over 64-key tiles from key 0, no batch-dependent KV split).
+  // Norms and the element-wise ops are row-local in both modes.
   void set_deterministic(bool on) override { deterministic_ = on; }
   bool deterministic() const override { return deterministic_; }
 

@@ -188,6 +188,18 @@ void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType b
   RL_CUDA_CHECK_LAUNCH();
 }
 
+void launch_gemv_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
+                           int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  if (gemv_aligned(x, w, k)) {
+    launch_gemm_invariant(x, w, bias, bias_dt, y, y_dt, m, n, k, stream);
+    return;
+  }
+  // The scalar kernel's order does not depend on M either (any M).
+  gemv_scalar_kernel<<<ceil_div(n, 8), 256, 0, stream>>>(x, w, bias, bias_dt == DType::kF32, y, y_dt == DType::kF32,
+                                                       static_cast<int>(m), n, k);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
 void launch_add_bias(void* y, DType y_dt, const void* bias, DType bias_dt, int64_t m, int64_t n,
                      cudaStream_t stream) {
   if (m * n == 0) return;
