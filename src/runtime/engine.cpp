@@ -440,7 +440,11 @@ void Engine::step() {
     }
     h_argmax_.resize(static_cast<size_t>(num_logits));
     backend_->download(h_argmax_.data(), ids.data, h_argmax_.size() * 4);
-    for (int32_t id : h_argmax_) samples.push_back(SampleResult{id, std::nullopt, {}});
+    for (int32_t id : h_argmax_) {
+      SampleResult r{id, std::nullopt, {}, {}};
+      if (id < 0) r.error = "the model produced non-finite logits (NaN or Inf) for this sequence";
+      samples.push_back(std::move(r));
+    }
   } else if (!rows_.empty()) {
     logits_.resize(static_cast<size_t>(num_logits * model_->config().vocab_size));
     backend_->download(logits_.data(), logits.data, logits_.size() * sizeof(float));
@@ -448,13 +452,35 @@ void Engine::step() {
   }
   std::vector<TokenId> sampled(out.scheduled.size(), 0);
   std::unordered_map<std::string, size_t> sample_of;
+  // A row that could not be sampled (a numerically broken model: NaN/Inf logits) fails its own request; the
+  // others in the batch go on. The failed requests are released before the update, which then skips them; they
+  // are kept alive until their choices are finished below.
+  std::vector<std::pair<std::unique_ptr<Request>, std::string>> failed;
   for (size_t i = 0, k = 0; i < out.scheduled.size(); ++i) {
     if (!out.scheduled[i].samples) continue;
-    sampled[i] = samples[k].token;
-    sample_of[out.scheduled[i].request->id] = k++;
+    const size_t row = k++;
+    if (!samples[row].error.empty()) {
+      std::unique_ptr<Request> r =
+          scheduler_->finish_request(out.scheduled[i].request->id, RequestStatus::kFinishedError);
+      if (r) failed.emplace_back(std::move(r), samples[row].error);
+      continue;
+    }
+    sampled[i] = samples[row].token;
+    sample_of[out.scheduled[i].request->id] = row;
   }
   const double t1 = now_seconds();
   UpdateResult res = scheduler_->update_from_output(out, sampled);
+  for (auto& [r, why] : failed) {
+    auto it = choices_.find(r->id);
+    if (it == choices_.end()) continue;
+    engine_metrics_->observe_finished(*r);
+    RequestOutput err;
+    err.index = it->second.second;
+    err.error = why;
+    err.finish = FinishReason::kError;
+    it->second.first->channel->push(std::move(err));
+    finish_choice(r->id, *r, FinishReason::kError);
+  }
   const double t_update = now_seconds() - t1;
   engine_metrics_->observe_step(res);
   {
