@@ -41,13 +41,14 @@ class CallerBlock : public Callable {
   std::weak_ptr<Frame> frame_;
 };
 
-// The size a value stands for in the work budget (RenderLimits::max_work).
+// The size a value stands for in the work budget (RenderLimits::max_work), in units of about one byte copied:
+// a string costs its bytes; a list or dict element costs more (a Value copy is reference counts and ~100 bytes).
 int64_t weight(const Value& v) {
   switch (v.kind) {
     case Value::Kind::kString: return static_cast<int64_t>(v.str().size());
-    case Value::Kind::kArray: return static_cast<int64_t>(v.arr().size());
+    case Value::Kind::kArray: return 32 * static_cast<int64_t>(v.arr().size());
     case Value::Kind::kObject:
-    case Value::Kind::kNamespace: return static_cast<int64_t>(v.attrs().items.size());
+    case Value::Kind::kNamespace: return 64 * static_cast<int64_t>(v.attrs().items.size());
     default: return 0;
   }
 }

@@ -22,7 +22,7 @@ struct RenderLimits {
   // Nested evaluations of expressions and statements together, across macro calls: bounds the native stack.
   int max_eval_depth = 400;
   // Work of one render: every operator, filter, test, call, subscript and literal charges the sizes (bytes of a
-  // string, elements of a list or dict) of its operands and its result. Keeps repeated whole-value operations
+  // string; 32 per list element, 64 per dict item) of its operands and its result. Keeps repeated whole-value operations
   // (`ns.s = ns.s ~ 'x'` a million times) linear in this budget instead of quadratic in time.
   int64_t max_work = int64_t{1} << 30;
 };

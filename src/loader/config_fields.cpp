@@ -12,8 +12,11 @@ std::string quoted(const char* key) { return std::string("\"") + key + "\""; }
 
 // A short rendering of the offending value: a hostile config may hold megabytes in one field.
 std::string shown(const Json& v) {
-  if (v.is_array()) return "an array";  // dump() would recurse as deep as the value
-  if (v.is_object()) return "an object";
+  if (v.is_structured()) {  // dump() would recurse as deep as the value: only flat, short ones are shown
+    bool flat = v.size() <= 16;
+    for (const Json& e : v) flat = flat && !e.is_structured();
+    if (!flat) return v.is_array() ? "an array" : "an object";
+  }
   std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > 64) s = s.substr(0, 61) + "...";
   return s;

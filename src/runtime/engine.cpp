@@ -341,7 +341,7 @@ void Engine::reject(const std::shared_ptr<Parent>& p, AddError error, const std:
   parents_.erase(p->id);
 }
 
-void Engine::finish_choice(const std::string& cid, const Request& r, FinishReason reason) {
+void Engine::finish_choice(const std::string& cid, const Request& r, FinishReason reason, const std::string& error) {
   auto it = choices_.find(cid);
   if (it == choices_.end()) return;
   std::shared_ptr<Parent> p = it->second.first;
@@ -350,6 +350,7 @@ void Engine::finish_choice(const std::string& cid, const Request& r, FinishReaso
   RequestOutput out;
   out.index = index;
   out.finish = reason;
+  out.error = error;
   out.stop_token = r.stop_token;
   out.num_prompt_tokens = r.num_prompt_tokens;
   out.num_cached_tokens = r.num_cached_prompt_tokens;
@@ -471,15 +472,8 @@ void Engine::step() {
   const double t1 = now_seconds();
   UpdateResult res = scheduler_->update_from_output(out, sampled);
   for (auto& [r, why] : failed) {
-    auto it = choices_.find(r->id);
-    if (it == choices_.end()) continue;
     engine_metrics_->observe_finished(*r);
-    RequestOutput err;
-    err.index = it->second.second;
-    err.error = why;
-    err.finish = FinishReason::kError;
-    it->second.first->channel->push(std::move(err));
-    finish_choice(r->id, *r, FinishReason::kError);
+    finish_choice(r->id, *r, FinishReason::kError, why);
   }
   const double t_update = now_seconds() - t1;
   engine_metrics_->observe_step(res);

@@ -128,7 +128,9 @@ class Engine {
   void admit_choice(const std::shared_ptr<Parent>& p, int32_t index);
   void reject(const std::shared_ptr<Parent>& p, AddError error, const std::string& message);
   void step();
-  void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason);
+  // `error`: the message of a kError finish (carried on the finishing message itself).
+  void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason,
+                     const std::string& error = "");
   void fail_all(const std::string& why);
   void publish_stats();
 

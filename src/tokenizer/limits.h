@@ -14,8 +14,12 @@ constexpr int kMaxComponentNesting = 32;
 // A value for an error message: scalars as JSON cut to 64 characters, containers by kind only (dumping a
 // 100,000-deep array would recurse that deep).
 inline std::string json_brief(const Json& v) {
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
+  if (v.is_structured()) {
+    // A short list or object of scalars is shown as it is; anything else by kind.
+    bool flat = v.size() <= 16;
+    for (const Json& e : v) flat = flat && !e.is_structured();
+    if (!flat) return v.is_array() ? "an array" : "an object";
+  }
   std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   return s.size() > 64 ? s.substr(0, 61) + "..." : s;
 }
