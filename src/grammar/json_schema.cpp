@@ -26,7 +26,9 @@ const std::set<std::string>& supported_keywords() {
 
 // Formats as regexes over JSON string content (every format's language needs no escapes).
 const std::unordered_map<std::string, std::string>& format_regexes() {
-  static const std::string kDate = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
+  // Day ranges per month (29 February in any year).
+  static const std::string kDate =
+      "[0-9]{4}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-9])|(0[13-9]|1[0-2])-30|(0[13578]|1[02])-31)";
   static const std::string kTime = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
   static const std::string kByte = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
   static const std::string kLabel = "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?";
@@ -99,9 +101,16 @@ class SchemaCompiler {
       ExprId hex = b_->char_class({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
       b_->define(char_, b_->alt({b_->char_class({{'"', '"'}, {'\\', '\\'}, {0, 0x1F}}, true),
                                  b_->seq({b_->literal("\\"), b_->alt({b_->char_class({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'}, {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}}),
-                                                                       b_->seq({b_->literal("u"), b_->repeat(hex, 4, 4)})})})}));
+                                                                       unicode_escape(hex)})})}));
     }
     return b_->ref(char_);
+  }
+  // \uXXXX without the surrogate range D800-DFFF (a lone surrogate escape is rejected by strict parsers).
+  ExprId unicode_escape(ExprId hex) {
+    ExprId not_d = b_->char_class({{'0', '9'}, {'a', 'c'}, {'A', 'C'}, {'e', 'f'}, {'E', 'F'}});
+    return b_->seq({b_->literal("u"), b_->alt({b_->seq({not_d, b_->repeat(hex, 3, 3)}),
+                                               b_->seq({b_->char_class({{'d', 'd'}, {'D', 'D'}}),
+                                                        b_->char_class({{'0', '7'}}), b_->repeat(hex, 2, 2)})})});
   }
   RuleId string_rule() {
     if (string_ < 0) {
@@ -117,7 +126,7 @@ class SchemaCompiler {
     ExprId i = b_->seq({b_->optional(b_->literal("-")), int_magnitude()});
     if (integer) return i;
     return b_->seq({i, b_->optional(b_->seq({b_->literal("."), digits(1, 16)})),
-                    b_->optional(b_->seq({b_->char_class({{'e', 'e'}, {'E', 'E'}}), b_->optional(b_->char_class({{'+', '+'}, {'-', '-'}})), digits(1, 3)}))});
+                    b_->optional(b_->seq({b_->char_class({{'e', 'e'}, {'E', 'E'}}), b_->optional(b_->char_class({{'+', '+'}, {'-', '-'}})), digits(1, 2)}))});
   }
 
   // Decimal strings (no leading zeros) of the integers in [lo, hi], 0 <= lo <= hi.
