@@ -415,6 +415,7 @@ void Engine::step() {
   }
   int64_t num_logits = 0;
   Tensor logits = runner_->step_device(seq_steps_, &num_logits);
+  apply_constraints(logits, out);
   std::vector<SampleResult> samples;
   if (!rows_.empty() && (device_greedy || device_sample)) {
     Tensor ids(d_argmax_.data(), DType::kI32, {num_logits});
@@ -453,6 +454,7 @@ void Engine::step() {
     sampled[i] = samples[k].token;
     sample_of[out.scheduled[i].request->id] = k++;
   }
+  advance_constraints(out, sampled);
   const double t1 = now_seconds();
   UpdateResult res = scheduler_->update_from_output(out, sampled);
   const double t_update = now_seconds() - t1;

@@ -53,6 +53,7 @@ class CudaBackend final : public Backend {
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
   void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
+  void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
 
   // The stream every op runs on (for CUDA-graph capture by the runtime).
   cudaStream_t stream() const { return stream_; }
