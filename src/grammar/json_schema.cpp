@@ -65,7 +65,9 @@ class SchemaCompiler {
   RuleId ws() {
     if (ws_ < 0) {
       ws_ = b_->declare(prefix_ + "ws");
-      b_->define(ws_, b_->repeat(b_->char_class({{' ', ' '}, {'\t', '\t'}, {'\n', '\n'}}), 0, kMaxWhitespace));
+      // One space, or a newline and indentation: enough for compact and pretty-printed JSON, and too little for a
+      // model to spend its tokens on whitespace.
+      b_->define(ws_, b_->optional(b_->alt({b_->literal(" "), b_->seq({b_->literal("\n"), b_->repeat(b_->char_class({{' ', ' '}}), 0, kMaxIndent)})})));
     }
     return ws_;
   }

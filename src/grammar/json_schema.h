@@ -11,7 +11,7 @@
 // Generated output is always valid against the schema, though not every valid document can be generated:
 // properties come in schema order, additionalProperties are only generated for objects without `properties`,
 // oneOf is generated as anyOf (overlapping branches could match twice), whitespace between tokens is bounded
-// (kMaxWhitespace bytes), and numbers have bounded digit counts.
+// (one space, or a newline and up to kMaxIndent spaces), and numbers have bounded digit counts.
 //
 // Bounds: schema nesting depth kMaxSchemaDepth, kMaxSchemaNodes schema objects, plus the grammar's own limits.
 #pragma once
@@ -26,7 +26,7 @@ namespace rl::grammar {
 
 inline constexpr int kMaxSchemaDepth = 64;
 inline constexpr int kMaxSchemaNodes = 20000;
-inline constexpr int kMaxWhitespace = 16;
+inline constexpr int kMaxIndent = 12;  // whitespace between tokens: " ", or "\n" and up to 12 spaces
 
 Result<std::shared_ptr<const CompiledGrammar>> json_schema_grammar(const OrderedJson& schema);
 // Any JSON object (response_format json_object).

@@ -1,5 +1,7 @@
 #include "server/openai_request.h"
 
+#include "server/structured_output.h"
+
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -226,6 +228,7 @@ MaybeError parse_completion_request(const OrderedJson& body, const ModelContext&
   if (MaybeError e = read_bool(body, "echo", &echo)) return e;
   if (echo) return invalid_param("echo", "'echo' is not supported");
   if (field(body, "suffix")) return invalid_param("suffix", "'suffix' is not supported");
+  if (MaybeError e = parse_structured(body, ctx, &r)) return e;
   std::optional<int64_t> logprobs;
   if (MaybeError e = read_int(body, "logprobs", 0, kMaxLogprobs, &logprobs)) return e;
   if (logprobs) {
@@ -250,12 +253,7 @@ MaybeError parse_chat_request(const OrderedJson& body, const ModelContext& ctx, 
   if (MaybeError e = read_int(body, "top_logprobs", 0, kMaxLogprobs, &top)) return e;
   if (top && !r.want_logprobs) return invalid_param("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   if (r.want_logprobs) r.params.logprobs = static_cast<int32_t>(top.value_or(0));
-  if (const OrderedJson* rf = field(body, "response_format")) {
-    const OrderedJson* type = rf->is_object() ? field(*rf, "type") : nullptr;
-    if (!type || *type != "text") {
-      return invalid_param("response_format", "only {\"type\": \"text\"} is supported for 'response_format'");
-    }
-  }
+  if (MaybeError e = parse_structured(body, ctx, &r)) return e;
   std::optional<int64_t> max_tokens;
   const char* max_param = "max_completion_tokens";
   if (MaybeError e = read_int(body, "max_completion_tokens", 1, INT32_MAX, &max_tokens)) return e;

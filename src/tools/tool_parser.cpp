@@ -227,6 +227,28 @@ void parse_mistral(std::string_view t, bool final, Snapshot* s) {
   }
 }
 
+// --- JSON list (tool_choice "required") ---
+
+void parse_json_list(std::string_view t, bool final, Snapshot* s) {
+  size_t p = skip_ws(t, 0);
+  if (p >= t.size() || t[p] != '[') {
+    if (final) s->content = std::string(t);
+    return;
+  }
+  p = skip_ws(t, p + 1);
+  while (p < t.size() && t[p] != ']') {
+    CallSnapshot call;
+    bool is_call = true;
+    size_t end = parse_call_object(t, p, &call, &is_call);
+    if (!is_call) return;
+    if (final) call.complete = true;
+    s->calls.push_back(std::move(call));
+    if (end == std::string_view::npos) return;
+    p = skip_ws(t, end);
+    if (p < t.size() && t[p] == ',') p = skip_ws(t, p + 1);
+  }
+}
+
 // --- harmony (GPT-OSS) ---
 
 void parse_harmony(std::string_view t, bool final, Snapshot* s) {
@@ -381,6 +403,7 @@ const char* tool_parser_name(ToolParserKind kind) {
     case ToolParserKind::kMistral: return "mistral";
     case ToolParserKind::kHarmony: return "harmony";
     case ToolParserKind::kDeepSeekV3: return "deepseek_v3";
+    case ToolParserKind::kJsonList: return "json_list";
     case ToolParserKind::kNone: break;
   }
   return "none";
@@ -447,6 +470,7 @@ Snapshot parse_output(ToolParserKind tools, ReasoningKind reasoning, std::string
     case ToolParserKind::kMistral: parse_mistral(rest, final, &t); break;
     case ToolParserKind::kHarmony: parse_harmony(rest, final, &t); break;
     case ToolParserKind::kDeepSeekV3: parse_deepseek(rest, final, &t); break;
+    case ToolParserKind::kJsonList: parse_json_list(rest, final, &t); break;
     case ToolParserKind::kNone: t.content = std::string(rest); break;
   }
   s.reasoning += t.reasoning;

@@ -25,7 +25,9 @@
 
 namespace rl::tools {
 
-enum class ToolParserKind { kNone, kHermes, kLlama3Json, kMistral, kHarmony, kDeepSeekV3 };
+// kJsonList: the output is a JSON array [{"name": ..., "parameters"|"arguments": {...}}, ...] (tool_choice
+// "required", whose grammar makes the model write exactly that, whatever its family).
+enum class ToolParserKind { kNone, kHermes, kLlama3Json, kMistral, kHarmony, kDeepSeekV3, kJsonList };
 enum class ReasoningKind { kNone, kThinkTags };
 
 struct CallSnapshot {

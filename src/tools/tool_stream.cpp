@@ -24,15 +24,25 @@ std::string make_call_id(std::string_view seed, int32_t index) {
   return buf;
 }
 
-ToolStream::ToolStream(ToolParserKind tools, ReasoningKind reasoning, std::string id_seed)
-    : tools_(tools), reasoning_(reasoning), seed_(std::move(id_seed)) {}
+ToolStream::ToolStream(ParseMode mode, std::string id_seed) : mode_(std::move(mode)), seed_(std::move(id_seed)) {}
+
+Snapshot ToolStream::parse(bool final) const {
+  if (mode_.forced_name.empty()) return parse_output(mode_.tools, mode_.reasoning, text_, final);
+  Snapshot s;
+  CallSnapshot c;
+  c.name = mode_.forced_name;
+  c.arguments = text_;
+  c.complete = final;
+  s.calls.push_back(std::move(c));
+  return s;
+}
 
 StreamDelta ToolStream::push(std::string_view text) {
   text_ += text;
-  return diff(parse_output(tools_, reasoning_, text_, false));
+  return diff(parse(false));
 }
 
-StreamDelta ToolStream::finish() { return diff(parse_output(tools_, reasoning_, text_, true)); }
+StreamDelta ToolStream::finish() { return diff(parse(true)); }
 
 StreamDelta ToolStream::diff(Snapshot next) {
   StreamDelta d;

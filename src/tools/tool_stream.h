@@ -26,10 +26,18 @@ struct StreamDelta {
   bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
 };
 
+// How a chat choice's text is read.
+struct ParseMode {
+  ToolParserKind tools = ToolParserKind::kNone;
+  ReasoningKind reasoning = ReasoningKind::kNone;
+  std::string forced_name;  // named tool_choice: the whole output is this function's arguments
+  bool active() const { return tools != ToolParserKind::kNone || reasoning != ReasoningKind::kNone || !forced_name.empty(); }
+};
+
 class ToolStream {
  public:
   // id_seed makes the call ids ("call_" + 24 hex digits) unique per request and choice.
-  ToolStream(ToolParserKind tools, ReasoningKind reasoning, std::string id_seed);
+  ToolStream(ParseMode mode, std::string id_seed);
 
   StreamDelta push(std::string_view text);
   StreamDelta finish();
@@ -40,8 +48,8 @@ class ToolStream {
 
  private:
   StreamDelta diff(Snapshot next);
-  ToolParserKind tools_;
-  ReasoningKind reasoning_;
+  Snapshot parse(bool final) const;
+  ParseMode mode_;
   std::string seed_;
   std::string text_;
   Snapshot snap_;

@@ -123,7 +123,7 @@ std::vector<std::string> pieces(const Case& c) {
 TEST(ToolParsers, RecordedOutputsStreamAndParse) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    ToolStream s(c.parser, c.reasoning, "req-1");
+    ToolStream s(ParseMode{c.parser, c.reasoning, ""}, "req-1");
     std::string content, reasoning;
     std::vector<std::string> names, args;
     auto apply = [&](const StreamDelta& d) {
