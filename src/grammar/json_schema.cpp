@@ -31,7 +31,8 @@ const std::unordered_map<std::string, std::string>& format_regexes() {
       "[0-9]{4}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-9])|(0[13-9]|1[0-2])-30|(0[13578]|1[02])-31)";
   static const std::string kTime = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
   static const std::string kByte = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
-  static const std::string kLabel = "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?";
+  // Labels of at most 32 characters, so that no generated name passes the 253-character limit of a host name.
+  static const std::string kLabel = "[a-zA-Z0-9]([a-zA-Z0-9-]{0,30}[a-zA-Z0-9])?";
   static const std::unordered_map<std::string, std::string> k = {
       {"date", kDate},
       {"time", kTime},
@@ -40,8 +41,8 @@ const std::unordered_map<std::string, std::string>& format_regexes() {
       {"email", "[a-zA-Z0-9_+-]{1,32}(\\.[a-zA-Z0-9_+-]{1,32}){0,3}@" + kLabel + "(\\." + kLabel + "){0,3}\\.[a-zA-Z]{2,12}"},
       {"ipv4", kByte + "(\\." + kByte + "){3}"},
       {"ipv6", "[0-9a-f]{1,4}(:[0-9a-f]{1,4}){7}"},
-      {"hostname", kLabel + "(\\." + kLabel + "){0,7}"},
-      {"uri", "https?://" + kLabel + "(\\." + kLabel + "){0,7}(/[a-zA-Z0-9._~%!$&'()*+,;=:@-]{0,64}){0,8}"},
+      {"hostname", kLabel + "(\\." + kLabel + "){0,5}"},
+      {"uri", "https?://" + kLabel + "(\\." + kLabel + "){0,5}(/[a-zA-Z0-9._~%!$&'()*+,;=:@-]{0,64}){0,8}"},
   };
   return k;
 }
