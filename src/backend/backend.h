@@ -75,6 +75,15 @@ class Backend {
   virtual void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) = 0;
   // Converts between dtypes element-wise (same shape), e.g. bf16 logits → f32.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
+
+  // --- batch invariance (deterministic inference) ---
+  // On: every op computes a row with a reduction order that does not depend on the other rows of the call
+  // (their number, a prompt's chunking, prefix hits, mixed prefill/decode batches), so a request's logits are
+  // bitwise the same alone or in any batch. Off: the backend may pick faster batch-dependent kernels. A backend
+  // with a single kernel family per op ignores it. Set before the first op (or between steps, never inside a
+  // captured graph: graphs bake the chosen kernels).
+  virtual void set_deterministic(bool on) { (void)on; }
+  virtual bool deterministic() const { return false; }
 };
 
 // A device allocation owned by a backend (RAII).
