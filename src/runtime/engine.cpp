@@ -137,6 +137,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     name = dir.substr(dir.find_last_of('/') + 1);
   }
   e->engine_metrics_ = std::make_unique<EngineMetrics>(e->registry_, name);
+  // The KV configuration as vLLM's info gauge (value 1, facts in labels): the Gateway API Inference Extension's
+  // endpoint picker reads block_size and num_gpu_blocks from it (docs/deploy.md).
+  e->registry_
+      .gauge("vllm:cache_config_info", "Information of the KV cache configuration.",
+             {{"block_size", std::to_string(sc.kv.block_size)},
+              {"num_gpu_blocks", std::to_string(sc.kv.num_blocks)},
+              {"enable_prefix_caching", "True"},
+              {"cache_dtype", "auto"}})
+      .set(1);
   e->engine_metrics_->update(e->scheduler_->stats());
   return e;
 }

@@ -12,11 +12,15 @@ Generation::Generation(Engine* engine, const Tokenizer* tokenizer, std::string i
   const size_t num_choices = request_.prompts.size() * static_cast<size_t>(request_.params.n);
   choices_.resize(num_choices);
   const bool parsed = request_.parse_mode.active();
+  if (parsed) eos_ids_ = engine_->eos_token_ids();
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& c = choices_[i];
     // Tool-call markers are often special tokens: a parsed choice keeps them in its text.
     c.text = std::make_unique<TextStream>(*tokenizer_, request_.params.stop, request_.skip_special_tokens && !parsed);
     if (parsed) c.parse = std::make_unique<tools::ToolStream>(request_.parse_mode, id_ + "-" + std::to_string(i));
+    // echo: the prompt text leads the choice's first delta.
+    const size_t prompt = i / static_cast<size_t>(request_.params.n);
+    if (prompt < request_.echo_text.size()) c.echo = request_.echo_text[prompt];
   }
 }
 
@@ -177,11 +181,14 @@ void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>*
   for (const TokenOutput& t : out.tokens) {
     if (c.finished) break;
     ChoiceDelta& d = delta_for(index, deltas);
+    if (!c.echo.empty()) {
+      d.text += c.echo;
+      c.echo.clear();
+    }
     c.num_tokens++;
     if (request_.want_logprobs) d.logprobs.push_back(logprob_entry(t));
-    // The special token that ended a parsed choice (EOS, <|call|>, ...) is not part of its text.
-    if (c.parse && out.finish == FinishReason::kStop && &t == &out.tokens.back() && tokenizer_->is_special(t.token))
-      continue;
+    // The token that ended a parsed choice (EOS, <|im_end|>, <|call|>, ...) is not part of its text.
+    if (c.parse && std::find(eos_ids_.begin(), eos_ids_.end(), t.token) != eos_ids_.end()) continue;
     TextStream::Piece piece = c.text->push(t.token);
     add_text(c, piece.text, &d);
     if (piece.stopped) {

@@ -77,6 +77,7 @@ class Generation {
   struct Choice {
     std::unique_ptr<TextStream> text;
     std::unique_ptr<tools::ToolStream> parse;  // chat with a parse mode
+    std::string echo;                          // completions echo: the prompt text, until the first delta
     int32_t num_tokens = 0;
     bool finished = false;
     std::optional<FinishReason> finish;
@@ -99,6 +100,7 @@ class Generation {
   bool admitted_ = false;
   bool started_ = false;
   int64_t cached_tokens_ = 0;
+  std::vector<TokenId> eos_ids_;  // parsed choices drop their ending token
 };
 
 }  // namespace rl::server

@@ -56,6 +56,9 @@ struct GenerationRequest {
   bool want_logprobs = false;
   // Chat: how each choice's text becomes content, reasoning_content and tool_calls (structured_output.h).
   tools::ParseMode parse_mode;
+  // Completions (completion_extras.h): the prompt text to echo, per prompt (empty: no echo); a FIM prompt.
+  std::vector<std::string> echo_text;
+  bool fim = false;
 };
 
 // model: the "model" field (absent: the served model); an unknown name is a 404 with code "model_not_found".
