@@ -243,6 +243,10 @@ void CudaBackend::sample_rows(const Tensor& logits, const DeviceSampleParams* pa
   cuda::launch_sample_rows(logits.as<float>(), rows, logits.dim(1), sample_params_, out.as<int32_t>(), stream_);
 }
 
+std::string CudaBackend::attention_slow_path(const QkvLayout& l, int64_t block_size) const {
+  return cuda::attention_slow_path(l.head_dim, l.num_heads, l.num_kv_heads, block_size);
+}
+
 Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
