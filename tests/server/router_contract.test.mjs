@@ -91,7 +91,7 @@ test("the queue gauges move with load as the picker expects", async () => {
     seen = f.get("vllm:num_requests_running").samples[0].value + f.get("vllm:num_requests_waiting").samples[0].value;
     if (!seen) await new Promise((r) => setTimeout(r, 20));
   }
-  await Promise.all(burst);
+  await Promise.all(burst.map((p) => p.then((r) => r.text())));  // whole bodies: the requests are done
   assert.ok(seen > 0, "num_requests_running + num_requests_waiting never rose under load");
   // Back to idle within a scrape interval (the gauges are published at the end of each engine step).
   let idle = -1;
