@@ -71,6 +71,9 @@ class Backend {
   // DeviceSampleParams). n <= kMaxSampleRows.
   virtual void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) = 0;
   static constexpr int64_t kMaxSampleRows = 4096;
+  // Grammar-constrained decoding: logits[r, t] = -inf where bit t of row r of bitmask is 0 (bit t of a row is bit
+  // t % 32 of its word t / 32). logits: f32 [n, vocab]; bitmask: i32 [n, ceil(vocab / 32)].
+  virtual void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) = 0;
   // Converts between dtypes element-wise (same shape), e.g. bf16 logits → f32.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
 

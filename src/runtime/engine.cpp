@@ -146,6 +146,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     name = dir.substr(dir.find_last_of('/') + 1);
   }
   e->engine_metrics_ = std::make_unique<EngineMetrics>(e->registry_, name);
+  // The KV configuration as vLLM's info gauge (value 1, facts in labels): the Gateway API Inference Extension's
+  // endpoint picker reads block_size and num_gpu_blocks from it (docs/deploy.md).
+  e->registry_
+      .gauge("vllm:cache_config_info", "Information of the KV cache configuration.",
+             {{"block_size", std::to_string(sc.kv.block_size)},
+              {"num_gpu_blocks", std::to_string(sc.kv.num_blocks)},
+              {"enable_prefix_caching", "True"},
+              {"cache_dtype", "auto"}})
+      .set(1);
   e->engine_metrics_->update(e->scheduler_->stats());
   return e;
 }
@@ -425,6 +434,7 @@ void Engine::step() {
   }
   int64_t num_logits = 0;
   Tensor logits = runner_->step_device(seq_steps_, &num_logits);
+  apply_constraints(logits, out);
   std::vector<SampleResult> samples;
   if (!rows_.empty() && (device_greedy || device_sample)) {
     Tensor ids(d_argmax_.data(), DType::kI32, {num_logits});
@@ -478,6 +488,7 @@ void Engine::step() {
     sampled[i] = samples[row].token;
     sample_of[out.scheduled[i].request->id] = row;
   }
+  advance_constraints(out, sampled);
   const double t1 = now_seconds();
   UpdateResult res = scheduler_->update_from_output(out, sampled);
   for (auto& [r, why] : failed) {

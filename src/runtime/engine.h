@@ -165,6 +165,11 @@ class Engine {
   std::vector<DeviceSampleParams> device_params_;
   uint64_t seed_salt_ = 0;
   std::vector<SamplerRow> rows_;
+  // Structured outputs (engine_constraints.cpp): host and device token bitmasks, i32 [rows][ceil(vocab / 32)].
+  void apply_constraints(const Tensor& logits, const SchedulerOutput& out);
+  void advance_constraints(const SchedulerOutput& out, const std::vector<TokenId>& sampled);
+  std::vector<uint32_t> h_mask_;
+  DeviceBuffer d_mask_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -53,6 +53,7 @@ class CudaBackend final : public Backend {
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
   void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
+  void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
 
   // Batch-invariant kernels: linear uses the invariant GEMM family for every M (one MMA chain per output element
   // over K, no split-K) instead of the split-K GEMV and cuBLASLt; attention computes every row, decode rows
