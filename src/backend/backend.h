@@ -64,12 +64,16 @@ class Backend {
   // the same seed gives the same values on every backend (used for --dummy-weights).
   virtual void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) = 0;
   // Greedy sampling on the device: out (i32 [n]) = argmax of each row of logits (f32 [n, vocab]); ties → the
-  // lowest id; NaN never wins.
+  // lowest id. A row holding NaN or +Inf, or nothing above -inf, gets -1 (the model is numerically broken: the
+  // engine fails that request); sample_rows does the same.
   virtual void argmax_rows(const Tensor& logits, const Tensor& out) = 0;
   // Samples one token per row of logits (f32 [n, vocab]) into out (i32 [n]) with params[n] (host memory; see
   // DeviceSampleParams). n <= kMaxSampleRows.
   virtual void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) = 0;
   static constexpr int64_t kMaxSampleRows = 4096;
+  // Grammar-constrained decoding: logits[r, t] = -inf where bit t of row r of bitmask is 0 (bit t of a row is bit
+  // t % 32 of its word t / 32). logits: f32 [n, vocab]; bitmask: i32 [n, ceil(vocab / 32)].
+  virtual void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) = 0;
   // Converts between dtypes element-wise (same shape), e.g. bf16 logits → f32.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
 
@@ -81,6 +85,16 @@ class Backend {
   // captured graph: graphs bake the chosen kernels).
   virtual void set_deterministic(bool on) { (void)on; }
   virtual bool deterministic() const { return false; }
+
+  // --- kernel coverage ---
+  // Empty when fast kernels serve attention at this shape for every step kind (prefill, decode); otherwise one
+  // line naming the slow path that will serve it. Meant to be checked when a model and its KV layout are set up,
+  // so that a shape without a fast kernel is reported at load instead of discovered at the first request.
+  virtual std::string attention_slow_path(const QkvLayout& layout, int64_t block_size) const {
+    (void)layout;
+    (void)block_size;
+    return "";
+  }
 };
 
 // A device allocation owned by a backend (RAII).

@@ -147,6 +147,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     name = dir.substr(dir.find_last_of('/') + 1);
   }
   e->engine_metrics_ = std::make_unique<EngineMetrics>(e->registry_, name);
+  // The KV configuration as vLLM's info gauge (value 1, facts in labels): the Gateway API Inference Extension's
+  // endpoint picker reads block_size and num_gpu_blocks from it (docs/deploy.md).
+  e->registry_
+      .gauge("vllm:cache_config_info", "Information of the KV cache configuration.",
+             {{"block_size", std::to_string(sc.kv.block_size)},
+              {"num_gpu_blocks", std::to_string(sc.kv.num_blocks)},
+              {"enable_prefix_caching", "True"},
+              {"cache_dtype", "auto"}})
+      .set(1);
   e->engine_metrics_->update(e->scheduler_->stats());
   return e;
 }
@@ -351,7 +360,7 @@ void Engine::reject(const std::shared_ptr<Parent>& p, AddError error, const std:
   parents_.erase(p->id);
 }
 
-void Engine::finish_choice(const std::string& cid, const Request& r, FinishReason reason) {
+void Engine::finish_choice(const std::string& cid, const Request& r, FinishReason reason, const std::string& error) {
   auto it = choices_.find(cid);
   if (it == choices_.end()) return;
   std::shared_ptr<Parent> p = it->second.first;
@@ -360,6 +369,7 @@ void Engine::finish_choice(const std::string& cid, const Request& r, FinishReaso
   RequestOutput out;
   out.index = index;
   out.finish = reason;
+  out.error = error;
   out.stop_token = r.stop_token;
   out.num_prompt_tokens = r.num_prompt_tokens;
   out.num_cached_tokens = r.num_cached_prompt_tokens;
@@ -425,6 +435,7 @@ void Engine::step() {
   }
   int64_t num_logits = 0;
   Tensor logits = runner_->step_device(seq_steps_, &num_logits);
+  apply_constraints(logits, out);
   std::vector<SampleResult> samples;
   if (!rows_.empty() && (device_greedy || device_sample)) {
     Tensor ids(d_argmax_.data(), DType::kI32, {num_logits});
@@ -450,7 +461,11 @@ void Engine::step() {
     }
     h_argmax_.resize(static_cast<size_t>(num_logits));
     backend_->download(h_argmax_.data(), ids.data, h_argmax_.size() * 4);
-    for (int32_t id : h_argmax_) samples.push_back(SampleResult{id, std::nullopt, {}});
+    for (int32_t id : h_argmax_) {
+      SampleResult r{id, std::nullopt, {}, {}};
+      if (id < 0) r.error = "the model produced non-finite logits (NaN or Inf) for this sequence";
+      samples.push_back(std::move(r));
+    }
   } else if (!rows_.empty()) {
     logits_.resize(static_cast<size_t>(num_logits * model_->config().vocab_size));
     backend_->download(logits_.data(), logits.data, logits_.size() * sizeof(float));
@@ -458,13 +473,29 @@ void Engine::step() {
   }
   std::vector<TokenId> sampled(out.scheduled.size(), 0);
   std::unordered_map<std::string, size_t> sample_of;
+  // A row that could not be sampled (a numerically broken model: NaN/Inf logits) fails its own request; the
+  // others in the batch go on. The failed requests are released before the update, which then skips them; they
+  // are kept alive until their choices are finished below.
+  std::vector<std::pair<std::unique_ptr<Request>, std::string>> failed;
   for (size_t i = 0, k = 0; i < out.scheduled.size(); ++i) {
     if (!out.scheduled[i].samples) continue;
-    sampled[i] = samples[k].token;
-    sample_of[out.scheduled[i].request->id] = k++;
+    const size_t row = k++;
+    if (!samples[row].error.empty()) {
+      std::unique_ptr<Request> r =
+          scheduler_->finish_request(out.scheduled[i].request->id, RequestStatus::kFinishedError);
+      if (r) failed.emplace_back(std::move(r), samples[row].error);
+      continue;
+    }
+    sampled[i] = samples[row].token;
+    sample_of[out.scheduled[i].request->id] = row;
   }
+  advance_constraints(out, sampled);
   const double t1 = now_seconds();
   UpdateResult res = scheduler_->update_from_output(out, sampled);
+  for (auto& [r, why] : failed) {
+    engine_metrics_->observe_finished(*r);
+    finish_choice(r->id, *r, FinishReason::kError, why);
+  }
   const double t_update = now_seconds() - t1;
   engine_metrics_->observe_step(res);
   {

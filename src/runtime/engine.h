@@ -137,7 +137,9 @@ class Engine {
   void admit_choice(const std::shared_ptr<Parent>& p, int32_t index);
   void reject(const std::shared_ptr<Parent>& p, AddError error, const std::string& message);
   void step();
-  void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason);
+  // `error`: the message of a kError finish (carried on the finishing message itself).
+  void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason,
+                     const std::string& error = "");
   void fail_all(const std::string& why);
   void publish_stats();
 
@@ -164,6 +166,11 @@ class Engine {
   std::vector<DeviceSampleParams> device_params_;
   uint64_t seed_salt_ = 0;
   std::vector<SamplerRow> rows_;
+  // Structured outputs (engine_constraints.cpp): host and device token bitmasks, i32 [rows][ceil(vocab / 32)].
+  void apply_constraints(const Tensor& logits, const SchedulerOutput& out);
+  void advance_constraints(const SchedulerOutput& out, const std::vector<TokenId>& sampled);
+  std::vector<uint32_t> h_mask_;
+  DeviceBuffer d_mask_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

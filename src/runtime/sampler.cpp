@@ -31,6 +31,16 @@ TokenId argmax(std::span<const float> row) {
   return 0;  // only NaN logits
 }
 
+// True when the row can be sampled: no NaN, no +Inf, and some logit above -inf. Branch-free (vectorizes).
+bool samplable(std::span<const float> row) {
+  bool bad = false, any = false;
+  for (float v : row) {
+    bad |= !(v < std::numeric_limits<float>::infinity());  // NaN or +Inf
+    any |= v > kNegInf;
+  }
+  return !bad && any;
+}
+
 bool in_vocab(TokenId t, size_t vocab_size) { return t >= 0 && static_cast<size_t>(t) < vocab_size; }
 
 // Top-p buckets: bin b holds logits in (max - (b + 1) * w, max - b * w] with w = kBinRange / kNumBins; bin
@@ -220,6 +230,10 @@ std::vector<SampleResult> Sampler::sample(std::span<float> logits, int32_t vocab
     SampleResult& res = results[r];
     const int32_t num_top = p.logprobs ? std::min(*p.logprobs, vocab_size) : 0;
     float log_normalizer = 0.0f;
+    if (!samplable(logit_row)) {
+      res.error = "the model produced non-finite logits (NaN or Inf) for this sequence";
+      continue;
+    }
     if (p.logprobs) {
       raw_.assign(logit_row.begin(), logit_row.end());
       const float m = raw_[argmax(raw_)];
@@ -232,11 +246,18 @@ std::vector<SampleResult> Sampler::sample(std::span<float> logits, int32_t vocab
       }
     }
     apply_processors(logit_row, row);
+    if (!p.is_greedy()) {
+      const float inv_t = 1.0f / p.temperature;
+      for (float& v : logit_row) v *= inv_t;
+    }
+    if (!samplable(logit_row)) {
+      res.error = "no token can be sampled: every logit is -inf or non-finite after logit_bias, min_tokens, "
+                  "penalties and temperature";
+      continue;
+    }
     if (p.is_greedy()) {
       res.token = argmax(logit_row);
     } else {
-      const float inv_t = 1.0f / p.temperature;
-      for (float& v : logit_row) v *= inv_t;
       const double u = p.seed ? sampler_uniform(*p.seed, row.output_token_ids.size()) : to_unit(unseeded_rng_());
       if ((p.top_k <= 0 || p.top_k >= vocab_size) && p.top_p >= 1.0f) {
         res.token = draw_unfiltered(logit_row, p.min_p, u);

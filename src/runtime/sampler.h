@@ -19,6 +19,7 @@
 #include <optional>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kv/kv_types.h"
@@ -42,6 +43,9 @@ struct SampleResult {
   TokenId token = 0;
   std::optional<float> logprob;             // set when params->logprobs is set
   std::vector<TokenLogprob> top_logprobs;   // [min(params->logprobs, vocab_size)], descending
+  // Non-empty when the row cannot be sampled (NaN or +Inf logits from a numerically broken model, or nothing
+  // left above -inf after the processors): the request fails with this message, token is meaningless.
+  std::string error;
 };
 
 // A token of the filtered distribution and its renormalized probability.

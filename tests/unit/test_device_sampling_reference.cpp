@@ -101,5 +101,25 @@ TEST(DeviceSamplingReference, SameSeedAndStepSameTokenAnywhereInTheBatch) {
   EXPECT_EQ(out[0], std::max_element(batch.begin(), batch.begin() + vocab) - batch.begin());
 }
 
+// A row with NaN or +Inf, or nothing above -inf, is numerically broken: -1 from both device-side samplers, so
+// the engine fails that request instead of emitting an arbitrary token.
+TEST(DeviceSamplingReference, BrokenRowsGiveMinusOne) {
+  CpuBackend be(1);
+  std::vector<float> batch = {1.0f, NAN,  2.0f,   // NaN
+                              1.0f, INFINITY, 2.0f,  // +Inf
+                              -INFINITY, -INFINITY, -INFINITY,
+                              1.0f, 3.0f, 2.0f};
+  std::vector<int32_t> out(4);
+  Tensor lt(batch.data(), DType::kF32, {4, 3}), ot(out.data(), DType::kI32, {4});
+  be.argmax_rows(lt, ot);
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, -1, -1, 1}));
+  std::vector<DeviceSampleParams> ps(4, DeviceSampleParams{1.0f, 0, 0.95f, 0.0f, 42, 7});
+  be.sample_rows(lt, ps.data(), ot);
+  EXPECT_EQ(out[0], -1);
+  EXPECT_EQ(out[1], -1);
+  EXPECT_EQ(out[2], -1);
+  EXPECT_GE(out[3], 0);
+}
+
 }  // namespace
 }  // namespace rl

@@ -71,7 +71,39 @@ TEST(Sampler, GreedyTakesTheLowestIdOnTies) {
   p.logit_bias[3] = 0.25f;
   EXPECT_EQ(sample_one(s, {0.5f, 2.0f, -1.0f, 2.0f}, row_of(p, {}, {})), 3);
   p.logit_bias.clear();
-  EXPECT_EQ(sample_one(s, {NAN, 1.0f, 3.0f, 3.0f}, row_of(p, {}, {})), 2);  // NaN never wins
+}
+
+// A numerically broken model is a per-request error, not an abort: NaN or +Inf anywhere in the row, or nothing
+// left above -inf after the processors, sets SampleResult::error.
+TEST(Sampler, NonFiniteLogitsAreAnErrorForThatRowOnly) {
+  Sampler s;
+  SamplingParams greedy, hot;
+  greedy.temperature = 0.0f;
+  hot.temperature = 0.8f;
+  hot.top_p = 0.9f;
+  const std::vector<SamplerRow> rows = {row_of(greedy, {}, {}), row_of(hot, {}, {}), row_of(greedy, {}, {}),
+                                        row_of(hot, {}, {}), row_of(greedy, {}, {})};
+  std::vector<float> logits = {NAN,       1.0f, 3.0f, 0.0f,  // NaN
+                               INFINITY,  1.0f, 3.0f, 0.0f,  // +Inf
+                               0.5f,      1.0f, 3.0f, 0.0f,  // fine
+                               -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                               0.5f,      4.0f, 3.0f, 0.0f};  // fine
+  const auto res = s.sample(logits, 4, rows);
+  EXPECT_NE(res[0].error.find("non-finite logits"), std::string::npos);
+  EXPECT_NE(res[1].error.find("non-finite logits"), std::string::npos);
+  EXPECT_TRUE(res[2].error.empty());
+  EXPECT_EQ(res[2].token, 2);
+  EXPECT_FALSE(res[3].error.empty());
+  EXPECT_TRUE(res[4].error.empty());
+  EXPECT_EQ(res[4].token, 1);
+  // min_tokens suppressing the only finite token leaves nothing to sample.
+  SamplingParams p;
+  p.min_tokens = 3;
+  const Tokens eos = {1};
+  std::vector<float> one = {-INFINITY, 2.0f, -INFINITY};
+  const SamplerRow r = row_of(p, {}, {}, eos);
+  EXPECT_NE(s.sample(one, 3, std::span<const SamplerRow>(&r, 1))[0].error.find("every logit is -inf"),
+            std::string::npos);
 }
 
 TEST(Sampler, FiltersMatchBruteForce) {

@@ -204,8 +204,9 @@ void CpuBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
     const float* row = logits.f32() + r * vocab;
     int32_t best = 0;
     float bv = -INFINITY;
-    bool found = false;
+    bool found = false, broken = false;
     for (int64_t i = 0; i < vocab; ++i) {
+      broken |= !(row[i] < INFINITY);  // NaN or +Inf
       if (row[i] != row[i]) continue;
       if (!found || row[i] > bv) {
         bv = row[i];
@@ -213,7 +214,7 @@ void CpuBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
         found = true;
       }
     }
-    out.i32()[r] = best;
+    out.i32()[r] = broken || !(bv > -INFINITY) ? -1 : best;
   }
 }
 
@@ -223,9 +224,16 @@ void CpuBackend::sample_rows(const Tensor& logits, const DeviceSampleParams* par
   std::vector<int32_t> order;
   for (int64_t r = 0; r < logits.dim(0); ++r) {
     const DeviceSampleParams& p = params[r];
+    bool broken = false, any = false;
     for (int64_t i = 0; i < vocab; ++i) {
       const float x = logits.f32()[r * vocab + i];
+      broken |= !(x < INFINITY);  // NaN or +Inf
+      any |= x > -INFINITY;
       v[static_cast<size_t>(i)] = x != x ? -3.4028235e38f : x;
+    }
+    if (broken || !any) {
+      out.i32()[r] = -1;
+      continue;
     }
     const int32_t top = static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
     if (!(p.temperature > 0.0f)) {

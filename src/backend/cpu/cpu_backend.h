@@ -51,6 +51,7 @@ class CpuBackend final : public Backend {
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
   void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
+  void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
 
   ThreadPool& pool() { return pool_; }
   const CpuKernels& kernels() const { return *kern_; }

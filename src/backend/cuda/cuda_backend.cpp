@@ -243,6 +243,10 @@ void CudaBackend::sample_rows(const Tensor& logits, const DeviceSampleParams* pa
   cuda::launch_sample_rows(logits.as<float>(), rows, logits.dim(1), sample_params_, out.as<int32_t>(), stream_);
 }
 
+std::string CudaBackend::attention_slow_path(const QkvLayout& l, int64_t block_size) const {
+  return cuda::attention_slow_path(l.head_dim, l.num_heads, l.num_kv_heads, block_size);
+}
+
 Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
@@ -254,6 +258,17 @@ Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
                          std::to_string(count) + " device(s) present)");
   }
   return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device_index));
+}
+
+}  // namespace rl
+
+namespace rl {
+
+void CudaBackend::apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) {
+  RL_CHECK(logits.dtype == DType::kF32 && bitmask.dtype == DType::kI32 && logits.ndim == 2 && bitmask.ndim == 2);
+  RL_CHECK(bitmask.dim(0) == logits.dim(0) && bitmask.dim(1) * 32 >= logits.dim(1));
+  cuda::launch_apply_token_bitmask(logits.as<float>(), logits.dim(0), logits.dim(1), bitmask.as<int32_t>(),
+                                   bitmask.dim(1), stream_);
 }
 
 }  // namespace rl

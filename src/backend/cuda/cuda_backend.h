@@ -53,12 +53,14 @@ class CudaBackend final : public Backend {
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
   void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
+  void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
 
   // Batch-invariant kernels: linear uses the invariant GEMM family for every M (one MMA chain per output element
   // over K, no split-K) instead of the split-K GEMV and cuBLASLt; attention computes every row, decode rows
   // included, with the prefill kernel family (one pass over 64-key tiles from key 0, no batch-dependent KV split).
   // Norms and the element-wise ops are row-local in both modes.
   void set_deterministic(bool on) override { deterministic_ = on; }
+  std::string attention_slow_path(const QkvLayout& layout, int64_t block_size) const override;
   bool deterministic() const override { return deterministic_; }
 
   // The stream every op runs on (for CUDA-graph capture by the runtime).

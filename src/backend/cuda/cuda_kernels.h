@@ -50,6 +50,9 @@ void launch_argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_
 // Device sampling of each row (DeviceSampleParams, device memory) into out (sampling.cu).
 void launch_sample_rows(const float* logits, int64_t rows, int64_t vocab, const DeviceSampleParams* params,
                         int32_t* out, cudaStream_t stream);
+// logits[r, t] = -inf where bit t of bitmask row r is clear (token_mask.cu).
+void launch_apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const int32_t* bitmask, int64_t words,
+                                cudaStream_t stream);
 // t[i] = lo + (hi - lo) * uniform_from_counter(seed, i) (core/random.h), stored as f32 or bf16.
 void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
 

@@ -2,6 +2,7 @@
 // so a greedy decode step downloads num_seqs ids instead of num_seqs × vocab logits.
 #include <cfloat>
 #include <climits>
+#include <cmath>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -20,14 +21,17 @@ __global__ void argmax_rows_kernel(const float* logits, int64_t vocab, int32_t* 
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float bv = -FLT_MAX;
   int bi = INT_MAX;
+  bool broken = false;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
     float v = row[i];
-    if (v != v) continue;  // NaN never wins
+    broken |= !(v < INFINITY);  // NaN or +Inf
+    if (v != v) continue;
     if (better(v, static_cast<int>(i), bv, bi)) {
       bv = v;
       bi = static_cast<int>(i);
     }
   }
+  const bool row_broken = __syncthreads_or(broken);
   for (int off = 16; off > 0; off >>= 1) {
     float ov = __shfl_down_sync(0xffffffffu, bv, off);
     int oi = __shfl_down_sync(0xffffffffu, bi, off);
@@ -56,7 +60,8 @@ __global__ void argmax_rows_kernel(const float* logits, int64_t vocab, int32_t* 
         bi = oi;
       }
     }
-    if (lane == 0) out[blockIdx.x] = bi == INT_MAX ? 0 : bi;
+    // -1: NaN or +Inf in the row, or nothing above -inf (Backend::argmax_rows).
+    if (lane == 0) out[blockIdx.x] = row_broken || bi == INT_MAX ? -1 : bi;
   }
 }
 
@@ -96,12 +101,21 @@ __global__ void sample_rows_kernel(const float* logits, int64_t vocab, const Dev
 
   float local_max = -FLT_MAX;
   int local_arg = INT_MAX;
+  bool broken = false, any = false;
   for (int64_t i = tid; i < vocab; i += blockDim.x) {
+    const float raw = row[i];
+    broken |= !(raw < INFINITY);  // NaN or +Inf
+    any |= raw > -INFINITY;
     const float v = load_logit(row, i);
     if (v > local_max) {
       local_max = v;
       local_arg = static_cast<int>(i);
     }
+  }
+  // A numerically broken row gets -1 (Backend::sample_rows); the condition is uniform over the block.
+  if (__syncthreads_or(broken) || !__syncthreads_or(any)) {
+    if (tid == 0) out[blockIdx.x] = -1;
+    return;
   }
   if (!(p.temperature > 0.0f)) {
     const int best = block_argmax(local_max, local_arg, sv, si);
