@@ -505,14 +505,15 @@ Value slice_value(const Value& obj, const Value& start_v, const Value& stop_v, c
     fail(line, std::string("'") + obj.type_name() + "' object is not subscriptable");
   }
   int64_t n = static_cast<int64_t>(items.size());
-  auto clamp = [&](bool has, int64_t v, int64_t dflt) {
+  // The step is a parameter, not a capture: clang 14 cannot capture structured bindings.
+  auto clamp = [n](bool has, int64_t v, int64_t dflt, int64_t stride) {
     if (!has) return dflt;
     if (v < 0) v += n;
-    if (step > 0) return std::clamp<int64_t>(v, 0, n);
+    if (stride > 0) return std::clamp<int64_t>(v, 0, n);
     return std::clamp<int64_t>(v, -1, n - 1);
   };
-  int64_t b = clamp(has_start, start, step > 0 ? 0 : n - 1);
-  int64_t e = clamp(has_stop, stop, step > 0 ? n : -1);
+  int64_t b = clamp(has_start, start, step > 0 ? 0 : n - 1, step);
+  int64_t e = clamp(has_stop, stop, step > 0 ? n : -1, step);
   Array out;
   for (int64_t k = b; step > 0 ? k < e : k > e; k += step) out.push_back(items[static_cast<size_t>(k)]);
   if (obj.is_string()) {

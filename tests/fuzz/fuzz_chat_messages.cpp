@@ -16,9 +16,13 @@ namespace {
 
 const rl::ChatTemplate* chat_template() {
   static const rl::ChatTemplate* t = [] {
-    // The default model in the source tree (RIDGELINE_SOURCE_DIR: tests/fuzz/tests.cmake).
-    auto tmpl = rl::ChatTemplate::from_model_dir(std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny");
-    return tmpl ? new rl::ChatTemplate(std::move(*tmpl)) : nullptr;
+    // The default model in the source tree (RIDGELINE_SOURCE_DIR: tests/fuzz/tests.cmake, or the environment
+    // variable of the same name for binaries run from another checkout). Without it nothing would be rendered.
+    const char* env = std::getenv("RIDGELINE_SOURCE_DIR");
+    auto tmpl = rl::ChatTemplate::from_model_dir(
+        std::string(env != nullptr && *env != '\0' ? env : RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny");
+    if (!tmpl) std::abort();
+    return new rl::ChatTemplate(std::move(*tmpl));
   }();
   return t;
 }

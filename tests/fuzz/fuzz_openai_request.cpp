@@ -18,8 +18,12 @@
 namespace {
 
 // The default model in the source tree (RIDGELINE_SOURCE_DIR is set by tests/fuzz/tests.cmake: __FILE__ can be a
-// relative path, which breaks when the test runs from another directory).
-std::string model_dir() { return std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny"; }
+// relative path, which breaks when the test runs from another directory). The environment variable of the same name
+// overrides it, for binaries run from another checkout (scripts/device/fuzz_all.sh).
+std::string model_dir() {
+  const char* env = std::getenv("RIDGELINE_SOURCE_DIR");
+  return std::string(env != nullptr && *env != '\0' ? env : RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny";
+}
 
 struct Context {
   std::unique_ptr<rl::Tokenizer> tokenizer;

@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_isa.h"
 
+#include <cpuid.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -31,6 +33,19 @@ bool parse_cpu_isa(std::string_view name, CpuIsa* out) {
   return false;
 }
 
+namespace {
+
+// AVX512_FP16 is CPUID leaf 7, sub-leaf 0, EDX bit 23. Read directly: clang 14's
+// __builtin_cpu_supports does not know "avx512fp16" (GCC 12's does). The OS's saving of the AVX-512
+// state was checked with avx512f before this is asked.
+bool cpu_has_avx512fp16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  return (edx >> 23) & 1u;
+}
+
+}  // namespace
+
 CpuIsa detect_cpu_isa() {
   __builtin_cpu_init();
   if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return CpuIsa::kScalar;
@@ -40,7 +55,7 @@ CpuIsa detect_cpu_isa() {
   }
   if (!(__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni")))
     return CpuIsa::kAvx512;
-  if (!__builtin_cpu_supports("avx512fp16")) return CpuIsa::kAvx512Bf16;
+  if (!cpu_has_avx512fp16()) return CpuIsa::kAvx512Bf16;
   return CpuIsa::kAvx512Fp16;
 }
 

@@ -14,8 +14,14 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Every function below is compiled for these features (clang ignores GCC's target pragma; its own
+// attribute region does the same).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace rl {
 namespace avx2 {
@@ -168,7 +174,11 @@ void axpy_f32(float s, const float* x, float* y, int64_t n) {
 }  // namespace avx2
 }  // namespace rl
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #pragma GCC diagnostic pop
 
 namespace rl {

@@ -18,8 +18,14 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Every function below is compiled for these features (clang ignores GCC's target pragma; its own
+// attribute region does the same).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vnni,avx2,fma,f16c")
+#endif
 
 namespace rl {
 namespace avx512_bf16 {
@@ -152,7 +158,11 @@ void linear_i8(const LinearActs& a, const I8WeightView& w, float* y, int64_t m, 
 }  // namespace avx512_bf16
 }  // namespace rl
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #pragma GCC diagnostic pop
 
 namespace rl {
