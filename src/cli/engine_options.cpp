@@ -23,6 +23,9 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
                   "CUDA: fraction of GPU memory for weights, KV cache and activations")->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Disable the prefix cache");
   cmd->add_flag("--enforce-eager", o->enforce_eager, "CUDA: run decode steps eagerly (no CUDA graphs)");
+  cmd->add_flag("--deterministic,!--no-deterministic", o->deterministic,
+                "Batch-invariant kernels: a request's tokens do not depend on the rest of the batch");
+  cmd->add_option("--profile", o->profile, "Write a Chrome-trace JSON of every step's host and device spans");
 }
 
 Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
@@ -40,6 +43,8 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.enable_prefix_caching = !o.no_prefix_caching;
   c.enforce_eager = o.enforce_eager;
+  c.deterministic = o.deterministic;
+  c.profile_path = o.profile;
   return Engine::create(c);
 }
 

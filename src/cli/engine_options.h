@@ -26,6 +26,8 @@ struct EngineOptions {
   double gpu_memory_utilization = 0.9;
   bool no_prefix_caching = false;
   bool enforce_eager = false;
+  bool deterministic = false;  // issue 13: batch-invariant kernels (see docs/benchmarks.md for the cost)
+  std::string profile;         // Chrome-trace JSON path (empty: off)
 };
 
 void add_engine_options(CLI::App* cmd, EngineOptions* o);

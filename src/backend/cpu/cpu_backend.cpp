@@ -226,64 +226,6 @@ void CpuBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
   }
 }
 
-void CpuBackend::sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) {
-  const int64_t vocab = logits.dim(1);
-  std::vector<float> v(static_cast<size_t>(vocab));
-  std::vector<int32_t> order;
-  for (int64_t r = 0; r < logits.dim(0); ++r) {
-    const DeviceSampleParams& p = params[r];
-    for (int64_t i = 0; i < vocab; ++i) {
-      const float x = logits.f32()[r * vocab + i];
-      v[static_cast<size_t>(i)] = x != x ? -3.4028235e38f : x;
-    }
-    const int32_t top = static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-    if (!(p.temperature > 0.0f)) {
-      out.i32()[r] = top;
-      continue;
-    }
-    const float m = v[static_cast<size_t>(top)], inv_t = 1.0f / p.temperature;
-    // Descending by logit; thresholds keep every token tied with the boundary one, as the device kernel does.
-    order.resize(static_cast<size_t>(vocab));
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return v[static_cast<size_t>(a)] > v[static_cast<size_t>(b)]; });
-    float floor = -3.4028235e38f;
-    if (p.top_k > 0 && p.top_k < vocab) floor = v[static_cast<size_t>(order[static_cast<size_t>(p.top_k - 1)])];
-    if (p.top_p < 1.0f) {
-      double total = 0;
-      for (int32_t i : order) {
-        if (v[static_cast<size_t>(i)] < floor) break;
-        total += std::exp((v[static_cast<size_t>(i)] - m) * inv_t);
-      }
-      double cum = 0;
-      for (int32_t i : order) {
-        if (v[static_cast<size_t>(i)] < floor) break;
-        cum += std::exp((v[static_cast<size_t>(i)] - m) * inv_t);
-        if (cum >= p.top_p * total) {
-          floor = v[static_cast<size_t>(i)];
-          break;
-        }
-      }
-    }
-    const uint64_t stream = mix64(p.seed ^ mix64(p.step + 0x5851f42d4c957f2dull));
-    float best = -3.4028235e38f;
-    int32_t best_i = top;
-    for (int64_t i = 0; i < vocab; ++i) {
-      const float x = v[static_cast<size_t>(i)];
-      if (x < floor) continue;
-      const float logp = (x - m) * inv_t;
-      if (p.min_p > 0.0f && std::exp(logp) < p.min_p) continue;
-      const uint64_t bits = mix64(stream ^ mix64(static_cast<uint64_t>(i)));
-      const float u = (static_cast<float>(bits >> 40) + 0.5f) * (1.0f / 16777216.0f);
-      const float score = logp - std::log(-std::log(u));
-      if (score > best) {
-        best = score;
-        best_i = static_cast<int32_t>(i);
-      }
-    }
-    out.i32()[r] = best_i;
-  }
-}
-
 void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
   RL_CHECK(src.numel() == dst.numel());
   size_t n = static_cast<size_t>(src.numel());
