@@ -135,7 +135,7 @@ __global__ void sample_kernel(float* logits, int64_t vocab, SampleBatch b) {
     lse = m + static_cast<float>(log(block_sum_f64(part, sd)));
     float pv = INFINITY;
     int pi = -1;
-    const int n = static_cast<int>(min<int64_t>(p.num_logprobs, vocab));
+    const int n = static_cast<int>(p.num_logprobs < vocab ? p.num_logprobs : vocab);
     for (int k = 0; k < n; ++k) {
       float bv = -INFINITY;
       int bi = INT_MAX;
