@@ -78,6 +78,11 @@ int64_t workspace_bytes(const ModelConfig& c, int64_t max_tokens, int64_t max_se
 
 }  // namespace
 
+int32_t auto_max_num_seqs(int64_t num_kv_tokens) {
+  const int64_t n = num_kv_tokens / kAutoTokensPerSeq / 8 * 8;
+  return static_cast<int32_t>(std::clamp<int64_t>(n, 8, kMaxAutoNumSeqs));
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   std::unique_ptr<Engine> e(new Engine());
   e->config_ = config;
@@ -99,16 +104,18 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   // KV cache: f32 on the CPU (the reference), bf16 on GPUs.
   const bool cuda = e->backend_->device() == DeviceKind::kCuda;
   const DType kv_dtype = cuda ? DType::kBF16 : DType::kF32;
-  if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0) {
-    return Status::error("max_num_seqs and max_num_batched_tokens must be positive");
+  if (config.max_num_seqs < 0 || config.max_num_batched_tokens <= 0) {
+    return Status::error("max_num_seqs must be >= 0 (0: sized from the KV cache) and max_num_batched_tokens > 0");
   }
+  // The workspace and sampler estimates assume the largest automatic size when max_num_seqs is chosen below.
+  const int32_t seqs_bound = config.max_num_seqs > 0 ? config.max_num_seqs : kMaxAutoNumSeqs;
   KvSizingInput ki;
   ki.block_size = config.block_size;
   ki.num_kv_blocks = config.num_kv_blocks;
   ki.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
   ki.gpu_memory_utilization = config.gpu_memory_utilization;
-  ki.workspace_bytes = workspace_bytes(mc, config.max_num_batched_tokens, config.max_num_seqs, 2);
-  ki.sampler_bytes = sampler_device_bytes(config.max_num_seqs, mc.vocab_size);
+  ki.workspace_bytes = workspace_bytes(mc, config.max_num_batched_tokens, seqs_bound, 2);
+  ki.sampler_bytes = sampler_device_bytes(seqs_bound, mc.vocab_size);
   RL_ASSIGN_OR_RETURN(KvSizing sizing, size_kv_cache(ki, mc, *e->backend_, kv_dtype));
   const int64_t bs = config.block_size, num_blocks = sizing.num_blocks;
   e->kv_ = std::make_unique<KvStorage>(e->backend_.get(), mc, num_blocks, bs, kv_dtype);
@@ -125,9 +132,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
              " tokens: the KV cache holds no more");
     max_len = kv_tokens;
   }
+  const int32_t max_num_seqs = config.max_num_seqs > 0 ? config.max_num_seqs : auto_max_num_seqs(kv_tokens);
+  e->config_.max_num_seqs = max_num_seqs;
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
-  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_num_seqs = max_num_seqs;
   sc.max_model_len = static_cast<int32_t>(max_len);
   sc.max_waiting = config.max_waiting;
   sc.kv.num_blocks = static_cast<int32_t>(num_blocks);
@@ -139,13 +148,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
 
   RunnerLimits lim;
   lim.max_num_tokens = config.max_num_batched_tokens;
-  lim.max_num_seqs = config.max_num_seqs;
+  lim.max_num_seqs = max_num_seqs;
   lim.max_model_len = max_len;
   lim.enforce_eager = config.enforce_eager;
   e->runner_ = std::make_unique<ModelRunner>(e->model_.get(), e->kv_.get(), lim);
-  e->sampler_ = std::make_unique<Sampler>(e->backend_.get(), config.max_num_seqs, mc.vocab_size,
-                                          config.max_num_seqs);
-  for (int32_t i = config.max_num_seqs - 1; i >= 0; --i) e->free_slots_.push_back(i);
+  e->sampler_ = std::make_unique<Sampler>(e->backend_.get(), max_num_seqs, mc.vocab_size, max_num_seqs);
+  for (int32_t i = max_num_seqs - 1; i >= 0; --i) e->free_slots_.push_back(i);
   e->seed_salt_ = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(now_seconds() * 1e9);
   std::string name = config.served_model_name;
   if (name.empty()) {
