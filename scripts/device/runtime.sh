@@ -66,13 +66,12 @@ if [ "${ONLY:-all}" = detmix ]; then
   tp 256x1024x256 --num-prompts 256 --input-len 1024 --output-len 256
   tp 256x1024x256_det --num-prompts 256 --input-len 1024 --output-len 256 --deterministic
   python3 - "$out/profile_qwen_b1.json" <<'PY'
-import json, sys, collections
+import json, sys, collections, statistics
 ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
 d = collections.defaultdict(list)
 for e in ev: d[(e["tid"], e["name"])].append(e["dur"])
-for (tid, name), v in sorted(d.items()):
-    v = sorted(v)[len(v) // 10:]  # drop the first tenth (warm-up spans are longest)
-    print(f"profile qwen b1: {['host','device','consumer'][tid]:8s} {name:14s} n={len(v):4d} mean {sum(v)/len(v):8.1f} us")
+for (tid, name), v in sorted(d.items()):  # medians: prefill and graph-capture steps are outliers
+    print(f"profile qwen b1: {['host','device','consumer'][tid]:8s} {name:14s} n={len(v):4d} median {statistics.median(v):8.1f} us")
 PY
 fi
 
