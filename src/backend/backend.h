@@ -102,6 +102,16 @@ class Backend {
   // captured graph: graphs bake the chosen kernels).
   virtual void set_deterministic(bool on) { (void)on; }
   virtual bool deterministic() const { return false; }
+
+  // --- kernel coverage ---
+  // Empty when fast kernels serve attention at this shape for every step kind (prefill, decode); otherwise one
+  // line naming the slow path that will serve it. Meant to be checked when a model and its KV layout are set up,
+  // so that a shape without a fast kernel is reported at load instead of discovered at the first request.
+  virtual std::string attention_slow_path(const QkvLayout& layout, int64_t block_size) const {
+    (void)layout;
+    (void)block_size;
+    return "";
+  }
 };
 
 // A device allocation owned by a backend (RAII).

@@ -310,6 +310,10 @@ double CudaBackend::marker_seconds(uint64_t marker) {
   return marker_ref_seconds_ + ms * 1e-3;
 }
 
+std::string CudaBackend::attention_slow_path(const QkvLayout& l, int64_t block_size) const {
+  return cuda::attention_slow_path(l.head_dim, l.num_heads, l.num_kv_heads, block_size);
+}
+
 Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);

@@ -72,6 +72,7 @@ class CudaBackend final : public Backend {
   // included, with the prefill kernel family (one pass over 64-key tiles from key 0, no batch-dependent KV split).
   // Norms and the element-wise ops are row-local in both modes.
   void set_deterministic(bool on) override { deterministic_ = on; }
+  std::string attention_slow_path(const QkvLayout& layout, int64_t block_size) const override;
   bool deterministic() const override { return deterministic_; }
 
   // The stream every op runs on (for CUDA-graph capture by the runtime).
