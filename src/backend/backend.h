@@ -91,6 +91,9 @@ class Backend {
   // ids: i32 [T]. Entries < 0 are references to tokens sampled on the device: id = -(k + 1) becomes sampled[k]
   // (the previous step's output, which the host has not read yet).
   virtual void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) = 0;
+  // Grammar-constrained decoding: logits[r, t] = -inf where bit t of row r of bitmask is 0 (bit t of a row is bit
+  // t % 32 of its word t / 32). logits: f32 [n, vocab]; bitmask: i32 [n, ceil(vocab / 32)].
+  virtual void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) = 0;
   // Converts between dtypes element-wise (same shape), e.g. bf16 logits → f32.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
 

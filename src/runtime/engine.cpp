@@ -163,6 +163,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   }
   e->engine_metrics_ = std::make_unique<EngineMetrics>(e->registry_, name);
   if (!config.profile_path.empty()) e->profile_.open(config.profile_path);
+  // The KV configuration as vLLM's info gauge (value 1, facts in labels): the Gateway API Inference Extension's
+  // endpoint picker reads block_size and num_gpu_blocks from it (docs/deploy.md).
+  e->registry_
+      .gauge("vllm:cache_config_info", "Information of the KV cache configuration.",
+             {{"block_size", std::to_string(sc.kv.block_size)},
+              {"num_gpu_blocks", std::to_string(sc.kv.num_blocks)},
+              {"enable_prefix_caching", "True"},
+              {"cache_dtype", "auto"}})
+      .set(1);
   e->engine_metrics_->update(e->scheduler_->stats());
   return e;
 }
@@ -350,7 +359,8 @@ void Engine::admit_choice(const std::shared_ptr<Parent>& p, int32_t index) {
   AddResult res = scheduler_->add_request(std::move(r));
   p->num_admitted = std::max(p->num_admitted, index + 1);
   choices_[cid] = {p, index};
-  if (!res.ok()) reject(p, res.error, res.status.message());
+  if (!res.ok()) return reject(p, res.error, res.status.message());
+  if (params.constraint) constrained_.insert(cid);
 }
 
 void Engine::admit_siblings(const std::shared_ptr<Parent>& p) {
@@ -386,6 +396,7 @@ void Engine::finish_choice(const std::string& cid, const Request& r, FinishReaso
   auto it = choices_.find(cid);
   if (it == choices_.end()) return;
   release_slot(cid);
+  constrained_.erase(cid);
   std::shared_ptr<Parent> p = it->second.first;
   const int32_t index = it->second.second;
   choices_.erase(it);
@@ -438,6 +449,12 @@ void Engine::step() {
       e->timing_.step_seconds += now_seconds() - t0;
     }
   } wall{this, t0};
+  // A grammar needs the previous token before it can mask the next one: while constrained requests are live,
+  // the step in flight is applied before scheduling (those steps run without the pipeline's overlap).
+  if (inflight_ && !constrained_.empty()) {
+    process(std::move(*inflight_), 0.0);
+    inflight_.reset();
+  }
   SchedulerOutput out = scheduler_->schedule();
   const double t_sched = now_seconds() - t0;
   profile_.span("schedule", t0, t_sched, 0, step_index_);
@@ -499,6 +516,7 @@ void Engine::step() {
       rows_.push_back(row);
     }
   }
+  fill_constraint_masks(out, f.sample_row);
   f.parity = parity_;
   f.step = step_index_++;
   if (profile_.enabled()) f.marker_begin = backend_->record_marker();
@@ -551,6 +569,7 @@ void Engine::process(InFlight f, double extra_host_seconds) {
     finish_choice(cid, *done, FinishReason::kError,
                   "sampling failed: every logit is -inf or NaN (after logit_bias, penalties and masks)");
   }
+  advance_constraints(out, f.sample_row, sampled);
   UpdateResult res = scheduler_->resolve(out, sampled);
   engine_metrics_->observe_step(res);
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "loader/model_config.h"
@@ -199,6 +200,14 @@ class Engine {
   StepProfiler profile_;
   std::string fingerprint_;
   int64_t step_index_ = 0;
+  // Structured outputs (engine_constraints.cpp): each constrained row's allowed-token bitmask, filled on the host
+  // from its grammar matcher and applied by the sampler on the device; the matcher advances when the row's token is
+  // applied. h_mask_: u32 [sampling rows][ceil(vocab / 32)]. constrained_: live choice ids with a constraint.
+  void fill_constraint_masks(const SchedulerOutput& out, const std::vector<int32_t>& sample_row);
+  void advance_constraints(const SchedulerOutput& out, const std::vector<int32_t>& sample_row,
+                           const std::vector<TokenId>& sampled);
+  std::vector<uint32_t> h_mask_;
+  std::unordered_set<std::string> constrained_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,6 +49,9 @@ struct Request {
   int32_t num_preemptions = 0;
   int32_t num_pending = 0;               // trailing kPendingToken outputs
   std::optional<TokenId> stop_token;     // the EOS / stop id that finished it
+  // Structured outputs: this sequence's constraint state, made from params.constraint on its first sampled step
+  // and advanced by the engine thread only (mutable: the scheduler hands requests out as const).
+  mutable std::shared_ptr<TokenConstraint> constraint;
 
   // Set by the scheduler: the arrival order (also the KV key) and timestamps (seconds, Scheduler's clock).
   uint64_t arrival_seq = 0;

@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "kv/kv_types.h"
+#include "sched/token_constraint.h"
 
 namespace rl {
 
@@ -36,6 +37,8 @@ struct SamplingParams {
   std::optional<int32_t> max_tokens;  // unset: up to max_model_len
   bool ignore_eos = false;
   std::string cache_salt;
+  // Structured outputs: when set, every sequence's tokens are constrained by its own TokenConstraint.
+  TokenConstraintFactory constraint;
 
   bool is_greedy() const { return temperature == 0.0f; }
 

@@ -42,14 +42,12 @@ struct ResponseWriter {
   bool emit(HttpResponder& sink, std::vector<ChoiceDelta>& deltas) {
     for (ChoiceDelta& d : deltas) {
       const size_t i = static_cast<size_t>(d.index);
-      if (d.text.empty() && !d.finish && d.logprobs.empty()) continue;  // e.g. a skipped special token
+      if (d.text.empty() && !d.finish && d.logprobs.empty() && d.reasoning.empty() && d.tool_calls.empty())
+        continue;  // e.g. a skipped special token
       if (stream) {
         if (!write(sink, sse(delta_chunk(meta, d, &text_offsets[i])))) return false;
       } else {
-        ChoiceResult& r = results[i];
-        r.text += d.text;
-        for (LogprobEntry& e : d.logprobs) r.logprobs.push_back(std::move(e));
-        if (d.finish) r.finish = *d.finish;
+        accumulate(&results[i], std::move(d));
       }
     }
     return true;

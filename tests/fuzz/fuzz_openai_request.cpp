@@ -17,10 +17,10 @@
 
 namespace {
 
+// The default model, found from this file's path (<root>/tests/fuzz/...; relative when compiled that way).
 std::string model_dir() {
-  std::string f = __FILE__;  // <root>/tests/fuzz/fuzz_openai_request.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f + "/models/ridgeline-tiny";
+  const std::string f = __FILE__;
+  return f.substr(0, f.rfind("tests/fuzz/")) + "models/ridgeline-tiny";
 }
 
 struct Context {

@@ -46,6 +46,7 @@ class CpuBackend final : public Backend {
   void init_penalty_slots(const PenaltySlotInit* inits, int64_t num_inits, const SampleBatch& batch,
                           int64_t vocab_size) override;
   void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
+  void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
 
   ThreadPool& pool() { return pool_; }
 

@@ -328,3 +328,14 @@ Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
 }
 
 }  // namespace rl
+
+namespace rl {
+
+void CudaBackend::apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) {
+  RL_CHECK(logits.dtype == DType::kF32 && bitmask.dtype == DType::kI32 && logits.ndim == 2 && bitmask.ndim == 2);
+  RL_CHECK(bitmask.dim(0) == logits.dim(0) && bitmask.dim(1) * 32 >= logits.dim(1));
+  cuda::launch_apply_token_bitmask(logits.as<float>(), logits.dim(0), logits.dim(1), bitmask.as<int32_t>(),
+                                   bitmask.dim(1), stream_);
+}
+
+}  // namespace rl

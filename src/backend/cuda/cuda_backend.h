@@ -66,6 +66,7 @@ class CudaBackend final : public Backend {
   void wait_fence(uint64_t fence) override;
   uint64_t record_marker() override;
   double marker_seconds(uint64_t marker) override;
+  void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
 
   // Batch-invariant kernels: linear uses the invariant GEMM family for every M (one MMA chain per output element
   // over K, no split-K) instead of the split-K GEMV and cuBLASLt; attention computes every row, decode rows

@@ -53,6 +53,9 @@ void launch_init_penalty_slot(const PenaltySlotInit& init, int32_t* counts, uint
                               cudaStream_t stream);
 // ids[t] < 0 → sampled[-ids[t] - 1].
 void launch_resolve_pending_ids(int32_t* ids, int64_t n, const int32_t* sampled, cudaStream_t stream);
+// logits[r, t] = -inf where bit t of bitmask row r is clear (token_mask.cu).
+void launch_apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const int32_t* bitmask, int64_t words,
+                                cudaStream_t stream);
 // t[i] = lo + (hi - lo) * uniform_from_counter(seed, i) (core/random.h), stored as f32 or bf16.
 void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
 
