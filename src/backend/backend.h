@@ -80,7 +80,8 @@ class Backend {
   // the same seed gives the same values on every backend (used for --dummy-weights).
   virtual void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) = 0;
   // Greedy sampling on the device: out (i32 [n]) = argmax of each row of logits (f32 [n, vocab]); ties → the
-  // lowest id; NaN never wins.
+  // lowest id. A row holding NaN or +Inf, or nothing above -inf, gets -1 (the model is numerically broken: the
+  // engine fails that request); sample gives the codes of ops.h.
   virtual void argmax_rows(const Tensor& logits, const Tensor& out) = 0;
   // The one sampling path (ops.h, SampleRowParams): every parameter, one counter-based RNG. Enqueued like every
   // op (graph-capturable on CUDA); reads its parameters from backend memory.

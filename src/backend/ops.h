@@ -66,7 +66,11 @@ struct AttentionMetadata {
 //      E_i = -log(u_i), u_i from the counter-based generator keyed by (seed, step, token id). That is an exact
 //      draw from the filtered distribution that needs no sort, and the same (seed, step) gives the same token
 //      whatever else is in the batch, on the CPU and on the GPU.
-// A row whose processed logits are all -inf or NaN gets token -1 (the engine fails that request alone).
+// A row that cannot be sampled gets a negative code instead of a token, and the engine fails that request alone:
+// kSampleNonFinite when the raw logits hold NaN or +Inf (a numerically broken model), kSampleNothingLeft when
+// nothing finite is left after the processors (every token masked or suppressed, or an infinite bias).
+inline constexpr int32_t kSampleNonFinite = -1;
+inline constexpr int32_t kSampleNothingLeft = -2;
 struct SampleRowParams {
   float temperature = 1.0f;
   int32_t top_k = 0;    // <= 0: off

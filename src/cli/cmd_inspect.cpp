@@ -2,6 +2,7 @@
 // per token.
 #include <cstdio>
 
+#include "backend/cpu/cpu_isa.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "loader/model_config.h"
@@ -36,6 +37,7 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
     std::printf("weight bytes (f32)    %lld (%.2f GB)\n", static_cast<long long>(params * 4), params * 4 / 1e9);
     std::printf("KV bytes/token (bf16) %lld\n", static_cast<long long>(c.kv_bytes_per_token(2)));
     std::printf("KV bytes/token (f32)  %lld\n", static_cast<long long>(c.kv_bytes_per_token(4)));
+    std::printf("cpu kernels           %s\n", cpu_isa_description().c_str());
   });
 }
 

@@ -49,6 +49,7 @@ int run(ServeOptions o) {
     return 1;
   }
   ec.dummy_weights = o.engine.dummy_weights;
+  ec.quantize_int8 = o.engine.quantization == "int8";
   ec.num_threads = o.engine.threads;
   ec.max_model_len = o.engine.max_model_len;
   ec.max_num_seqs = o.engine.max_num_seqs;

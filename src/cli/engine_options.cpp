@@ -8,6 +8,9 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "Weight storage on the CPU: f32 or bf16 (CUDA always bf16)")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  cmd->add_option("--quantization", o->quantization,
+                  "Weight quantisation: none, or int8 (per-row scales at load, VNNI kernels; CPU only)")
+      ->check(CLI::IsMember({"none", "int8"}))->capture_default_str();
   cmd->add_flag("--dummy-weights", o->dummy_weights,
                 "Random weights at the config's shapes instead of safetensors (for benchmarks)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
@@ -34,6 +37,7 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.device = o.device;
   if (!parse_dtype(o.dtype, &c.weight_dtype)) return Status::error("unknown --dtype " + o.dtype);
   c.dummy_weights = o.dummy_weights;
+  c.quantize_int8 = o.quantization == "int8";
   c.num_threads = o.threads;
   c.max_model_len = o.max_model_len;
   c.max_num_seqs = o.max_num_seqs;

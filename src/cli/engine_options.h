@@ -17,6 +17,7 @@ struct EngineOptions {
   std::string device = "cpu";
   std::string dtype = "bf16";
   bool dummy_weights = false;
+  std::string quantization = "none";
   int threads = 0;
   int32_t max_model_len = 0;
   int32_t max_num_seqs = 64;

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "tokenizer/unicode.h"
+
 namespace rl::grammar {
 
 namespace {
@@ -161,7 +163,7 @@ class GbnfParser {
       std::string lit;
       while (pos_ < s_.size() && s_[pos_] != '"') {
         RL_ASSIGN_OR_RETURN(char32_t cp, parse_char());
-        append(&lit, cp);
+        tok::append_utf8(&lit, cp);
       }
       if (pos_ >= s_.size()) return error("unterminated string literal");
       ++pos_;
@@ -254,24 +256,6 @@ class GbnfParser {
       }
     }
     return atom;
-  }
-
-  static void append(std::string* out, char32_t cp) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
   }
 
   GrammarBuilder* b_;

@@ -35,6 +35,10 @@ class WeightLoader {
   uint64_t bytes_loaded() const { return bytes_loaded_; }
 
  private:
+  // load() for a 2-D weight under LoadOptions::quantize_int8: rows quantised on the host, uploaded once.
+  Result<Tensor> load_int8(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+                           float dummy_scale, int64_t rows, int64_t cols);
+
   Backend* backend_ = nullptr;
   LoadOptions opts_;
   std::optional<WeightStore> store_;

@@ -95,6 +95,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   LoadOptions lo;
   lo.weight_dtype = config.weight_dtype;
   lo.dummy_weights = config.dummy_weights;
+  lo.quantize_int8 = config.quantize_int8;
   if (e->backend_->device() == DeviceKind::kCuda) lo.weight_dtype = DType::kBF16;
   RL_ASSIGN_OR_RETURN(e->model_, build_model(mc, config.model_dir, e->backend_.get(), lo));
   if (config.load_tokenizer && file_exists(path_join(config.model_dir, "tokenizer.json"))) {
@@ -558,7 +559,8 @@ void Engine::process(InFlight f, double extra_host_seconds) {
     samples[i] = sampler_->result(f.parity, f.sample_row[i]);
     sampled[i] = samples[i].token;
   }
-  // A row with no token to sample (every logit -inf or NaN after bias, penalties and masks) fails alone.
+  // A row that could not be sampled (NaN/Inf logits from a numerically broken model, or nothing left after the
+  // processors) fails its own request with the sampler's message; the others in the batch go on.
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     if (f.sample_row[i] < 0 || sampled[i] >= 0) continue;
     Request* r = scheduler_->live(out.scheduled[i]);
@@ -566,8 +568,7 @@ void Engine::process(InFlight f, double extra_host_seconds) {
     const std::string cid = r->id;
     std::unique_ptr<Request> done = scheduler_->finish_request(cid, RequestStatus::kFinishedError);
     engine_metrics_->observe_finished(*done);
-    finish_choice(cid, *done, FinishReason::kError,
-                  "sampling failed: every logit is -inf or NaN (after logit_bias, penalties and masks)");
+    finish_choice(cid, *done, FinishReason::kError, samples[i].error);
   }
   advance_constraints(out, f.sample_row, sampled);
   UpdateResult res = scheduler_->resolve(out, sampled);

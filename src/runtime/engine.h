@@ -37,6 +37,7 @@ struct EngineConfig {
   std::string device = "cpu";
   DType weight_dtype = DType::kBF16;
   bool dummy_weights = false;
+  bool quantize_int8 = false;  // --quantization int8: 2-D weights as int8 with per-row scales (CPU only)
   int num_threads = 0;                  // CPU backend threads; 0 = all cores
   int32_t block_size = 16;
   int64_t num_kv_blocks = 0;            // 0: sized from memory

@@ -212,6 +212,12 @@ SampleResult Sampler::result(int parity, int64_t row) const {
   const Host& h = *host_[static_cast<size_t>(parity)];
   SampleResult res;
   res.token = h.tokens[row];
+  if (res.token == kSampleNonFinite) {
+    res.error = "the model produced non-finite logits (NaN or Inf) for this sequence";
+  } else if (res.token < 0) {
+    res.error = "no token can be sampled: every logit is -inf or non-finite after logit_bias, min_tokens, "
+                "penalties and the allowed-token mask";
+  }
   const int32_t n = num_logprobs_[parity][static_cast<size_t>(row)];
   if (n >= 0 && res.token >= 0) {
     res.logprob = h.logprobs[row];

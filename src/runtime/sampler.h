@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -43,9 +44,12 @@ struct TokenLogprob {
 };
 
 struct SampleResult {
-  TokenId token = 0;                        // -1: no token could be sampled (every logit -inf or NaN)
+  TokenId token = 0;                        // < 0 when error is set (ops.h, kSampleNonFinite / kSampleNothingLeft)
   std::optional<float> logprob;             // set when params->logprobs is set
   std::vector<TokenLogprob> top_logprobs;   // [min(params->logprobs, vocab_size)], descending
+  // Non-empty when the row cannot be sampled (NaN or +Inf logits from a numerically broken model, or nothing
+  // left above -inf after the processors): the request fails with this message, token is meaningless.
+  std::string error;
 };
 
 bool needs_penalty_slot(const SamplingParams& p);

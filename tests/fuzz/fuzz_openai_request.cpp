@@ -17,11 +17,9 @@
 
 namespace {
 
-// The default model, found from this file's path (<root>/tests/fuzz/...; relative when compiled that way).
-std::string model_dir() {
-  const std::string f = __FILE__;
-  return f.substr(0, f.rfind("tests/fuzz/")) + "models/ridgeline-tiny";
-}
+// The default model in the source tree (RIDGELINE_SOURCE_DIR is set by tests/fuzz/tests.cmake: __FILE__ can be a
+// relative path, which breaks when the test runs from another directory).
+std::string model_dir() { return std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny"; }
 
 struct Context {
   std::unique_ptr<rl::Tokenizer> tokenizer;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "runtime/engine.h"
@@ -170,6 +171,44 @@ TEST(EngineTest, AbortFreesEverything) {
   }
   EXPECT_EQ(last, FinishReason::kAbort);
   EXPECT_TRUE(engine->check_integrity().is_ok());
+  EXPECT_EQ(engine->num_free_kv_blocks(), engine->num_kv_blocks() - 1);
+}
+
+// A row that cannot be sampled (here a finite bias of 3e38 that temperature 0.5 scales to +Inf; a numerically
+// broken model gives NaN/Inf logits the same way)
+// fails its own request with a clear error; the other requests of the same batch finish normally, the engine
+// keeps serving, and every block comes back.
+TEST(EngineTest, AnUnsamplableRowFailsOnlyItsRequest) {
+  auto engine = make_engine();
+  auto prompts = random_prompts(3, 10, 20, 9);
+  SamplingParams bad = greedy(6);
+  bad.logit_bias[5] = std::numeric_limits<float>::infinity();  // the processed row is not finite
+  bad.temperature = 0.5f;
+  auto c0 = engine->submit("ok-0", prompts[0], greedy(6));
+  auto cb = engine->submit("bad", prompts[1], bad);
+  auto c1 = engine->submit("ok-1", prompts[2], greedy(6));
+  const auto drain = [](const std::shared_ptr<OutputChannel>& ch, std::string* error) {
+    FinishReason last = FinishReason::kNone;
+    size_t tokens = 0;
+    while (auto m = ch->pop()) {
+      tokens += m->tokens.size();
+      if (!m->error.empty()) *error = m->error;
+      if (m->finish != FinishReason::kNone) last = m->finish;
+    }
+    return std::make_pair(last, tokens);
+  };
+  std::string e0, eb, e1;
+  auto r0 = drain(c0, &e0), rb = drain(cb, &eb), r1 = drain(c1, &e1);
+  EXPECT_EQ(rb.first, FinishReason::kError);
+  EXPECT_NE(eb.find("no token can be sampled"), std::string::npos) << eb;
+  EXPECT_EQ(r0.first, FinishReason::kLength);
+  EXPECT_EQ(r0.second, 6u);
+  EXPECT_EQ(r1.first, FinishReason::kLength);
+  EXPECT_TRUE(e0.empty() && e1.empty());
+  // The engine goes on serving.
+  auto again = engine->generate({prompts[0]}, greedy(4));
+  EXPECT_EQ(again[0][0].token_ids.size(), 4u);
+  EXPECT_TRUE(engine->check_integrity().is_ok()) << engine->check_integrity().message();
   EXPECT_EQ(engine->num_free_kv_blocks(), engine->num_kv_blocks() - 1);
 }
 

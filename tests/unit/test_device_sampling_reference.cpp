@@ -120,5 +120,28 @@ TEST(DeviceSamplingReference, SameSeedAndStepSameTokenAnywhereInTheBatch) {
   EXPECT_EQ(out[0], std::max_element(batch.begin(), batch.begin() + vocab) - batch.begin());
 }
 
+// A row with NaN or +Inf is numerically broken (kSampleNonFinite from sample, -1 from argmax_rows); a row with
+// nothing above -inf has nothing to sample (kSampleNothingLeft). The engine fails those requests instead of
+// emitting an arbitrary token.
+TEST(DeviceSamplingReference, BrokenRowsGiveNegativeCodes) {
+  CpuBackend be(1);
+  const std::vector<float> batch = {1.0f,      NAN,       2.0f,       // NaN
+                                    1.0f,      INFINITY,  2.0f,       // +Inf
+                                    -INFINITY, -INFINITY, -INFINITY,  // nothing
+                                    1.0f,      3.0f,      2.0f};
+  std::vector<float> work = batch;
+  std::vector<int32_t> out(4);
+  Tensor lt(work.data(), DType::kF32, {4, 3}), ot(out.data(), DType::kI32, {4});
+  be.argmax_rows(lt, ot);
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, -1, -1, 1}));
+  for (float t : {0.0f, 1.0f}) {
+    sample(be, batch, 3, std::vector<SampleRowParams>(4, make(t, 0, 0.95f, 0.0f, 42, 7)), out);
+    EXPECT_EQ(out[0], kSampleNonFinite) << "temperature " << t;
+    EXPECT_EQ(out[1], kSampleNonFinite) << "temperature " << t;
+    EXPECT_EQ(out[2], kSampleNothingLeft) << "temperature " << t;
+    EXPECT_GE(out[3], 0) << "temperature " << t;
+  }
+}
+
 }  // namespace
 }  // namespace rl

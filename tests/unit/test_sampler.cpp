@@ -63,7 +63,48 @@ TEST(Sampler, GreedyTakesTheLowestIdOnTies) {
   p.logit_bias[3] = 0.25f;
   EXPECT_EQ(h.one({0.5f, 2.0f, -1.0f, 2.0f}, row_of(p, {}, {})), 3);
   p.logit_bias.clear();
-  EXPECT_EQ(h.one({NAN, 1.0f, 3.0f, 3.0f}, row_of(p, {}, {})), 2);  // NaN never wins
+}
+
+// A numerically broken model is a per-request error, not an abort: NaN or +Inf anywhere in the raw row gives
+// kSampleNonFinite; nothing finite left after the processors gives kSampleNothingLeft. Other rows are untouched.
+TEST(Sampler, NonFiniteLogitsAreAnErrorForThatRowOnly) {
+  Harness h(5, 4);
+  SamplingParams greedy, hot;
+  greedy.temperature = 0.0f;
+  hot.temperature = 0.8f;
+  hot.top_p = 0.9f;
+  std::vector<float> logits = {NAN,       1.0f,      3.0f,      0.0f,        // NaN
+                               INFINITY,  1.0f,      3.0f,      0.0f,        // +Inf
+                               0.5f,      1.0f,      3.0f,      0.0f,        // fine
+                               -INFINITY, -INFINITY, -INFINITY, -INFINITY,  // nothing above -inf
+                               0.5f,      4.0f,      3.0f,      0.0f};       // fine
+  const auto res = h.run(logits, {row_of(greedy, {}, {}), row_of(hot, {}, {}), row_of(greedy, {}, {}),
+                                  row_of(hot, {}, {}), row_of(greedy, {}, {})});
+  EXPECT_EQ(res[0].token, kSampleNonFinite);
+  EXPECT_NE(res[0].error.find("non-finite logits"), std::string::npos) << res[0].error;
+  EXPECT_EQ(res[1].token, kSampleNonFinite);
+  EXPECT_NE(res[1].error.find("non-finite logits"), std::string::npos) << res[1].error;
+  EXPECT_TRUE(res[2].error.empty());
+  EXPECT_EQ(res[2].token, 2);
+  EXPECT_EQ(res[3].token, kSampleNothingLeft);
+  EXPECT_NE(res[3].error.find("no token can be sampled"), std::string::npos) << res[3].error;
+  EXPECT_TRUE(res[4].error.empty());
+  EXPECT_EQ(res[4].token, 1);
+  // min_tokens suppressing the only finite token leaves nothing to sample.
+  Harness h1(1, 3);
+  SamplingParams p;
+  p.min_tokens = 3;
+  const Tokens eos = {1};
+  std::vector<float> one = {-INFINITY, 2.0f, -INFINITY};
+  const auto r = h1.run(one, {row_of(p, {}, {}, eos)});
+  EXPECT_EQ(r[0].token, kSampleNothingLeft);
+  EXPECT_NE(r[0].error.find("every logit is -inf"), std::string::npos) << r[0].error;
+  // An infinite bias makes the processed row non-finite: nothing can be sampled either.
+  SamplingParams inf_bias;
+  inf_bias.temperature = 0.5f;
+  inf_bias.logit_bias[0] = INFINITY;
+  std::vector<float> three = {0.0f, 1.0f, 2.0f};
+  EXPECT_EQ(h1.run(three, {row_of(inf_bias, {}, {})})[0].token, kSampleNothingLeft);
 }
 
 TEST(Sampler, PenaltiesMatchHandComputedValues) {
@@ -159,9 +200,10 @@ TEST(Sampler, EveryLogitMinusInfFailsOnlyThatRow) {
   p.temperature = 0.0f;
   SamplingParams banned = p;
   banned.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};
-  std::vector<float> logits{1.0f, 2.0f, NAN, 1.0f, 2.0f, 0.5f};
+  std::vector<float> logits{1.0f, 2.0f, -INFINITY, 1.0f, 2.0f, 0.5f};
   const auto res = h.run(logits, {row_of(banned, {}, {}), row_of(p, {}, {})});
-  EXPECT_EQ(res[0].token, -1);
+  EXPECT_EQ(res[0].token, kSampleNothingLeft);
+  EXPECT_FALSE(res[0].error.empty());
   EXPECT_EQ(res[1].token, 1);
 }
 

@@ -14,9 +14,15 @@
 
 namespace rl {
 
-CpuBackend::CpuBackend(int num_threads) : pool_(num_threads) {}
+CpuBackend::CpuBackend(int num_threads, CpuIsa isa) : pool_(num_threads), kern_(&cpu_kernels(isa)) {
+  RL_CHECK_MSG(isa <= detect_cpu_isa(), "CPU kernel tier %s is above this CPU's",
+               std::string(cpu_isa_name(isa)).c_str());
+}
 
-std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.num_threads()) + " threads)"; }
+std::string CpuBackend::name() const {
+  return "cpu (" + std::to_string(pool_.num_threads()) + " threads, " + std::string(cpu_isa_name(kern_->isa)) +
+         " kernels)";
+}
 
 void* CpuBackend::alloc(size_t nbytes) {
   size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
@@ -37,9 +43,12 @@ void CpuBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {
 
 namespace {
 
-// Reads row `r` of a [rows, cols] f32/bf16 tensor into f32.
+// Reads row `r` of a [rows, cols] f32/bf16/int8 tensor into f32.
 inline void load_row(const Tensor& t, int64_t r, float* dst, int64_t cols) {
-  if (t.dtype == DType::kF32) {
+  if (t.dtype == DType::kI8) {
+    I8WeightView v = i8_weight_view(t.data, t.dim(0), cols);
+    for (int64_t i = 0; i < cols; ++i) dst[i] = static_cast<float>(v.q[r * cols + i]) * v.scale[r];
+  } else if (t.dtype == DType::kF32) {
     std::memcpy(dst, t.as<float>() + r * cols, static_cast<size_t>(cols) * 4);
   } else {
     convert_to_f32(t.as<uint16_t>() + r * cols, t.dtype, dst, static_cast<size_t>(cols));
@@ -97,24 +106,6 @@ void CpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Ten
   });
 }
 
-void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
-  int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
-  RL_CHECK(w.dim(1) == k && y.dim(-1) == n && y.rows() == m);
-  if (w.dtype == DType::kF32) {
-    cpu_gemm_f32(pool_, x.f32(), w.as<float>(), y.f32(), m, n, k);
-  } else {
-    RL_CHECK(w.dtype == DType::kBF16);
-    cpu_gemm_bf16(pool_, x.f32(), w.as<uint16_t>(), y.f32(), m, n, k);
-  }
-  if (bias.data) {
-    std::vector<float> b(static_cast<size_t>(n));
-    load_row(bias, 0, b.data(), n);
-    float* ys = y.f32();
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) ys[r * n + j] += b[static_cast<size_t>(j)];
-  }
-}
-
 void CpuBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
                               const Tensor& positions, const RopeParams& rope, const NormParams& norm) {
   const QkvLayout& l = rope.layout;
@@ -169,7 +160,7 @@ void CpuBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& s
 
 void CpuBackend::attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
                            const Tensor& out) {
-  cpu_paged_attention(pool_, qkv, cache, meta, out);
+  cpu_paged_attention(pool_, *kern_, qkv, cache, meta, out);
 }
 
 void CpuBackend::fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) {
@@ -213,8 +204,9 @@ void CpuBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
     const float* row = logits.f32() + r * vocab;
     int32_t best = 0;
     float bv = -INFINITY;
-    bool found = false;
+    bool found = false, broken = false;
     for (int64_t i = 0; i < vocab; ++i) {
+      broken |= !(row[i] < INFINITY);  // NaN or +Inf
       if (row[i] != row[i]) continue;
       if (!found || row[i] > bv) {
         bv = row[i];
@@ -222,7 +214,7 @@ void CpuBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
         found = true;
       }
     }
-    out.i32()[r] = best;
+    out.i32()[r] = broken || !(bv > -INFINITY) ? -1 : best;
   }
 }
 

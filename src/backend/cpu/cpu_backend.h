@@ -1,22 +1,30 @@
 // The CPU backend: the correctness reference for every other backend, multithreaded over a ThreadPool.
-// Activations are f32; weights f32 (OpenBLAS sgemm) or bf16 (our own converting GEMV/GEMM).
+// Activations are f32; weights f32, bf16 or int8 (core/quant.h). The linear layers and attention run the
+// kernels of one instruction-set tier (cpu_kernels.h), chosen at construction from cpuid (cpu_isa.h); the
+// kScalar tier is the readable reference the others are tested against.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "core/thread_pool.h"
 
 namespace rl {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int num_threads);
+  // isa: the kernel tier; it must not exceed detect_cpu_isa().
+  explicit CpuBackend(int num_threads, CpuIsa isa = selected_cpu_isa());
 
   DeviceKind device() const override { return DeviceKind::kCpu; }
   std::string name() const override;
   DType act_dtype() const override { return DType::kF32; }
-  bool supports_weight_dtype(DType dt) const override { return dt == DType::kF32 || dt == DType::kBF16; }
+  bool supports_weight_dtype(DType dt) const override {
+    return dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kI8;
+  }
 
   void* alloc(size_t nbytes) override;
   void free(void* p) override;
@@ -49,16 +57,19 @@ class CpuBackend final : public Backend {
   void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
 
   ThreadPool& pool() { return pool_; }
+  const CpuKernels& kernels() const { return *kern_; }
 
  private:
   ThreadPool pool_;
+  const CpuKernels* kern_;
+  // Activations prepared once per linear call (bf16-rounded or int8-quantised rows), reused across calls.
+  std::vector<uint16_t> act_bf16_;
+  std::vector<int8_t> act_i8_;
+  std::vector<float> act_scale_;
 };
 
-// GEMM kernels shared by CpuBackend::linear (cpu_gemm.cpp). y: [M, N] f32 = x [M, K] f32 · wᵀ (w [N, K]).
-void cpu_gemm_f32(ThreadPool& pool, const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k);
-void cpu_gemm_bf16(ThreadPool& pool, const float* x, const uint16_t* w, float* y, int64_t m, int64_t n, int64_t k);
-// Causal paged attention (cpu_attention.cpp).
-void cpu_paged_attention(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
-                         const Tensor& out);
+// Causal paged attention (cpu_attention.cpp), its dot products and sums through `kern`.
+void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor& qkv, const KvLayer& cache,
+                         const AttentionMetadata& meta, const Tensor& out);
 
 }  // namespace rl

@@ -56,8 +56,12 @@ void CpuBackend::sample(const Tensor& logits, const SampleBatch& b) {
   for (int64_t r = 0; r < b.num_rows; ++r) {
     const SampleRowParams& p = b.params[r];
     float* x = logits.f32() + r * vocab;
-    for (int64_t i = 0; i < vocab; ++i) {
-      if (x[i] != x[i]) x[i] = kNegInf;  // NaN never wins and is never kept
+    bool raw_bad = false;
+    for (int64_t i = 0; i < vocab; ++i) raw_bad |= !(x[i] < std::numeric_limits<float>::infinity());
+    if (raw_bad) {  // a numerically broken model: NaN or +Inf among the raw logits
+      b.out_tokens[r] = kSampleNonFinite;
+      if (p.num_logprobs >= 0) b.out_logprobs[r] = 0.0f;
+      continue;
     }
     // 1. Raw logprobs.
     float lse = 0.0f;
@@ -103,11 +107,16 @@ void CpuBackend::sample(const Tensor& logits, const SampleBatch& b) {
       }
     }
     // 4. Choose.
+    bool processed_bad = false;  // +Inf or NaN after the processors (an infinite bias)
+    for (int64_t i = 0; i < vocab; ++i) {
+      processed_bad |= !(x[i] < std::numeric_limits<float>::infinity());
+      if (x[i] != x[i]) x[i] = kNegInf;
+    }
     const int64_t top = argmax_of(x, vocab);
     const float m = x[top];
     int64_t token = top;
-    if (m == kNegInf) {
-      token = -1;
+    if (processed_bad || m == kNegInf) {
+      token = kSampleNothingLeft;
     } else if (p.temperature > 0.0f) {
       const float inv_t = 1.0f / p.temperature;
       float floor = -std::numeric_limits<float>::max();
@@ -167,7 +176,7 @@ void CpuBackend::init_penalty_slots(const PenaltySlotInit* inits, int64_t num_in
 void CpuBackend::resolve_pending_ids(const Tensor& ids, const Tensor& sampled) {
   for (int64_t t = 0; t < ids.numel(); ++t) {
     const int32_t v = ids.i32()[t];
-    if (v < 0) ids.i32()[t] = sampled.i32()[-static_cast<int64_t>(v) - 1];
+    if (v < 0) ids.i32()[t] = std::max(sampled.i32()[-static_cast<int64_t>(v) - 1], 0);  // see the CUDA kernel
   }
 }
 

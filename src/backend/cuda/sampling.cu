@@ -2,6 +2,7 @@
 // ops.h (SampleRowParams) for every parameter, so a step downloads token ids, never num_seqs × vocab logits.
 #include <cfloat>
 #include <climits>
+#include <cmath>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -20,14 +21,17 @@ __global__ void argmax_rows_kernel(const float* logits, int64_t vocab, int32_t* 
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float bv = -FLT_MAX;
   int bi = INT_MAX;
+  bool broken = false;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
     float v = row[i];
-    if (v != v) continue;  // NaN never wins
+    broken |= !(v < INFINITY);  // NaN or +Inf
+    if (v != v) continue;
     if (better(v, static_cast<int>(i), bv, bi)) {
       bv = v;
       bi = static_cast<int>(i);
     }
   }
+  const bool row_broken = __syncthreads_or(broken);
   for (int off = 16; off > 0; off >>= 1) {
     float ov = __shfl_down_sync(0xffffffffu, bv, off);
     int oi = __shfl_down_sync(0xffffffffu, bi, off);
@@ -56,7 +60,8 @@ __global__ void argmax_rows_kernel(const float* logits, int64_t vocab, int32_t* 
         bi = oi;
       }
     }
-    if (lane == 0) out[blockIdx.x] = bi == INT_MAX ? 0 : bi;
+    // -1: NaN or +Inf in the row, or nothing above -inf (Backend::argmax_rows).
+    if (lane == 0) out[blockIdx.x] = row_broken || bi == INT_MAX ? -1 : bi;
   }
 }
 
@@ -118,6 +123,17 @@ __global__ void sample_kernel(float* logits, int64_t vocab, SampleBatch b) {
   __shared__ uint32_t s_prefix, s_mask;
   __shared__ unsigned long long s_rest;
   const int tid = threadIdx.x;
+
+  // 0. A numerically broken model (NaN or +Inf among the raw logits) fails the row (ops.h, kSampleNonFinite).
+  bool raw_bad = false;
+  for (int64_t i = tid; i < vocab; i += blockDim.x) raw_bad |= !(row[i] < INFINITY);
+  if (__syncthreads_or(raw_bad)) {
+    if (tid == 0) {
+      b.out_tokens[blockIdx.x] = kSampleNonFinite;
+      if (p.num_logprobs >= 0) b.out_logprobs[blockIdx.x] = 0.0f;
+    }
+    return;
+  }
 
   // 1. Raw logprobs.
   float lse = 0.0f;
@@ -187,15 +203,19 @@ __global__ void sample_kernel(float* logits, int64_t vocab, SampleBatch b) {
   // 4. Choose.
   float local_max = -INFINITY;
   int local_arg = INT_MAX;
+  bool broken = false;  // +Inf or NaN after the processors (an infinite bias)
   for (int64_t i = tid; i < vocab; i += blockDim.x) {
-    const float v = ld(row, i);
+    const float x = row[i];
+    broken |= !(x < INFINITY);
+    const float v = x != x ? -INFINITY : x;
     if (v > local_max) {
       local_max = v;
       local_arg = static_cast<int>(i);
     }
   }
+  const bool processed_bad = __syncthreads_or(broken);
   const int top = block_argmax(local_max, local_arg, sv, si);
-  int token = top == INT_MAX ? -1 : top;
+  int token = processed_bad || top == INT_MAX ? kSampleNothingLeft : top;
   if (token >= 0 && p.temperature > 0.0f) {
     const float m = ld(row, top);
     const float inv_t = 1.0f / p.temperature;
@@ -302,7 +322,9 @@ __global__ void resolve_pending_ids_kernel(int32_t* ids, int64_t n, const int32_
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= n) return;
   const int32_t v = ids[t];
-  if (v < 0) ids[t] = sampled[-static_cast<int64_t>(v) - 1];
+  // A failed row's code (< 0) becomes token 0: that request is finished when the step is processed, and its
+  // pending input must still be a valid embedding row meanwhile.
+  if (v < 0) ids[t] = max(sampled[-static_cast<int64_t>(v) - 1], 0);
 }
 
 }  // namespace
