@@ -13,7 +13,7 @@ void Engine::fill_constraint_masks(const SchedulerOutput& out, const std::vector
   h_mask_.assign(rows_.size() * static_cast<size_t>(words), 0xffffffffu);
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     if (sample_row[i] < 0) continue;
-    Request& r = *out.scheduled[i].request;
+    const Request& r = *out.scheduled[i].request;  // constraint is mutable scheduling state
     if (!r.params.constraint) continue;
     if (!r.constraint) r.constraint = r.params.constraint();
     uint32_t* mask = h_mask_.data() + static_cast<int64_t>(sample_row[i]) * words;
