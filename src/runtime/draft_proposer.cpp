@@ -57,21 +57,40 @@ void DraftModelProposer::propose(std::span<const spec::ProposalInput> inputs, st
   const RunnerLimits& lim = runner_->limits();
   // Catch up on the verified tokens the draft has not seen (the whole prompt for a new request), in steps of at
   // most max_num_tokens tokens; a request whose catch-up ends in a step gets its first draft from it.
+  // A short catch-up (the usual case: the 1 or 2 tokens verified since the last proposal) runs as single-token
+  // decode rows, so the step stays all-decode and replays a CUDA graph; only its last row's token is used.
+  constexpr int32_t kMaxDecodeCatchUp = 8;
   for (;;) {
     std::vector<SeqStep> seqs;
-    std::vector<Work*> wanting;
+    std::vector<Work*> wanting;  // per want_logits row: whose first draft it gives, or null
     int64_t budget = lim.max_num_tokens;
     for (Work& w : work) {
       const int32_t len = static_cast<int32_t>(w.ctx.size());
-      if (w.fed >= len || budget <= 0 || static_cast<int64_t>(seqs.size()) >= lim.max_num_seqs) continue;
-      const int32_t n = static_cast<int32_t>(std::min<int64_t>(len - w.fed, budget));
+      if (w.fed >= len || budget <= 0) continue;
       const spec::ProposalInput& in = inputs[w.index];
       SeqStep st;
+      st.block_table = in.block_table.data();
+      st.num_blocks = static_cast<int64_t>(in.block_table.size());
+      const int32_t remaining = len - w.fed;
+      if (remaining <= kMaxDecodeCatchUp && remaining <= budget &&
+          static_cast<int64_t>(seqs.size()) + remaining <= lim.max_num_seqs) {
+        for (int32_t j = 0; j < remaining; ++j) {
+          st.token_ids = w.ctx.data() + w.fed + j;
+          st.num_new_tokens = 1;
+          st.num_computed = w.fed + j;
+          st.want_logits = true;
+          seqs.push_back(st);
+          wanting.push_back(j + 1 == remaining ? &w : nullptr);
+        }
+        w.fed = len;
+        budget -= remaining;
+        continue;
+      }
+      if (static_cast<int64_t>(seqs.size()) >= lim.max_num_seqs) continue;
+      const int32_t n = static_cast<int32_t>(std::min<int64_t>(remaining, budget));
       st.token_ids = w.ctx.data() + w.fed;
       st.num_new_tokens = n;
       st.num_computed = w.fed;
-      st.block_table = in.block_table.data();
-      st.num_blocks = static_cast<int64_t>(in.block_table.size());
       st.want_logits = w.fed + n == len;
       seqs.push_back(st);
       if (st.want_logits) wanting.push_back(&w);
@@ -80,7 +99,9 @@ void DraftModelProposer::propose(std::span<const spec::ProposalInput> inputs, st
     }
     if (seqs.empty()) break;
     const std::vector<TokenId> ids = run(seqs);
-    for (size_t j = 0; j < wanting.size(); ++j) (*out)[wanting[j]->index].tokens.push_back(ids[j]);
+    for (size_t j = 0; j < wanting.size(); ++j) {
+      if (wanting[j] != nullptr) (*out)[wanting[j]->index].tokens.push_back(ids[j]);
+    }
   }
   // Then one single-token step per further draft: draft j - 1 is fed at position L - 1 + j.
   for (int32_t j = 1; j < k_; ++j) {

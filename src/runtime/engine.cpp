@@ -198,6 +198,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
                                                      int64_t{max_num_seqs} + config.max_num_batched_tokens)
                                  : max_num_seqs;
   lim.max_num_logits = max_rows;
+  lim.max_num_seqs = max_rows;  // a speculative request runs as 1 + k decode rows
   e->runner_ = std::make_unique<ModelRunner>(e->model_.get(), e->kv_.get(), lim);
   e->sampler_ = std::make_unique<Sampler>(e->backend_.get(), max_rows, mc.vocab_size, max_num_seqs);
   if (draft_model) {
@@ -513,14 +514,28 @@ void Engine::stage_rows(const SchedulerOutput& out, InFlight* f,
     st.block_table = s.block_table.data();
     st.num_blocks = static_cast<int64_t>(s.block_table.size());
     st.want_logits = s.samples;
-    st.all_logits = s.num_draft_tokens > 0;  // verification samples every drafted position
     if (r.num_pending > 0) {
       auto pit = pending_row_.find(s.arrival_seq);
       RL_CHECK_MSG(pit != pending_row_.end(), "request '%s' has a pending token from no in-flight row",
                    r.id.c_str());
       st.pending_source = pit->second;
     }
-    seq_steps_.push_back(st);
+    if (s.num_draft_tokens == 0) {
+      seq_steps_.push_back(st);
+    } else {
+      // Verification of 1 + k tokens as 1 + k single-token decode rows over the same block table: row j feeds
+      // position num_computed + j and attends to keys 0..num_computed + j, whose KV (the earlier drafts
+      // included) every row writes before any attention of the layer reads it. Each row is exactly the decode
+      // step plain decoding would run at that position, and the step stays all-decode, so the runner replays
+      // the CUDA graph of its bucket.
+      for (int32_t j = 0; j <= s.num_draft_tokens; ++j) {
+        SeqStep v = st;
+        v.token_ids = s.token_ids.data() + j;
+        v.num_new_tokens = 1;
+        v.num_computed = s.num_computed_tokens + j;
+        seq_steps_.push_back(v);
+      }
+    }
     if (s.samples) {
       SamplerRow row;
       row.params = &r.params;
