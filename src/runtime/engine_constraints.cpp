@@ -1,39 +1,34 @@
-// Structured outputs in the engine step: each constrained row's token bitmask is filled on the host (the grammar
-// matcher's cached masks), uploaded once for the step and applied to the logits on the device
-// (Backend::apply_token_bitmask), before greedy, device or host sampling alike; then each matcher advances by its
-// sampled token.
+// Structured outputs in the engine step: each constrained row's allowed-token bitmask is filled on the host from
+// its grammar matcher's cached masks and handed to the sampler (SamplerRow::allowed_mask), which applies it on the
+// device inside the one sampling path; each matcher advances by its row's token when the step's results are
+// applied (Engine::process). While constrained requests are live, Engine::step applies the step in flight before
+// scheduling, so a matcher has always seen every earlier token when it masks the next one.
 #include "runtime/engine.h"
 
 namespace rl {
 
-void Engine::apply_constraints(const Tensor& logits, const SchedulerOutput& out) {
-  bool any = false;
-  for (const ScheduledRequest& s : out.scheduled) {
-    if (!s.samples || !s.request->params.constraint) continue;
-    if (!s.request->constraint) s.request->constraint = s.request->params.constraint();
-    any = true;
+void Engine::fill_constraint_masks(const SchedulerOutput& out, const std::vector<int32_t>& sample_row) {
+  if (constrained_.empty()) return;
+  const int64_t words = (model_->config().vocab_size + 31) / 32;
+  h_mask_.assign(rows_.size() * static_cast<size_t>(words), 0xffffffffu);
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (sample_row[i] < 0) continue;
+    const Request& r = *out.scheduled[i].request;  // constraint is mutable scheduling state
+    if (!r.params.constraint) continue;
+    if (!r.constraint) r.constraint = r.params.constraint();
+    uint32_t* mask = h_mask_.data() + static_cast<int64_t>(sample_row[i]) * words;
+    r.constraint->fill_bitmask(mask, static_cast<int32_t>(words));
+    rows_[static_cast<size_t>(sample_row[i])].allowed_mask = mask;
   }
-  if (!any) return;
-  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
-  const int64_t words = (vocab + 31) / 32;
-  h_mask_.assign(static_cast<size_t>(rows * words), 0xffffffffu);
-  int64_t row = 0;
-  for (const ScheduledRequest& s : out.scheduled) {
-    if (!s.samples) continue;
-    if (s.request->constraint && row < rows)
-      s.request->constraint->fill_bitmask(h_mask_.data() + row * words, static_cast<int32_t>(words));
-    ++row;
-  }
-  const size_t bytes = h_mask_.size() * sizeof(uint32_t);
-  if (d_mask_.size() < bytes) d_mask_ = DeviceBuffer(backend_.get(), bytes);
-  backend_->upload(d_mask_.data(), h_mask_.data(), bytes);
-  backend_->apply_token_bitmask(logits, Tensor(d_mask_.data(), DType::kI32, {rows, words}));
 }
 
-void Engine::advance_constraints(const SchedulerOutput& out, const std::vector<TokenId>& sampled) {
+void Engine::advance_constraints(const SchedulerOutput& out, const std::vector<int32_t>& sample_row,
+                                 const std::vector<TokenId>& sampled) {
+  if (constrained_.empty()) return;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    const ScheduledRequest& s = out.scheduled[i];
-    if (s.samples && s.request->constraint) s.request->constraint->accept(sampled[i]);
+    if (sample_row[i] < 0 || sampled[i] < 0) continue;
+    const Request* r = scheduler_->live(out.scheduled[i]);
+    if (r != nullptr && r->constraint) r->constraint->accept(sampled[i]);
   }
 }
 

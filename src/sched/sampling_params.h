@@ -16,6 +16,8 @@
 namespace rl {
 
 inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr int32_t kMaxLogitBias = 1024;    // logit_bias entries per request (OpenAI allows 300)
+inline constexpr int32_t kMaxStopTokenIds = 256;  // stop_token_ids per request
 
 struct SamplingParams {
   int32_t n = 1;

@@ -29,27 +29,15 @@ Generation::~Generation() { abort(); }
 void Generation::start() {
   if (started_) return;
   started_ = true;
+  // n > 1 fans out in the engine (one submit per prompt, choices stopped one by one).
   const int32_t n = request_.params.n;
-  const bool split = n > 1 && !request_.params.stop.empty();
   for (size_t p = 0; p < request_.prompts.size(); ++p) {
-    const int32_t base = static_cast<int32_t>(p) * n;
-    const std::string prompt_id = id_ + "-" + std::to_string(p);
-    for (int32_t i = 0; i < (split ? n : 1); ++i) {
-      Sub sub;
-      sub.prompt_index = static_cast<int32_t>(p);
-      sub.first_choice = base + i;
-      SamplingParams params = request_.params;
-      if (split) {
-        // The engine seeds choice i with seed + i; one-choice requests keep that.
-        params.n = 1;
-        if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(i);
-        sub.engine_id = prompt_id + "-" + std::to_string(i);
-      } else {
-        sub.engine_id = prompt_id;
-      }
-      sub.channel = engine_->submit(sub.engine_id, request_.prompts[p], std::move(params));
-      subs_.push_back(std::move(sub));
-    }
+    Sub sub;
+    sub.prompt_index = static_cast<int32_t>(p);
+    sub.first_choice = static_cast<int32_t>(p) * n;
+    sub.engine_id = id_ + "-" + std::to_string(p);
+    sub.channel = engine_->submit(sub.engine_id, request_.prompts[p], request_.params);
+    subs_.push_back(std::move(sub));
   }
 }
 
@@ -196,8 +184,7 @@ void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>*
       c.finished = true;
       c.finish = FinishReason::kStop;
       d.finish = FinishReason::kStop;
-      engine_->abort(sub.engine_id, FinishReason::kStop);
-      sub.aborted = true;
+      engine_->abort(sub.engine_id, FinishReason::kStop, out.index);
     }
   }
   if (out.finish == FinishReason::kNone) return;

@@ -66,6 +66,7 @@ OrderedJson envelope(const ResponseMeta& meta, bool chunk) {
   }
   r["created"] = meta.created;
   r["model"] = meta.model;
+  if (!meta.system_fingerprint.empty()) r["system_fingerprint"] = meta.system_fingerprint;
   return r;
 }
 

@@ -19,6 +19,7 @@ struct ResponseMeta {
   std::string model;
   Endpoint endpoint = Endpoint::kCompletions;
   bool want_logprobs = false;
+  std::string system_fingerprint;  // Engine::system_fingerprint(); omitted when empty
 };
 
 // One choice of a whole response, accumulated from its deltas.

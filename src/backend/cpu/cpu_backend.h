@@ -50,7 +50,10 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
-  void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
+  void sample(const Tensor& logits, const SampleBatch& batch) override;
+  void init_penalty_slots(const PenaltySlotInit* inits, int64_t num_inits, const SampleBatch& batch,
+                          int64_t vocab_size) override;
+  void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
   void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
 
   ThreadPool& pool() { return pool_; }

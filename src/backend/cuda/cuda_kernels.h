@@ -47,9 +47,12 @@ void launch_gather_rows(const void* x, int64_t num_rows_x, const int32_t* indice
 void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n, cudaStream_t stream);
 // out[r] = argmax of logits row r (f32 [rows, vocab]); ties → lowest id (sampling.cu).
 void launch_argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
-// Device sampling of each row (DeviceSampleParams, device memory) into out (sampling.cu).
-void launch_sample_rows(const float* logits, int64_t rows, int64_t vocab, const DeviceSampleParams* params,
-                        int32_t* out, cudaStream_t stream);
+// The one sampling path (ops.h, SampleRowParams) over logits f32 [batch.num_rows, vocab] (sampling.cu).
+void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, cudaStream_t stream);
+void launch_init_penalty_slot(const PenaltySlotInit& init, int32_t* counts, uint32_t* bits, int64_t vocab,
+                              cudaStream_t stream);
+// ids[t] < 0 → sampled[-ids[t] - 1].
+void launch_resolve_pending_ids(int32_t* ids, int64_t n, const int32_t* sampled, cudaStream_t stream);
 // logits[r, t] = -inf where bit t of bitmask row r is clear (token_mask.cu).
 void launch_apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const int32_t* bitmask, int64_t words,
                                 cudaStream_t stream);
@@ -115,11 +118,21 @@ void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, 
 bool prefill_attention_supported(const AttentionArgs& a);
 // block_n_override 32 or 64 forces the key tile at head_dim 128 (kernel lab); 0 uses kPrefillBlockN128.
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int block_n_override = 0);
+// Scratch for chunked batch-invariant attention: per (token, head, chunk) the chunk's unnormalized o (f32
+// [head_dim]) and its (m, l). capacity_floats bounds num_tokens · heads · chunks · (head_dim + 2).
+struct ChunkWorkspace {
+  float* partial_o = nullptr;   // [tokens · heads · num_chunks, head_dim]
+  float* partial_ml = nullptr;  // [tokens · heads · num_chunks, 2]
+  int num_chunks = 0;           // chunk slots per row (set by the launcher)
+  int64_t capacity_floats = 0;  // both arrays together
+};
 // Batch-invariant attention (deterministic mode; prefill_attention_supported shapes): every row, decode rows
-// included, computed by the prefill kernel family, whose per-row arithmetic is the same in every instance (one
-// pass over 64-key tiles from key 0; no KV split, so no split count to depend on the batch). decode_shaped
-// (every sequence has one query token) picks the one-warp GQA-packed instance.
-void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, cudaStream_t stream);
+// included, computed by the prefill kernel family, whose per-row arithmetic is the same in every instance. The
+// keys are cut into fixed chunks of kDetChunkKeys at absolute positions (issue 13: split sizes fixed, never
+// derived from the batch), each chunk an online softmax over 64-key tiles, the chunks merged in order (head_dim
+// 256: one unchunked pass). decode_shaped (every sequence has one query token) picks the one-warp GQA-packed
+// instance and, when ws holds the states, computes the chunks in parallel (bitwise the same result).
+void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, const ChunkWorkspace& ws, cudaStream_t stream);
 // Kernel lab, head_dim 128: 0 = the prefill instance, 1 = GQA-packed 4 warps × 2 m-tiles, 2 = packed one warp,
 // 3 = packed 2 warps.
 void launch_prefill_attention_lab(const AttentionArgs& a, int variant, cudaStream_t stream);
