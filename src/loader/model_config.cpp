@@ -4,16 +4,9 @@
 #include <cmath>
 
 #include "core/file.h"
+#include "loader/config_fields.h"
 
 namespace rl {
-
-const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> kArchs = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                                  "Qwen3ForCausalLM"};
-  return kArchs;
-}
-
-namespace {
 
 // Reads an integer field; `required` missing → error naming the key.
 Status get_int(const Json& j, const char* key, int64_t* out, bool required, const std::string& what) {
@@ -52,6 +45,39 @@ Status get_bool(const Json& j, const char* key, bool* out, const std::string& wh
   return Status::ok();
 }
 
+Status get_string(const Json& j, const char* key, std::string* out, const std::string& what) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::ok();
+  if (!it->is_string()) return Status::error(what + ": \"" + key + "\" must be a string, got " + it->dump());
+  *out = it->get<std::string>();
+  return Status::ok();
+}
+
+Status check_range(int64_t v, int64_t lo, int64_t hi, const char* key, const std::string& what) {
+  if (v < lo || v > hi) {
+    return Status::error(what + ": \"" + key + "\" must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                         "], got " + std::to_string(v));
+  }
+  return Status::ok();
+}
+
+Status get_int_list(const Json& j, const char* key, std::vector<int64_t>* out, int64_t lo, int64_t hi,
+                    size_t max_len, const std::string& what) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::ok();
+  if (!it->is_array() || it->size() > max_len) {
+    return Status::error(what + ": \"" + key + "\" must be a list of at most " + std::to_string(max_len) +
+                         " integers");
+  }
+  out->clear();
+  for (const auto& v : *it) {
+    if (!v.is_number_integer()) return Status::error(what + ": \"" + key + "\" must hold integers");
+    RL_RETURN_IF_ERROR(check_range(v.get<int64_t>(), lo, hi, key, what));
+    out->push_back(v.get<int64_t>());
+  }
+  return Status::ok();
+}
+
 Status get_id_list(const Json& j, const char* key, std::vector<int64_t>* out, const std::string& what) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::ok();
@@ -70,6 +96,8 @@ Status get_id_list(const Json& j, const char* key, std::vector<int64_t>* out, co
   return Status::error(what + ": \"" + key + "\" must be an integer or a list of integers");
 }
 
+namespace {
+
 Status parse_rope_scaling(const Json& j, RopeScaling* rs, const std::string& what) {
   auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) return Status::ok();
@@ -78,9 +106,28 @@ Status parse_rope_scaling(const Json& j, RopeScaling* rs, const std::string& wha
   if (it->contains("rope_type") && (*it)["rope_type"].is_string()) type = (*it)["rope_type"].get<std::string>();
   else if (it->contains("type") && (*it)["type"].is_string()) type = (*it)["type"].get<std::string>();
   if (type == "default" || type.empty()) return Status::ok();
+  if (type == "yarn") {
+    const std::string w = what + ": rope_scaling";
+    rs->type = RopeScalingType::kYarn;
+    RL_RETURN_IF_ERROR(get_double(*it, "factor", &rs->factor, w));
+    RL_RETURN_IF_ERROR(get_double(*it, "beta_fast", &rs->beta_fast, w));
+    RL_RETURN_IF_ERROR(get_double(*it, "beta_slow", &rs->beta_slow, w));
+    RL_RETURN_IF_ERROR(get_double(*it, "mscale", &rs->mscale, w));
+    RL_RETURN_IF_ERROR(get_double(*it, "mscale_all_dim", &rs->mscale_all_dim, w));
+    RL_RETURN_IF_ERROR(get_double(*it, "attention_factor", &rs->attention_factor, w));
+    RL_RETURN_IF_ERROR(get_bool(*it, "truncate", &rs->truncate, w));
+    rs->original_max_position_embeddings = 0;
+    RL_RETURN_IF_ERROR(get_int(*it, "original_max_position_embeddings", &rs->original_max_position_embeddings,
+                               false, w));
+    if (!(rs->factor >= 1) || !(rs->beta_fast > 0) || !(rs->beta_slow > 0) ||
+        rs->original_max_position_embeddings < 0) {
+      return Status::error(w + ": yarn needs factor >= 1, beta_fast > 0, beta_slow > 0");
+    }
+    return Status::ok();
+  }
   if (type != "llama3") {
     return Status::error(what + ": rope_scaling type \"" + type +
-                         "\" is not supported (supported: llama3, default)");
+                         "\" is not supported (supported: llama3, yarn, default)");
   }
   rs->type = RopeScalingType::kLlama3;
   RL_RETURN_IF_ERROR(get_double(*it, "factor", &rs->factor, what + ": rope_scaling"));
@@ -98,20 +145,19 @@ Status parse_rope_scaling(const Json& j, RopeScaling* rs, const std::string& wha
 
 }  // namespace
 
-int64_t ModelConfig::num_params() const {
-  int64_t h = hidden_size;
-  int64_t attn = h * q_size() + 2 * h * kv_size() + q_size() * h;
-  if (qkv_bias) attn += q_size() + 2 * kv_size();
-  if (o_bias) attn += h;
-  if (qk_norm) attn += 2 * head_dim;
-  int64_t mlp = 3 * h * intermediate_size + (mlp_bias ? 2 * intermediate_size + h : 0);
-  int64_t layer = attn + mlp + 2 * h;
-  int64_t total = num_hidden_layers * layer + vocab_size * h + h;
-  if (!tie_word_embeddings) total += vocab_size * h;
-  return total;
+int64_t ModelConfig::kv_bytes_per_token(int64_t bytes_per_element) const {
+  int64_t elems = 0;
+  for (const KvLayerSpec& l : kv_spec) elems += l.elems_per_token();
+  return elems * bytes_per_element;
 }
 
-Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
+int64_t ModelConfig::kv_bytes_at(int64_t context, int64_t bytes_per_element) const {
+  int64_t elems = 0;
+  for (const KvLayerSpec& l : kv_spec) elems += l.elems_per_token() * l.live_tokens(context);
+  return elems * bytes_per_element;
+}
+
+Result<ModelConfig> parse_common_config(const Json& j, const std::string& what) {
   if (!j.is_object()) return Status::error(what + ": must be a JSON object");
   ModelConfig c;
   auto arch = j.find("architectures");
@@ -119,17 +165,10 @@ Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
     return Status::error(what + ": \"architectures\" must be a non-empty list of strings");
   }
   c.architecture = (*arch)[0].get<std::string>();
-  const auto& supported = supported_architectures();
-  if (std::find(supported.begin(), supported.end(), c.architecture) == supported.end()) {
-    std::string list;
-    for (const auto& a : supported) list += (list.empty() ? "" : ", ") + a;
-    return Status::error(what + ": architecture \"" + c.architecture + "\" is not supported (supported: " + list +
-                         ")");
-  }
   if (j.contains("model_type") && j["model_type"].is_string()) c.model_type = j["model_type"].get<std::string>();
   RL_RETURN_IF_ERROR(get_int(j, "vocab_size", &c.vocab_size, true, what));
   RL_RETURN_IF_ERROR(get_int(j, "hidden_size", &c.hidden_size, true, what));
-  RL_RETURN_IF_ERROR(get_int(j, "intermediate_size", &c.intermediate_size, true, what));
+  RL_RETURN_IF_ERROR(get_int(j, "intermediate_size", &c.intermediate_size, false, what));
   RL_RETURN_IF_ERROR(get_int(j, "num_hidden_layers", &c.num_hidden_layers, true, what));
   RL_RETURN_IF_ERROR(get_int(j, "num_attention_heads", &c.num_attention_heads, true, what));
   c.num_kv_heads = c.num_attention_heads;
@@ -151,42 +190,6 @@ Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
   if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"].get<std::string>();
   else if (j.contains("dtype") && j["dtype"].is_string()) c.torch_dtype = j["dtype"].get<std::string>();
 
-  if (j.contains("hidden_act") && j["hidden_act"].is_string()) {
-    std::string act = j["hidden_act"].get<std::string>();
-    if (act != "silu" && act != "swish") {
-      return Status::error(what + ": hidden_act \"" + act + "\" is not supported (supported: silu)");
-    }
-  }
-
-  bool attention_bias = false;
-  RL_RETURN_IF_ERROR(get_bool(j, "attention_bias", &attention_bias, what));
-  RL_RETURN_IF_ERROR(get_bool(j, "mlp_bias", &c.mlp_bias, what));
-  const std::string& a = c.architecture;
-  if (a == "Qwen2ForCausalLM") {
-    c.qkv_bias = true;  // Qwen2 always has q/k/v bias and no o_proj bias.
-  } else if (a == "MistralForCausalLM") {
-    c.qkv_bias = c.o_bias = false;
-  } else {  // Llama, Qwen3
-    c.qkv_bias = c.o_bias = attention_bias;
-  }
-  c.qk_norm = (a == "Qwen3ForCausalLM");
-
-  // Sliding window: attention over at most `window` positions equals full attention while the sequence fits in
-  // the window, so the model is accepted and its context is capped there (ModelConfig::max_context_len).
-  int64_t window = 0;
-  RL_RETURN_IF_ERROR(get_int(j, "sliding_window", &window, false, what));
-  bool use_sw = (a == "MistralForCausalLM");
-  if (a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM") {
-    use_sw = false;
-    RL_RETURN_IF_ERROR(get_bool(j, "use_sliding_window", &use_sw, what));
-    int64_t max_window_layers = 0;
-    RL_RETURN_IF_ERROR(get_int(j, "max_window_layers", &max_window_layers, false, what));
-    RL_RETURN_IF_ERROR(get_int(j, "num_hidden_layers", &c.num_hidden_layers, true, what));
-    // transformers applies the window only to layers at index >= max_window_layers.
-    if (use_sw && j.contains("max_window_layers") && max_window_layers >= c.num_hidden_layers) use_sw = false;
-  }
-  if (use_sw && window > 0) c.sliding_window = window;
-
   if (c.head_dim == 0) {
     if (c.num_attention_heads <= 0 || c.hidden_size % c.num_attention_heads != 0) {
       return Status::error(what + ": hidden_size must be divisible by num_attention_heads when head_dim is absent");
@@ -201,7 +204,7 @@ Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
   };
   RL_RETURN_IF_ERROR(positive(c.vocab_size, "vocab_size"));
   RL_RETURN_IF_ERROR(positive(c.hidden_size, "hidden_size"));
-  RL_RETURN_IF_ERROR(positive(c.intermediate_size, "intermediate_size"));
+  if (c.intermediate_size != 0) RL_RETURN_IF_ERROR(positive(c.intermediate_size, "intermediate_size"));
   RL_RETURN_IF_ERROR(positive(c.num_hidden_layers, "num_hidden_layers"));
   RL_RETURN_IF_ERROR(positive(c.num_attention_heads, "num_attention_heads"));
   RL_RETURN_IF_ERROR(positive(c.num_kv_heads, "num_key_value_heads"));
@@ -214,12 +217,10 @@ Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
   if (!(c.rms_norm_eps > 0)) return Status::error(what + ": rms_norm_eps must be > 0");
   if (!(c.rope_theta > 0)) return Status::error(what + ": rope_theta must be > 0");
   if (c.max_position_embeddings <= 0) c.max_position_embeddings = 4096;
+  if (c.rope_scaling.type == RopeScalingType::kYarn && c.rope_scaling.original_max_position_embeddings == 0) {
+    c.rope_scaling.original_max_position_embeddings = c.max_position_embeddings;
+  }
   return c;
-}
-
-Result<ModelConfig> load_model_config(const std::string& path) {
-  RL_ASSIGN_OR_RETURN(Json j, load_json_file(path));
-  return parse_model_config(j, path);
 }
 
 Result<GenerationConfig> parse_generation_config(const Json& j, const std::string& what) {

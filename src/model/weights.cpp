@@ -63,6 +63,10 @@ Result<Tensor> WeightLoader::load(const std::vector<std::string>& names,
       return Status::error(t->file + ": tensor \"" + names[i] + "\" has shape " + t->shape_str() +
                            " but the config implies " + ws + "]");
     }
+    if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16) {
+      return Status::error(t->file + ": tensor \"" + names[i] + "\" has dtype " +
+                           std::string(dtype_name(t->dtype)) + "; a float weight is expected here");
+    }
     // Convert on the host into the storage dtype, in chunks, then upload.
     const int64_t n = part.numel();
     constexpr int64_t kChunk = 1 << 22;
@@ -83,6 +87,58 @@ Result<Tensor> WeightLoader::load(const std::vector<std::string>& names,
       progress_->update(bytes_loaded_);
     }
   }
+  buffers_.push_back(std::move(buf));
+  return out;
+}
+
+Result<std::vector<float>> WeightLoader::read_f32(const std::string& name, const std::vector<int64_t>& shape) const {
+  const TensorInfo* t = find(name);
+  if (!t) return Status::error("weights: tensor \"" + name + "\" not found in the model's safetensors");
+  if (t->shape != shape) {
+    std::string ws = "[";
+    for (size_t j = 0; j < shape.size(); ++j) ws += (j ? ", " : "") + std::to_string(shape[j]);
+    return Status::error(t->file + ": tensor \"" + name + "\" has shape " + t->shape_str() +
+                         " but the config implies " + ws + "]");
+  }
+  if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16) {
+    return Status::error(t->file + ": tensor \"" + name + "\" must be f32, f16 or bf16");
+  }
+  std::vector<float> out(static_cast<size_t>(t->numel()));
+  convert_to_f32(t->data, t->dtype, out.data(), out.size());
+  return out;
+}
+
+Result<Tensor> WeightLoader::load_computed(const std::vector<int64_t>& shape, float dummy_scale,
+                                           const std::function<Status(float* dst)>& fill,
+                                           std::optional<float> dummy_fill) {
+  RL_CHECK(!shape.empty() && shape.size() <= kMaxDims);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const DType dt = opts_.weight_dtype;
+  DeviceBuffer buf(backend_, static_cast<size_t>(n) * dtype_size(dt));
+  Tensor out(buf.data(), dt, {n});
+  out.ndim = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) out.shape[i] = shape[i];
+  if (!store_) {
+    ++counter_;
+    if (dummy_fill) {
+      backend_->fill_uniform(out, counter_, *dummy_fill, *dummy_fill);
+    } else {
+      backend_->fill_uniform(out, opts_.dummy_seed * 1000003ull + counter_, -dummy_scale, dummy_scale);
+    }
+  } else {
+    std::vector<float> host(static_cast<size_t>(n));
+    RL_RETURN_IF_ERROR(fill(host.data()));
+    if (dt == DType::kF32) {
+      backend_->upload(out.data, host.data(), host.size() * 4);
+    } else {
+      std::vector<unsigned char> staged(host.size() * dtype_size(dt));
+      convert_from_f32(host.data(), staged.data(), dt, host.size());
+      backend_->upload(out.data, staged.data(), staged.size());
+    }
+  }
+  bytes_loaded_ += out.nbytes();
+  progress_->update(bytes_loaded_);
   buffers_.push_back(std::move(buf));
   return out;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,16 @@ class WeightLoader {
   // `fill` exactly when set, for norm weights).
   Result<Tensor> load(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
                       float dummy_scale, std::optional<float> dummy_fill = std::nullopt);
+  // A tensor computed on the host from the checkpoint (transposed Conv1D weights, de-interleaved or dequantised
+  // experts): fill(dst) writes `shape`'s elements in f32; the result is converted to the storage dtype and
+  // uploaded. Dummy weights skip fill and draw uniform values (or `dummy_fill`) instead.
+  Result<Tensor> load_computed(const std::vector<int64_t>& shape, float dummy_scale,
+                               const std::function<Status(float* dst)>& fill,
+                               std::optional<float> dummy_fill = std::nullopt);
+  // The checkpoint's tensor (null when absent or with dummy weights), and its values in f32 after a shape check.
+  const TensorInfo* find(const std::string& name) const { return store_ ? store_->find(name) : nullptr; }
+  Result<std::vector<float>> read_f32(const std::string& name, const std::vector<int64_t>& shape) const;
+  bool dummy() const { return !store_; }
   void finish();
 
   // Every allocation made by load(); the model keeps them alive.

@@ -39,12 +39,6 @@ FinishReason reason_of(RequestStatus s) {
   }
 }
 
-// Activation workspace bytes for a step of max_tokens tokens (an upper estimate, for KV sizing on GPUs).
-int64_t workspace_bytes(const ModelConfig& c, int64_t max_tokens, int64_t max_seqs, int64_t act_bytes) {
-  int64_t per_token = 4 * c.hidden_size + (c.q_size() + 2 * c.kv_size()) + c.q_size() + 3 * c.intermediate_size;
-  return max_tokens * per_token * act_bytes + max_seqs * (c.hidden_size * act_bytes + c.vocab_size * (act_bytes + 4));
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
@@ -84,7 +78,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
       }
       int64_t used = static_cast<int64_t>(total_b - free_b);
       budget = static_cast<int64_t>(config.gpu_memory_utilization * static_cast<double>(total_b)) - used -
-               workspace_bytes(mc, config.max_num_batched_tokens, config.max_num_seqs, 2) * 3 / 2 - (256ll << 20);
+               static_cast<int64_t>(e->model_->workspace_bytes(config.max_num_batched_tokens, config.max_num_seqs)) -
+               (256ll << 20);
     } else {
       budget = config.kv_cache_memory_bytes > 0 ? config.kv_cache_memory_bytes
                                                 : std::min<int64_t>(2ll << 30, static_cast<int64_t>(free_b / 4));

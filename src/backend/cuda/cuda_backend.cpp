@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/kernel_config.h"
 #include "core/check.h"
@@ -170,6 +171,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
   a.row = l.row();
   a.scale = meta.scale;
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
+  if (!meta.plain()) return cuda::launch_attention_window(a, meta.sliding_window, meta.sinks, stream_);
   if (attention_impl_ == AttentionImpl::kAuto) {
     if (meta.all_decode && cuda::decode_attention_supported(a)) {
       const size_t o_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * 128;

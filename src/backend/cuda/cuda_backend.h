@@ -53,6 +53,17 @@ class CudaBackend final : public Backend {
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
   void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
+  // Layer-library ops (cuda_layer_ops.cpp).
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                  const NormParams& p) override;
+  void add_layer_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const Tensor& out, const NormParams& p) override;
+  void add_position_embedding(const Tensor& positions, const Tensor& table, const Tensor& out) override;
+  void activation(const Tensor& in, const Tensor& out, const ActParams& p) override;
+  void moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
+                   const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias, const MoeParams& p,
+                   void* scratch, const Tensor& out) override;
 
   // The stream every op runs on (for CUDA-graph capture by the runtime).
   cudaStream_t stream() const { return stream_; }
