@@ -18,8 +18,8 @@ Status get_string(const Json& j, const char* key, std::string* out, const std::s
 // An integer or a list of integers (eos_token_id).
 Status get_id_list(const Json& j, const char* key, std::vector<int64_t>* out, const std::string& what);
 // A list of integers, each in [lo, hi]; at most `max_len` entries.
-Status get_int_list(const Json& j, const char* key, std::vector<int64_t>* out, int64_t lo, int64_t hi,
-                    size_t max_len, const std::string& what);
+Status get_int_list(const Json& j, const char* key, std::vector<int64_t>* out, int64_t lo, int64_t hi, size_t max_len,
+                    const std::string& what);
 // v in [lo, hi], else an error naming the key and the value.
 Status check_range(int64_t v, int64_t lo, int64_t hi, const char* key, const std::string& what);
 

@@ -7,9 +7,7 @@ namespace rl {
 
 namespace {
 
-double yarn_get_mscale(double scale, double mscale) {
-  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
-}
+double yarn_get_mscale(double scale, double mscale) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 
 // transformers' _compute_yarn_parameters: blend of interpolated and extrapolated frequencies over a linear
 // ramp between the correction dims of beta_fast and beta_slow rotations.

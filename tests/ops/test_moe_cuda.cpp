@@ -35,7 +35,7 @@ void run_case(const MoeCase& c) {
   std::vector<float> outs[2];
   std::vector<int32_t> ids[2];
   std::vector<float> wts[2];
-  Backend* bes[2] = {&cpu(), &cuda()};
+  Backend* bes[2] = {&ops_test::cpu(), &ops_test::cuda()};
   for (int k = 0; k < 2; ++k) {
     Backend& be = *bes[k];
     const bool gpu = k == 1;
@@ -77,7 +77,8 @@ void run_case(const MoeCase& c) {
 }
 
 TEST(CudaMoe, SoftmaxTopKSiluMatchesCpu) {
-  for (int64_t t : {1, 3, 64, 300}) run_case({t, 8, 2, 64, 96, MoeRouting::kSoftmaxTopK, Activation::kSiluGated, false});
+  for (int64_t t : {1, 3, 64, 300})
+    run_case({t, 8, 2, 64, 96, MoeRouting::kSoftmaxTopK, Activation::kSiluGated, false});
 }
 
 TEST(CudaMoe, TopKSoftmaxClampedSwigluWithBiasesMatchesCpu) {
@@ -98,7 +99,7 @@ TEST(CudaMoeBench, DISABLED_ExpertShapes) {
   };
   const Shape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880, Activation::kSwigluOss, true},
                           {"Qwen3-30B-A3B", 128, 8, 2048, 768, Activation::kSiluGated, false}};
-  CudaBackend& be = cuda();
+  CudaBackend& be = ops_test::cuda();
   for (const Shape& s : shapes) {
     const int64_t e = s.experts, h = s.hidden, i = s.inter;
     Owned w1 = make(be, DType::kBF16, {e, 2 * i, h}), w2 = make(be, DType::kBF16, {e, h, i});

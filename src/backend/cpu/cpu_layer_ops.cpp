@@ -134,8 +134,7 @@ void cpu_route_row(const float* logits, int64_t num_experts, const MoeRouteParam
   }
 }
 
-void CpuBackend::moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids,
-                           const Tensor& weights) {
+void CpuBackend::moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) {
   const int64_t t = logits.dim(0), e = logits.dim(1);
   RL_CHECK(p.top_k >= 1 && p.top_k <= e && ids.dim(1) == p.top_k);
   for (int64_t r = 0; r < t; ++r) {

@@ -14,7 +14,10 @@ __device__ __forceinline__ int seq_of(const int32_t* cu, int num_seqs, int64_t t
   int lo = 0, hi = num_seqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (cu[mid] <= tok) lo = mid; else hi = mid - 1;
+    if (cu[mid] <= tok)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }

@@ -16,15 +16,15 @@ uint16_t* bf16(const Tensor& t) {
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                              const NormParams& p) {
   RL_CHECK(!bias.data || bias.dtype == weight.dtype);
-  cuda::launch_layer_norm(nullptr, bf16(x), weight.data, bias.data, weight.dtype, bf16(out), x.rows(), x.dim(-1),
-                          p.eps, stream_);
+  cuda::launch_layer_norm(nullptr, bf16(x), weight.data, bias.data, weight.dtype, bf16(out), x.rows(), x.dim(-1), p.eps,
+                          stream_);
 }
 
 void CudaBackend::add_layer_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  const Tensor& out, const NormParams& p) {
   RL_CHECK(!bias.data || bias.dtype == weight.dtype);
-  cuda::launch_layer_norm(bf16(residual), bf16(x), weight.data, bias.data, weight.dtype, bf16(out), x.rows(),
-                          x.dim(-1), p.eps, stream_);
+  cuda::launch_layer_norm(bf16(residual), bf16(x), weight.data, bias.data, weight.dtype, bf16(out), x.rows(), x.dim(-1),
+                          p.eps, stream_);
 }
 
 void CudaBackend::add_position_embedding(const Tensor& positions, const Tensor& table, const Tensor& out) {
@@ -38,8 +38,7 @@ void CudaBackend::activation(const Tensor& in, const Tensor& out, const ActParam
   cuda::launch_activation(bf16(in), bf16(out), out.rows(), out.dim(-1), p, stream_);
 }
 
-void CudaBackend::moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids,
-                            const Tensor& weights) {
+void CudaBackend::moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) {
   RL_CHECK_MSG(logits.dim(1) <= 256, "CUDA MoE routing supports at most 256 experts");
   RL_CHECK(ids.dtype == DType::kI32 && weights.dtype == DType::kF32 && ids.dim(1) == p.top_k);
   cuda::launch_moe_route(bf16(logits), logits.dim(0), logits.dim(1), p, ids.as<int32_t>(), weights.as<float>(),

@@ -22,14 +22,14 @@ void launch_add_position_embedding(const int32_t* positions, const void* table, 
 void launch_activation(const uint16_t* in, uint16_t* out, int64_t rows, int64_t inter, const ActParams& p,
                        cudaStream_t stream);
 // logits bf16 [rows, E] → ids i32 [rows, k], weights f32 [rows, k]. E ≤ 256.
-void launch_moe_route(const uint16_t* logits, int64_t rows, int64_t num_experts, const MoeRouteParams& p,
-                      int32_t* ids, float* weights, cudaStream_t stream);
+void launch_moe_route(const uint16_t* logits, int64_t rows, int64_t num_experts, const MoeRouteParams& p, int32_t* ids,
+                      float* weights, cudaStream_t stream);
 
 struct MoeArgs {
   const uint16_t* x = nullptr;   // [T, H]
   const int32_t* ids = nullptr;  // [T, k]
   const float* weights = nullptr;
-  const uint16_t* gate_up = nullptr;  // [E, G, H], G = 2I (gated) or I
+  const uint16_t* gate_up = nullptr;   // [E, G, H], G = 2I (gated) or I
   const void* gate_up_bias = nullptr;  // [E, G] or null
   const uint16_t* down = nullptr;      // [E, H, I]
   const void* down_bias = nullptr;     // [E, H] or null

@@ -1,6 +1,8 @@
 // Layer-library kernels: LayerNorm (+ residual add), learned positions, GELU-tanh / clamped-SwiGLU activations,
 // MoE routing. bf16 in and out, f32 arithmetic.
+#include <algorithm>
 #include <cfloat>
+#include <climits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -39,8 +41,7 @@ __global__ void layer_norm_kernel(uint16_t* residual, const uint16_t* x, const v
   }
 }
 
-__global__ void add_pos_kernel(const int32_t* positions, const void* table, bool f32t, int64_t hidden,
-                               uint16_t* out) {
+__global__ void add_pos_kernel(const int32_t* positions, const void* table, bool f32t, int64_t hidden, uint16_t* out) {
   const int64_t r = blockIdx.x;
   const int64_t pos = positions[r];
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -49,8 +50,8 @@ __global__ void add_pos_kernel(const int32_t* positions, const void* table, bool
   }
 }
 
-__global__ void activation_kernel(const uint16_t* in, uint16_t* out, int64_t rows, int64_t inter, int kind,
-                                  float limit, float alpha) {
+__global__ void activation_kernel(const uint16_t* in, uint16_t* out, int64_t rows, int64_t inter, int kind, float limit,
+                                  float alpha) {
   const int64_t n = rows * inter;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -144,16 +145,16 @@ __global__ void moe_route_kernel(const uint16_t* logits, int64_t rows, int num_e
 void launch_layer_norm(uint16_t* residual, const uint16_t* x, const void* w, const void* b, DType param_dt,
                        uint16_t* out, int64_t rows, int64_t hidden, float eps, cudaStream_t stream) {
   if (rows == 0) return;
-  layer_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(residual, x, w, b, param_dt == DType::kF32,
-                                                                      out, hidden, eps);
+  layer_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(residual, x, w, b, param_dt == DType::kF32, out,
+                                                                     hidden, eps);
   RL_CUDA_CHECK_LAUNCH();
 }
 
 void launch_add_position_embedding(const int32_t* positions, const void* table, DType table_dt, int64_t rows,
                                    int64_t hidden, uint16_t* out, cudaStream_t stream) {
   if (rows == 0) return;
-  add_pos_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(positions, table, table_dt == DType::kF32,
-                                                                   hidden, out);
+  add_pos_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(positions, table, table_dt == DType::kF32, hidden,
+                                                                  out);
   RL_CUDA_CHECK_LAUNCH();
 }
 
@@ -166,12 +167,12 @@ void launch_activation(const uint16_t* in, uint16_t* out, int64_t rows, int64_t 
   RL_CUDA_CHECK_LAUNCH();
 }
 
-void launch_moe_route(const uint16_t* logits, int64_t rows, int64_t num_experts, const MoeRouteParams& p,
-                      int32_t* ids, float* weights, cudaStream_t stream) {
+void launch_moe_route(const uint16_t* logits, int64_t rows, int64_t num_experts, const MoeRouteParams& p, int32_t* ids,
+                      float* weights, cudaStream_t stream) {
   if (rows == 0) return;
   moe_route_kernel<<<ceil_div(rows, 4), 128, 0, stream>>>(logits, rows, static_cast<int>(num_experts),
-                                                           static_cast<int>(p.routing), static_cast<int>(p.top_k),
-                                                           p.norm_topk_prob, ids, weights);
+                                                          static_cast<int>(p.routing), static_cast<int>(p.top_k),
+                                                          p.norm_topk_prob, ids, weights);
   RL_CUDA_CHECK_LAUNCH();
 }
 

@@ -8,6 +8,8 @@
 // result never depends on the other rows (fixed K order), so batch composition does not change a token's output.
 #include <mma.h>
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/layer_kernels.h"
@@ -63,17 +65,19 @@ __global__ void gather_kernel(const uint16_t* x, const int32_t* src, int k, int6
 }
 
 // Y[rows of e, N] = X[rows of e, K] · W[e]ᵀ (+ bias[e]). W: [E, N, K]. K % 8 == 0.
-__global__ void __launch_bounds__(128) grouped_gemm_kernel(const uint16_t* x, const uint16_t* w, const void* bias,
-                                                           bool bias_f32, uint16_t* y, const int32_t* offsets,
-                                                           const int32_t* tile_start, int num_experts, int64_t n,
-                                                           int64_t k) {
+__global__ void __launch_bounds__(128)
+    grouped_gemm_kernel(const uint16_t* x, const uint16_t* w, const void* bias, bool bias_f32, uint16_t* y,
+                        const int32_t* offsets, const int32_t* tile_start, int num_experts, int64_t n, int64_t k) {
   using namespace nvcuda;
   const int tile = blockIdx.y;
   if (tile >= tile_start[num_experts]) return;
   int lo = 0, hi = num_experts - 1;  // expert whose tiles contain `tile`
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (tile_start[mid] <= tile) lo = mid; else hi = mid - 1;
+    if (tile_start[mid] <= tile)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const int e = lo;
   const int64_t row0 = offsets[e] + static_cast<int64_t>(tile - tile_start[e]) * kBM;
@@ -110,10 +114,8 @@ __global__ void __launch_bounds__(128) grouped_gemm_kernel(const uint16_t* x, co
       wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        wmma::load_matrix_sync(fa[i], reinterpret_cast<const __nv_bfloat16*>(&as[wm * 32 + i * 16][kk]),
-                               kBK + kPad);
-        wmma::load_matrix_sync(fb[i], reinterpret_cast<const __nv_bfloat16*>(&bs[wn * 32 + i * 16][kk]),
-                               kBK + kPad);
+        wmma::load_matrix_sync(fa[i], reinterpret_cast<const __nv_bfloat16*>(&as[wm * 32 + i * 16][kk]), kBK + kPad);
+        wmma::load_matrix_sync(fb[i], reinterpret_cast<const __nv_bfloat16*>(&bs[wn * 32 + i * 16][kk]), kBK + kPad);
       }
 #pragma unroll
       for (int i = 0; i < 2; ++i)
@@ -138,8 +140,8 @@ __global__ void __launch_bounds__(128) grouped_gemm_kernel(const uint16_t* x, co
   }
 }
 
-__global__ void combine_kernel(const uint16_t* yp, const int32_t* pos, const float* weights, int k,
-                               int64_t hidden, uint16_t* out) {
+__global__ void combine_kernel(const uint16_t* yp, const int32_t* pos, const float* weights, int k, int64_t hidden,
+                               uint16_t* out) {
   const int64_t t = blockIdx.x;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     float acc = 0;
@@ -172,8 +174,7 @@ void launch_moe(const MoeArgs& a, cudaStream_t stream) {
   uint16_t* act = h1 + rows * g;
   uint16_t* yp = act + rows * inter;
 
-  plan_kernel<<<1, 1024, static_cast<size_t>(e) * 4, stream>>>(a.ids, static_cast<int>(rows),
-                                                               static_cast<int>(e), p);
+  plan_kernel<<<1, 1024, static_cast<size_t>(e) * 4, stream>>>(a.ids, static_cast<int>(rows), static_cast<int>(e), p);
   RL_CUDA_CHECK_LAUNCH();
   gather_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(a.x, p.src, static_cast<int>(k), h, xp);
   RL_CUDA_CHECK_LAUNCH();
@@ -187,8 +188,7 @@ void launch_moe(const MoeArgs& a, cudaStream_t stream) {
   grouped_gemm_kernel<<<dim3(ceil_div(h, kBN), max_tiles), 128, 0, stream>>>(
       act, a.down, a.down_bias, bf32, yp, p.offsets, p.tile_start, static_cast<int>(e), h, inter);
   RL_CUDA_CHECK_LAUNCH();
-  combine_kernel<<<static_cast<unsigned>(t), 256, 0, stream>>>(yp, p.pos, a.weights, static_cast<int>(k), h,
-                                                                a.out);
+  combine_kernel<<<static_cast<unsigned>(t), 256, 0, stream>>>(yp, p.pos, a.weights, static_cast<int>(k), h, a.out);
   RL_CUDA_CHECK_LAUNCH();
 }
 

@@ -37,8 +37,8 @@ Status require_silu(const Json& j, const std::string& what);
 // (sinks); the feed-forward by the loader make_ffn returns.
 using AttnSpecFn = std::function<AttentionSpec(int64_t layer)>;
 using FfnLoadFn = std::function<Status(int64_t layer, const std::string& prefix, DecoderBlock& block)>;
-using ExtraLoadFn = std::function<Status(int64_t layer, const std::string& prefix, DecoderBlock& block,
-                                         WeightLoader& w)>;
+using ExtraLoadFn =
+    std::function<Status(int64_t layer, const std::string& prefix, DecoderBlock& block, WeightLoader& w)>;
 Result<std::unique_ptr<Model>> build_llama_style(const ModelConfig& c, const std::string& model_dir, Backend* be,
                                                  const LoadOptions& opts, const AttnSpecFn& attn_spec,
                                                  const std::function<FfnLoadFn(WeightLoader&)>& make_ffn,

@@ -18,9 +18,9 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
   // GPT-2's keys, renamed to the common ones (transformers' attribute_map).
   Json t = j;
   const std::pair<const char*, const char*> kRename[] = {{"n_embd", "hidden_size"},
-                                                        {"n_layer", "num_hidden_layers"},
-                                                        {"n_head", "num_attention_heads"},
-                                                        {"n_positions", "max_position_embeddings"}};
+                                                         {"n_layer", "num_hidden_layers"},
+                                                         {"n_head", "num_attention_heads"},
+                                                         {"n_positions", "max_position_embeddings"}};
   for (const auto& [from, to] : kRename) {
     if (t.contains(from) && !t.contains(to)) t[to] = t[from];
   }
@@ -83,8 +83,9 @@ Result<std::unique_ptr<Model>> build(const ModelConfig& c, const std::string& di
   auto m = std::make_unique<Decoder>(c, be);
   const int64_t h = c.hidden_size, in = hp.inner;
   const float s = kDummyScale;
-  RL_ASSIGN_OR_RETURN(auto w, WeightLoader::create(dir, be, opts,
-                                                   static_cast<uint64_t>(c.params.total) * dtype_size(opts.weight_dtype)));
+  RL_ASSIGN_OR_RETURN(
+      auto w,
+      WeightLoader::create(dir, be, opts, static_cast<uint64_t>(c.params.total) * dtype_size(opts.weight_dtype)));
   const std::string t = w->dummy() || w->find("transformer.wte.weight") ? "transformer." : "";
   RL_ASSIGN_OR_RETURN(m->embed, w->load({t + "wte.weight"}, {{c.vocab_size, h}}, s));
   RL_ASSIGN_OR_RETURN(m->pos_embed, w->load({t + "wpe.weight"}, {{c.max_position_embeddings, h}}, s));

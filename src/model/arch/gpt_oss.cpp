@@ -67,8 +67,9 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
                            "\" is not supported (supported: mxfp4)");
     }
     hp->mxfp4 = true;
-    c.notes.push_back("MXFP4 expert weights (*_blocks/*_scales) are dequantised to the weight dtype at load "
-                      "(bf16 on GPUs): the 4-bit format is not kept in memory");
+    c.notes.push_back(
+        "MXFP4 expert weights (*_blocks/*_scales) are dequantised to the weight dtype at load "
+        "(bf16 on GPUs): the 4-bit format is not kept in memory");
   }
   llama_base_counts(c, hp->windows, true);
   const int64_t h = c.hidden_size, e = hp->num_experts, in = c.intermediate_size;
@@ -123,8 +124,7 @@ void deinterleave_rows(const float* src, float* dst, int64_t e, int64_t inter, i
     }
 }
 
-Status load_experts(WeightLoader& w, const GptOssHParams& hp, const std::string& p, int64_t h, int64_t in,
-                    Moe& moe) {
+Status load_experts(WeightLoader& w, const GptOssHParams& hp, const std::string& p, int64_t h, int64_t in, Moe& moe) {
   const int64_t e = hp.num_experts;
   const std::string x = p + "experts.";
   RL_ASSIGN_OR_RETURN(moe.gate_up, w.load_computed({e, 2 * in, h}, kDummyScale, [&](float* dst) -> Status {
@@ -191,8 +191,7 @@ Result<std::unique_ptr<Model>> build(const ModelConfig& c, const std::string& di
       act.kind = Activation::kSwigluOss;
       act.limit = hp.swiglu_limit;
       b.moe->init(hp.num_experts, hp.top_k, c.hidden_size, c.intermediate_size, act, r);
-      RL_ASSIGN_OR_RETURN(b.moe->router, w.load({p + "router.weight"}, {{hp.num_experts, c.hidden_size}},
-                                                kDummyScale));
+      RL_ASSIGN_OR_RETURN(b.moe->router, w.load({p + "router.weight"}, {{hp.num_experts, c.hidden_size}}, kDummyScale));
       RL_ASSIGN_OR_RETURN(b.moe->router_bias, w.load({p + "router.bias"}, {{hp.num_experts}}, kDummyScale));
       return load_experts(w, hp, p, c.hidden_size, c.intermediate_size, *b.moe);
     };

@@ -15,10 +15,15 @@ Result<ModelConfig> parse_dense(const Json& j, const std::string& what, DenseFla
   RL_RETURN_IF_ERROR(get_bool(j, "attention_bias", &attention_bias, what));
   RL_RETURN_IF_ERROR(get_bool(j, "mlp_bias", &c.mlp_bias, what));
   switch (flavor) {
-    case DenseFlavor::kQwen2: c.qkv_bias = true; break;  // always q/k/v bias, no o_proj bias
-    case DenseFlavor::kMistral: break;
+    case DenseFlavor::kQwen2:
+      c.qkv_bias = true;
+      break;  // always q/k/v bias, no o_proj bias
+    case DenseFlavor::kMistral:
+      break;
     case DenseFlavor::kLlama:
-    case DenseFlavor::kQwen3: c.qkv_bias = c.o_bias = attention_bias; break;
+    case DenseFlavor::kQwen3:
+      c.qkv_bias = c.o_bias = attention_bias;
+      break;
   }
   c.qk_norm = flavor == DenseFlavor::kQwen3;
   // Sliding window: attention over at most `window` positions equals full attention while the sequence fits in
@@ -66,7 +71,6 @@ Result<std::unique_ptr<Model>> build_dense(const ModelConfig& c, const std::stri
 }
 
 const Arch kLlamaArch = {
-    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kLlama); },
-    build_dense};
+    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kLlama); }, build_dense};
 
 }  // namespace rl

@@ -5,7 +5,6 @@
 namespace rl {
 
 const Arch kMistralArch = {
-    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kMistral); },
-    build_dense};
+    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kMistral); }, build_dense};
 
 }  // namespace rl

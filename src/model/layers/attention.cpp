@@ -12,11 +12,11 @@ void Attention::init(const AttentionSpec& s) {
 
 Status Attention::load_hf(WeightLoader& w, const std::string& a, float s) {
   const int64_t h = spec.hidden, q = spec.num_heads * spec.head_dim, kv = spec.num_kv_heads * spec.head_dim;
-  RL_ASSIGN_OR_RETURN(qkv, w.load({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
-                                  {{q, h}, {kv, h}, {kv, h}}, s));
+  RL_ASSIGN_OR_RETURN(
+      qkv, w.load({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, {{q, h}, {kv, h}, {kv, h}}, s));
   if (spec.qkv_bias) {
-    RL_ASSIGN_OR_RETURN(qkv_bias, w.load({a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"},
-                                         {{q}, {kv}, {kv}}, s));
+    RL_ASSIGN_OR_RETURN(qkv_bias,
+                        w.load({a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, {{q}, {kv}, {kv}}, s));
   }
   RL_ASSIGN_OR_RETURN(o, w.load({a + "o_proj.weight"}, {{h, q}}, s));
   if (spec.o_bias) {
@@ -50,9 +50,8 @@ KvLayerSpec Attention::kv_spec() const {
   return k;
 }
 
-void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, const KvLayer& kv,
-                        const float* inv_freq, const Tensor& qkv_buf, const Tensor& attn_buf,
-                        const Tensor& out) const {
+void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, const KvLayer& kv, const float* inv_freq,
+                        const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out) const {
   be.linear(x, qkv, qkv_bias, qkv_buf);
   if (spec.rope || spec.qk_norm) {
     RopeParams rope;

@@ -31,8 +31,8 @@ class Attention {
  public:
   AttentionSpec spec;
   QkvLayout layout;
-  Tensor qkv, qkv_bias;  // [q + 2 kv, hidden], [q + 2 kv]
-  Tensor o, o_bias;      // [hidden, q], [hidden]
+  Tensor qkv, qkv_bias;   // [q + 2 kv, hidden], [q + 2 kv]
+  Tensor o, o_bias;       // [hidden, q], [hidden]
   Tensor q_norm, k_norm;  // [head_dim]
   Tensor sinks;           // f32 [num_heads]
 

@@ -21,8 +21,7 @@ class Mlp {
                        float dummy_scale);
   int64_t workspace_per_token() const { return (act.gated() ? 3 : 2) * inter; }
   // x: [T, hidden] → out [T, hidden]; gu_buf: [T, width of gate_up], inter_buf: [T, I].
-  void forward(Backend& be, const Tensor& x, const Tensor& gu_buf, const Tensor& inter_buf,
-               const Tensor& out) const;
+  void forward(Backend& be, const Tensor& x, const Tensor& gu_buf, const Tensor& inter_buf, const Tensor& out) const;
   int64_t num_params() const {
     return (act.gated() ? 3 : 2) * hidden * inter + (gate_up_bias.data ? gate_up_bias.numel() : 0) +
            (down_bias.data ? hidden : 0);

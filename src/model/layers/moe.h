@@ -16,9 +16,9 @@ class Moe {
  public:
   MoeParams params;
   MoeRouteParams route;
-  Tensor router, router_bias;         // [E, H], [E] or empty
-  Tensor gate_up, gate_up_bias;       // [E, 2I, H] (gate rows then up rows), [E, 2I] or empty
-  Tensor down, down_bias;             // [E, H, I], [E, H] or empty
+  Tensor router, router_bias;    // [E, H], [E] or empty
+  Tensor gate_up, gate_up_bias;  // [E, 2I, H] (gate rows then up rows), [E, 2I] or empty
+  Tensor down, down_bias;        // [E, H, I], [E, H] or empty
 
   void init(int64_t num_experts, int64_t top_k, int64_t hidden, int64_t inter, const ActParams& act,
             const MoeRouteParams& r);
