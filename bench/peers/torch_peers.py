@@ -52,10 +52,14 @@ def bench_linear():
     w_bytes = n * k * 2
     ws = [torch.empty(n, k, dtype=torch.bfloat16, device="cuda").uniform_(-0.05, 0.05)
           for _ in range(copies_for(w_bytes))]
-    for m in (1, 16, 64, 256):
+    for m in (1, 16, 32, 64, 256):
         x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
         ms = time_ms(lambda i: F.linear(x, ws[i % len(ws)]))
         result("linear", f"m{m}_4096x14336", w_bytes / (ms * 1e-3) / 1e12, "TB/s", "F.linear")
+    m = 4096
+    x = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+    ms = time_ms(lambda i: F.linear(x, ws[i % len(ws)]))
+    result("linear_tf", f"m{m}_4096x14336", 2 * m * n * k / (ms * 1e-3) / 1e12, "TFLOP/s", "F.linear")
 
 
 def sdpa(backend, q, k, v, causal):

@@ -94,6 +94,15 @@ class Backend {
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
                            const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias,
                            const MoeParams& p, void* scratch, const Tensor& out) = 0;
+
+  // --- batch invariance (deterministic inference) ---
+  // On: every op computes a row with a reduction order that does not depend on the other rows of the call
+  // (their number, a prompt's chunking, prefix hits, mixed prefill/decode batches), so a request's logits are
+  // bitwise the same alone or in any batch. Off: the backend may pick faster batch-dependent kernels. A backend
+  // with a single kernel family per op ignores it. Set before the first op (or between steps, never inside a
+  // captured graph: graphs bake the chosen kernels).
+  virtual void set_deterministic(bool on) { (void)on; }
+  virtual bool deterministic() const { return false; }
 };
 
 // A device allocation owned by a backend (RAII).

@@ -99,7 +99,7 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
 struct Shape {
   int64_t num_heads, num_kv_heads, head_dim;
 };
-const Shape kShapes[] = {{4, 4, 128}, {8, 4, 64}, {16, 4, 128}, {16, 2, 64}, {12, 4, 128}, {8, 1, 128}};
+const Shape kShapes[] = {{4, 4, 128}, {8, 4, 64}, {16, 4, 128}, {16, 2, 64}, {12, 4, 128}, {8, 1, 128}, {8, 2, 256}};
 
 void check_all_impls(const std::vector<SeqSpec>& seqs, const char* what) {
   for (const Shape& s : kShapes) {

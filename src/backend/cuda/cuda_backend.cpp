@@ -106,8 +106,15 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, c
     RL_CHECK(bias.numel() == n);
   }
   if (m == 0) return;
+  const uint16_t* xp = bf16_ptr(x);
+  const uint16_t* wp = bf16_ptr(w);
+  if (deterministic_) {
+    // One reduction order for every M (kernel_config.h, "Batch-invariant mode").
+    cuda::launch_gemv_invariant(xp, wp, bias.data, bias.dtype, y.data, y.dtype, m, n, k, stream_);
+    return;
+  }
   if (m <= cuda::kGemvMaxM) {
-    cuda::launch_gemv(bf16_ptr(x), bf16_ptr(w), bias.data, bias.dtype, y.data, y.dtype, m, n, k, stream_);
+    cuda::launch_gemv(xp, wp, bias.data, bias.dtype, y.data, y.dtype, m, n, k, stream_);
     return;
   }
   gemm_->run(bf16_ptr(x), bf16_ptr(w), y.data, y.dtype, m, n, k, stream_);
@@ -172,7 +179,13 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
   a.scale = meta.scale;
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   if (!meta.plain()) return cuda::launch_attention_window(a, meta.sliding_window, meta.sinks, stream_);
-  if (attention_impl_ == AttentionImpl::kAuto) {
+  if (attention_impl_ == AttentionImpl::kAuto && deterministic_) {
+    // Every row through one kernel family whose per-row arithmetic does not depend on the batch.
+    if (cuda::prefill_attention_supported(a)) {
+      cuda::launch_attention_rows(a, meta.all_decode, stream_);
+      return;
+    }
+  } else if (attention_impl_ == AttentionImpl::kAuto) {
     if (meta.all_decode && cuda::decode_attention_supported(a)) {
       const size_t o_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * 128;
       cuda::DecodeWorkspace ws{decode_partials_, decode_partials_ + o_floats, decode_counters_,

@@ -1,5 +1,5 @@
 // The CUDA backend: bf16 activations, weights and KV cache, f32 accumulation, our own kernels (cuBLASLt for
-// GEMMs with M > 16). Every op is enqueued asynchronously on one stream owned by the backend and is
+// GEMMs with M > 16 unless deterministic). Every op is enqueued asynchronously on one stream owned by the backend and is
 // graph-capturable: no synchronization, allocation or host read of device data inside an op; dispatch depends
 // only on host-side fields (shapes, AttentionMetadata::all_decode, max_seqlen_*, num_seqs).
 #pragma once
@@ -65,6 +65,13 @@ class CudaBackend final : public Backend {
                    const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias, const MoeParams& p,
                    void* scratch, const Tensor& out) override;
 
+  // Batch-invariant kernels: linear uses the invariant GEMM family for every M (one MMA chain per output element
+  // over K, no split-K) instead of the split-K GEMV and cuBLASLt; attention computes every row, decode rows
+  // included, with the prefill kernel family (one pass over 64-key tiles from key 0, no batch-dependent KV split).
+  // Norms and the element-wise ops are row-local in both modes.
+  void set_deterministic(bool on) override { deterministic_ = on; }
+  bool deterministic() const override { return deterministic_; }
+
   // The stream every op runs on (for CUDA-graph capture by the runtime).
   cudaStream_t stream() const { return stream_; }
   int num_sms() const { return num_sms_; }
@@ -84,6 +91,7 @@ class CudaBackend final : public Backend {
   DeviceSampleParams* sample_params_ = nullptr;  // [kMaxSampleRows]: sample_rows' per-row parameters
   std::unique_ptr<cuda::LtGemm> gemm_;
   AttentionImpl attention_impl_ = AttentionImpl::kAuto;
+  bool deterministic_ = false;
 };
 
 // Fails (as a value) when there is no CUDA device with that index.

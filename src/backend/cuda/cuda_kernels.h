@@ -53,11 +53,25 @@ void launch_sample_rows(const float* logits, int64_t rows, int64_t vocab, const 
 // t[i] = lo + (hi - lo) * uniform_from_counter(seed, i) (core/random.h), stored as f32 or bf16.
 void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
 
-// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias) for small M (≤ kGemvMaxM), bandwidth-bound: each weight row is read once
-// for all M rows. x, w: bf16; bias: [N] bf16/f32 or null; y: bf16 or f32.
-// variant (kernel lab): 0 = kGemvWarps × kGemvUnroll; 1 = 4 warps × unroll 8; 2 = 8 × 4; 3 = 8 × 8.
+// y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias) for small M (≤ kSkinnyMaxM; any M on the unaligned scalar path),
+// bandwidth-bound: each weight row is read once for all M rows. x, w: bf16; bias: [N] bf16/f32 or null; y: bf16
+// or f32. variant (kernel lab, M ≤ 16): 0 = kGemvWarps × kGemvUnroll; 1 = 4 warps × unroll 8; 2 = 8 × 4;
+// 3 = 8 × 8; 4, 5 = 4 × 4, 4 × 8 with an L2 256-byte prefetch hint. Split-K over the warps: not the
+// batch-invariant order (launch_gemv_invariant).
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
                  int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant = 0);
+// Whether launch_gemv takes the tensor-core path (16-byte aligned x and w, K % 8 == 0); otherwise a scalar
+// kernel (any M) serves. Both reduce each output element in an order that does not depend on M.
+bool gemv_aligned(const uint16_t* x, const uint16_t* w, int64_t k);
+// Batch-invariant linear for any M (deterministic mode): launch_gemm_invariant when gemv_aligned, else the scalar
+// kernel (whose per-element order does not depend on M either). Same semantics as launch_gemv.
+void launch_gemv_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
+                           int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+// Batch-invariant GEMM for any M (gemm_invariant.cu): one MMA chain per output element over K in increasing
+// 32-wide steps, no split-K, so a row's output bits do not depend on M. Requires gemv_aligned(). config 0 picks
+// the tile by M (kernel_config.h); 1-7 force one (kernel lab; every config computes the same bits).
+void launch_gemm_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
+                           DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int config = 0);
 // y[M, N] += bias[N] (after a cuBLASLt GEMM).
 void launch_add_bias(void* y, DType y_dt, const void* bias, DType bias_dt, int64_t m, int64_t n,
                      cudaStream_t stream);
@@ -94,9 +108,17 @@ bool decode_attention_supported(const AttentionArgs& a);
 void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
                              int64_t num_splits_override = 0);
 
-// FlashAttention-2 style prefill (tensor cores), varlen + causal with prefix, paged K/V, head_dim 64/128.
+// FlashAttention-2 style prefill (tensor cores), varlen + causal with prefix, paged K/V, head_dim 64/128/256.
 bool prefill_attention_supported(const AttentionArgs& a);
 // block_n_override 32 or 64 forces the key tile at head_dim 128 (kernel lab); 0 uses kPrefillBlockN128.
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int block_n_override = 0);
+// Batch-invariant attention (deterministic mode; prefill_attention_supported shapes): every row, decode rows
+// included, computed by the prefill kernel family, whose per-row arithmetic is the same in every instance (one
+// pass over 64-key tiles from key 0; no KV split, so no split count to depend on the batch). decode_shaped
+// (every sequence has one query token) picks the one-warp GQA-packed instance.
+void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, cudaStream_t stream);
+// Kernel lab, head_dim 128: 0 = the prefill instance, 1 = GQA-packed 4 warps × 2 m-tiles, 2 = packed one warp,
+// 3 = packed 2 warps.
+void launch_prefill_attention_lab(const AttentionArgs& a, int variant, cudaStream_t stream);
 
 }  // namespace rl::cuda

@@ -239,6 +239,24 @@ void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
   }
 }
 
+// Resident blocks per SM of the <D, G> instance (registers bound it), queried once per instance.
+int blocks_per_sm(int64_t d, int g) {
+  static int cached[2][3] = {};
+  const int di = d == 64 ? 0 : 1, gi = g == 4 ? 2 : g == 2 ? 1 : 0;
+  int& n = cached[di][gi];
+  if (n == 0) {
+    const void* fn = d == 64 ? (g == 4   ? reinterpret_cast<const void*>(decode_attention_kernel<64, 4>)
+                                : g == 2 ? reinterpret_cast<const void*>(decode_attention_kernel<64, 2>)
+                                         : reinterpret_cast<const void*>(decode_attention_kernel<64, 1>))
+                             : (g == 4   ? reinterpret_cast<const void*>(decode_attention_kernel<128, 4>)
+                                : g == 2 ? reinterpret_cast<const void*>(decode_attention_kernel<128, 2>)
+                                         : reinterpret_cast<const void*>(decode_attention_kernel<128, 1>));
+    RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kDecodeWarps * 32, 0));
+    n = std::max(n, 1);
+  }
+  return n;
+}
+
 }  // namespace
 
 bool decode_attention_supported(const AttentionArgs& a) {
@@ -254,7 +272,7 @@ void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, 
   int64_t splits = num_splits_override > 0
                        ? std::min<int64_t>(num_splits_override, kDecodeMaxSplits)
                        : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
-                                           a.head_dim, num_sms);
+                                           a.head_dim, static_cast<int64_t>(blocks_per_sm(a.head_dim, g)) * num_sms);
   if (a.num_seqs * a.num_heads * splits > ws.capacity_rows) splits = 1;
   p.num_splits = static_cast<int>(splits);
   if (a.head_dim == 64) {

@@ -26,12 +26,27 @@ __device__ __forceinline__ void mma_bf16_16816(float* c, const uint32_t* a, uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+template <bool kL2Prefetch>
+__device__ __forceinline__ uint4 load_weights(const void* p) {
+  if constexpr (kL2Prefetch) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+  } else {
+    return load_stream(p);
+  }
+}
+
 // yᵀ[N, M] = W[N, K] · xᵀ[K, M] on tensor cores (m16n8k16): a block owns 16 weight rows, its warps split K.
 // Per 32-k step, lane (r = lane / 4, q = lane % 4) loads 16 B of weight rows r and r + 8 and 16 B of x row r,
 // all at k0 + 8q. The 8 values are used as the fragment k-slots {2q, 2q+1, 2q+8, 2q+9} of two MMAs: a
 // permutation of k that A and B share, so the dot products are unchanged while every load stays 16 B wide.
 // kNT n-tiles of 8 cover M ≤ 8·kNT; x rows ≥ M load as zeros.
-template <int kNT, int kWarps, int kUnroll>
+// kL2Prefetch: the weight loads also ask L2 to fetch the 256-byte sector group around them (kernel lab: whether
+// 64-byte row segments per load leave DRAM bandwidth unused).
+template <int kNT, int kWarps, int kUnroll, bool kL2Prefetch = false>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_mma_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, const void* bias, bool bias_f32,
                     void* y, bool y_f32, int m, int64_t n, int64_t k) {
@@ -54,8 +69,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t kk = (s0 + u * kWarps) * 32;
       const bool in = s0 + u * kWarps < num_steps && kk + 8 * q < k;
-      wa[u] = in ? load_stream(w0 + kk) : make_uint4(0, 0, 0, 0);
-      wb[u] = in ? load_stream(w1 + kk) : make_uint4(0, 0, 0, 0);
+      wa[u] = in ? load_weights<kL2Prefetch>(w0 + kk) : make_uint4(0, 0, 0, 0);
+      wb[u] = in ? load_weights<kL2Prefetch>(w1 + kk) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int t = 0; t < kNT; ++t) {
         xv[u][t] = in && x_valid[t] ? __ldg(reinterpret_cast<const uint4*>(xr[t] + kk)) : make_uint4(0, 0, 0, 0);
@@ -121,11 +136,17 @@ __global__ void add_bias_kernel(void* y, bool y_f32, const void* bias, bool bias
   }
 }
 
-template <int kNT, int kWarps, int kUnroll>
+template <int kNT, int kWarps, int kUnroll, bool kL2Prefetch = false>
 void launch_mma(const uint16_t* x, const uint16_t* w, const void* bias, bool bias_f32, void* y, bool y_f32, int m,
                 int64_t n, int64_t k, cudaStream_t stream) {
-  gemv_mma_kernel<kNT, kWarps, kUnroll><<<ceil_div(n, 16), kWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32,
+  gemv_mma_kernel<kNT, kWarps, kUnroll, kL2Prefetch><<<ceil_div(n, 16), kWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32,
                                                                                     m, n, k);
+}
+
+template <int kNT>
+void launch_mma_wide(const uint16_t* x, const uint16_t* w, const void* bias, bool bias_f32, void* y, bool y_f32, int m,
+                     int64_t n, int64_t k, cudaStream_t stream) {
+  launch_mma<kNT, kGemvWarps, kGemvUnrollWide>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream);
 }
 
 template <int kNT>
@@ -135,26 +156,47 @@ void launch_mma_variant(int variant, const uint16_t* x, const uint16_t* w, const
     case 1: launch_mma<kNT, 4, 8>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
     case 2: launch_mma<kNT, 8, 4>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
     case 3: launch_mma<kNT, 8, 8>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
+    case 4: launch_mma<kNT, 4, 4, true>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
+    case 5: launch_mma<kNT, 4, 8, true>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
     default: launch_mma<kNT, kGemvWarps, kGemvUnroll>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
   }
 }
 
 }  // namespace
 
+bool gemv_aligned(const uint16_t* x, const uint16_t* w, int64_t k) {
+  return k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
                  int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant) {
-  RL_CHECK(m >= 1 && m <= kGemvMaxM);
   const bool bias_f32 = bias_dt == DType::kF32, y_f32 = y_dt == DType::kF32;
   const int mi = static_cast<int>(m);
-  const bool aligned = k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  const bool aligned = gemv_aligned(x, w, k);
+  RL_CHECK(m >= 1 && (m <= kSkinnyMaxM || !aligned) && m <= INT32_MAX);
   if (!aligned) {
     gemv_scalar_kernel<<<ceil_div(n, 8), 256, 0, stream>>>(x, w, bias, bias_f32, y, y_f32, mi, n, k);
   } else if (m <= 8) {
     launch_mma_variant<1>(variant, x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
-  } else {
+  } else if (m <= 16) {
     launch_mma_variant<2>(variant, x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
+  } else if (m <= 32) {
+    launch_mma_wide<4>(x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
+  } else {
+    launch_mma_wide<8>(x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
   }
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gemv_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
+                           int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  if (gemv_aligned(x, w, k)) {
+    launch_gemm_invariant(x, w, bias, bias_dt, y, y_dt, m, n, k, stream);
+    return;
+  }
+  // The scalar kernel's order does not depend on M either (any M).
+  gemv_scalar_kernel<<<ceil_div(n, 8), 256, 0, stream>>>(x, w, bias, bias_dt == DType::kF32, y, y_dt == DType::kF32,
+                                                       static_cast<int>(m), n, k);
   RL_CUDA_CHECK_LAUNCH();
 }
 

@@ -67,20 +67,51 @@ void bench_linear(CudaBackend& be) {
     ws.emplace_back(&be, w_bytes);
     be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {n, k}), 10 + c, -0.05f, 0.05f);
   }
-  for (int64_t m : {1, 16, 64, 256}) {
+  // Default kernels, then the batch-invariant family (deterministic mode) at the same shapes; M = 4096 (a prefill
+  // chunk) is compute-bound and reported in TFLOP/s.
+  for (bool det : {false, true}) {
+    be.set_deterministic(det);
+    for (int64_t m : {1, 16, 32, 64, 256, 4096}) {
+      DeviceBuffer x(&be, static_cast<size_t>(m * k * 2)), y(&be, static_cast<size_t>(m * n * 2));
+      be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, k}), 3, -1, 1);
+      const double ms = time_ms(be, [&](int i) {
+        be.linear(Tensor(x.data(), DType::kBF16, {m, k}), Tensor(ws[i % copies].data(), DType::kBF16, {n, k}),
+                  Tensor(), Tensor(y.data(), DType::kBF16, {m, n}));
+      });
+      const std::string name = det ? "linear_det" : "linear", shape = "m" + std::to_string(m) + "_4096x14336";
+      if (m >= 4096) {
+        result((name + "_tf").c_str(), shape, 2.0 * m * n * k / (ms * 1e-3) / 1e12, "TFLOP/s");
+      } else {
+        result(name.c_str(), shape, w_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      }
+    }
+  }
+  be.set_deterministic(false);
+  // Kernel lab: the invariant GEMM's tile configurations (kernel_config.h) at the M they serve.
+  for (int64_t m : {1, 8, 16, 32, 64, 256, 4096}) {
     DeviceBuffer x(&be, static_cast<size_t>(m * k * 2)), y(&be, static_cast<size_t>(m * n * 2));
     be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, k}), 3, -1, 1);
-    const double ms = time_ms(be, [&](int i) {
-      be.linear(Tensor(x.data(), DType::kBF16, {m, k}), Tensor(ws[i % copies].data(), DType::kBF16, {n, k}), Tensor(),
-                Tensor(y.data(), DType::kBF16, {m, n}));
-    });
-    result("linear", "m" + std::to_string(m) + "_4096x14336", w_bytes / (ms * 1e-3) / 1e12, "TB/s");
+    for (int config = 1; config <= 9; ++config) {
+      const bool big_config = config == 5 || config == 8 || config == 9;
+      if ((m > 64) != big_config) continue;
+      const double ms = time_ms(be, [&](int i) {
+        cuda::launch_gemm_invariant(static_cast<const uint16_t*>(x.data()),
+                                    static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16,
+                                    y.data(), DType::kBF16, m, n, k, be.stream(), config);
+      });
+      const std::string shape = "c" + std::to_string(config) + "_m" + std::to_string(m);
+      if (m > 64) {
+        result("inv_gemm_lab", shape, 2.0 * m * n * k / (ms * 1e-3) / 1e12, "TFLOP/s");
+      } else {
+        result("inv_gemm_lab", shape, w_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      }
+    }
   }
-  // Kernel lab: the GEMV variants (warps × unroll) side by side at M = 1..16.
+  // Kernel lab: the GEMV variants (warps × unroll, L2 prefetch hint) side by side at M = 1..16.
   for (int64_t m : {1, 2, 4, 8, 16}) {
     DeviceBuffer x(&be, static_cast<size_t>(m * k * 2)), y(&be, static_cast<size_t>(m * n * 2));
     be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, k}), 3, -1, 1);
-    for (int variant = 0; variant < 4; ++variant) {
+    for (int variant = 0; variant < 6; ++variant) {
       const double ms = time_ms(be, [&](int i) {
         cuda::launch_gemv(static_cast<const uint16_t*>(x.data()), static_cast<const uint16_t*>(ws[i % copies].data()),
                           nullptr, DType::kBF16, y.data(), DType::kBF16, m, n, k, be.stream(), variant);
@@ -148,18 +179,24 @@ void bench_decode(CudaBackend& be) {
     const size_t kv_bytes = static_cast<size_t>(b * ctx * kv_heads * d * 2 * 2);
     const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / kv_bytes + 1));
     AttnProblem p = make_attn(be, b, 1, ctx, heads, kv_heads, d, copies);
-    const double ms = time_ms(be, [&](int i) { be.attention(p.qkv, p.cache, p.metas[i % copies], p.out); }, 50);
-    result("decode_attn", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128",
-           kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
-    if (b != 1) continue;
-    // Kernel lab: split slots at B = 1 (own workspace), and a grid sized for a 128k context (as a CUDA graph
+    for (bool det : {false, true}) {
+      be.set_deterministic(det);
+      const double ms = time_ms(be, [&](int i) { be.attention(p.qkv, p.cache, p.metas[i % copies], p.out); }, 50);
+      result(det ? "decode_attn_det" : "decode_attn", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128",
+             kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+    }
+    be.set_deterministic(false);
+    // Kernel lab: split slots (own workspace); at B = 1 also a grid sized for a 128k context (as a CUDA graph
     // captured at max_model_len launches it) serving this 4k one.
     DeviceBuffer partials(&be, size_t(1) << 26), counters(&be, size_t(1) << 20);
     be.fill_zero(counters.data(), size_t(1) << 20);
     const int64_t rows = (int64_t(1) << 26) / 4 / (d + 1);
     cuda::DecodeWorkspace ws{static_cast<float*>(partials.data()), static_cast<float*>(partials.data()) + rows * d,
                              static_cast<int*>(counters.data()), rows};
-    for (int64_t splits : {16, 32, 64, 128, 256}) {
+    const std::vector<int64_t> split_list =
+        b == 1 ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{1, 2, 3, 4, 6, 8};
+    for (int64_t splits : split_list) {
+      if (b * heads * splits > rows) continue;
       const double lab_ms = time_ms(be, [&](int i) {
         const AttentionMetadata& m = p.metas[i % copies];
         cuda::AttentionArgs a;
@@ -183,8 +220,10 @@ void bench_decode(CudaBackend& be) {
         a.scale = m.scale;
         cuda::launch_decode_attention(a, ws, be.num_sms(), be.stream(), splits);
       }, 50);
-      result("decode_lab", "B1_S4096_splits" + std::to_string(splits), kv_bytes / (lab_ms * 1e-3) / 1e12, "TB/s");
+      result("decode_lab", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_splits" + std::to_string(splits),
+             kv_bytes / (lab_ms * 1e-3) / 1e12, "TB/s");
     }
+    if (b != 1) continue;
     AttentionMetadata long_meta = p.metas[0];
     long_meta.max_seqlen_k = 131072;
     const double long_ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, long_meta, p.out); }, 50);
@@ -226,6 +265,11 @@ void bench_prefill(CudaBackend& be) {
       const double lab_ms = time_ms(be, [&](int) { cuda::launch_prefill_attention(a, be.stream(), bn); }, 10);
       result("prefill_lab", std::to_string(b) + "x" + std::to_string(s) + "_bn" + std::to_string(bn),
              flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
+      if (bn == 64) {  // the GQA-packed instance (K/V tiles loaded once per group)
+        const double pack_ms = time_ms(be, [&](int) { cuda::launch_prefill_attention_lab(a, 1, be.stream()); }, 10);
+        result("prefill_lab", std::to_string(b) + "x" + std::to_string(s) + "_gqa_packed",
+               flops / (pack_ms * 1e-3) / 1e12, "TFLOP/s");
+      }
     }
   }
 }

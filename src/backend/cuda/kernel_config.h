@@ -24,6 +24,29 @@ constexpr int kGemvWarps = 4;
 // 32-k steps each warp loads before it multiplies (bytes in flight per lane: kGemvUnroll × 2 × 16 B).
 constexpr int kGemvUnroll = 4;
 
+// The split-K GEMV takes M ≤ kSkinnyMaxM (n8 tiles of x rows: 1, 2, 4 or 8) but serves linear only up to
+// kGemvMaxM: at M = 32 / 64 it measured 2.07 / 1.29 TB/s against cuBLASLt's 2.80 / 2.66 (H200, 2026-12-01), its x
+// fragments re-read from L1 for every weight load.
+constexpr int64_t kSkinnyMaxM = 64;
+// Steps per lane in flight for 4 and 8 n8 tiles of x rows: x fragments take kNT × unroll × 4 registers.
+constexpr int kGemvUnrollWide = 2;
+
+// Batch-invariant mode (issue 13): every linear reduces each output element in one canonical order, whatever
+// M: a single MMA chain over K in increasing 32-wide steps (no split-K at all, so nothing to keep fixed), then
+// + bias (gemm_invariant.cu). Tile configurations (weight rows × x rows, warps, 32-k steps per stage, stages,
+// blocks per SM), picked by M in launch_gemm_invariant:
+//   M ≤ 8:  32 × 8,  2 warps, 4 steps × 5 stages (51 KB: 4 blocks per SM; N = 14336 gives 448 blocks, one wave,
+//           each SM keeping ~128 KB of weights in flight, far above the ~25 KB HBM latency × bandwidth asks for);
+//   M ≤ 16: 64 × 16, 4 warps, 4 × 4 (80 KB, 2 per SM);  M ≤ 32: 64 × 32, 4 warps, 4 × 4 (96 KB, 2 per SM);
+//   M ≤ 64: 64 × 64, 8 warps (4 × 2), 2 × 4 (64 KB, 3 per SM): x tiles shared by 4 weight-row warps;
+//   larger: 256 × 128, 8 warps (4 × 2) of 64 × 64 (64 MMAs per 16 LDS.128, 128 accumulator registers, one
+//           block per SM), 1 × 4 (96 KB).
+// Measured (H200, 4096 → 14336, 2026-12-01), weight bytes / time: M = 1 / 8: 2.69 / 2.60 TB/s (the split-K GEMV:
+// 3.15); M = 16: 2.43 (64 × 16; 32 × 16 gave 2.16); M = 32: 2.08; M = 64: 1.38 (cuBLASLt 2.91); M = 4096:
+// 172 TFLOP/s (cuBLASLt 796). Lab configs: 2 (32 × 16), 7 (16 × 16, one warp), and for large M 8 (256 × 128 with
+// 2 steps × 3 stages: 206 TFLOP/s) and 9 (128 × 128, 4 warps, 2 blocks per SM: 204) — not the default until a
+// device run of InvariantGemmTileConfigsAgreeBitwise (which now covers them) has passed.
+
 // cuBLASLt workspace: 32 MiB is what cuBLAS recommends for Hopper split-K / stream-K kernels.
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 
@@ -36,23 +59,39 @@ constexpr int kDecodePageSize = 16;
 // 0.92 TB/s, 16 at 0.86, 64 (1 page per warp) at 0.74 and 128–256 at ~0.71 (kernel lab, docs/cuda.md).
 constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 constexpr int kDecodeMaxSplits = 256;
-// Aim for about 4 blocks per SM (132 SMs) so HBM sees enough loads in flight even at batch 1.
-constexpr int64_t kDecodeTargetBlocks = 132 * 4;
 // Workspace for split partials (f32 o [head_dim] + lse): rows of (seq, head, split), allocated at creation.
 constexpr int64_t kDecodeWorkspaceRows = int64_t(1) << 17;  // 64 MiB of partials at head_dim 128
+// Each extra split costs its merge: a split must buy more than 1 % of wave efficiency (below).
+constexpr double kDecodeSplitPenalty = 0.01;
 
-// Chooses the split count of the decode kernel from host-side fields only (graph-capturable dispatch).
+// Chooses the split count of the decode kernel from host-side fields only (graph-capturable dispatch): the count
+// whose grid best fills whole waves of `slots` resident blocks (blocks per SM × SMs, from the occupancy of the
+// kernel instance), less kDecodeSplitPenalty per split, within the pages-per-split and workspace limits. Reason
+// (H200, 32q/8kv, D=128, 3 resident blocks per SM = 396 slots, 2026-12-01): B=64 S=4k ran 3.24 / 3.65 / 3.84 /
+// 3.65 / 3.60 TB/s with 1 / 2 / 3 / 4 / 8 splits (wave efficiency .65 / .86 / .97 / .86 / .94), B=16 S=32k
+// 2.44 / 3.57 / 4.13 / 3.26 / 3.90 (.32 / .65 / .97 / .65 / .86 at 1 / 2 / 3 / 4 / 8): the old target of
+// 4 blocks per SM picked 2 and 5 splits. At B=1 every count up to the pages limit fits one wave, and more splits
+// won (32: 0.86-0.92 TB/s, the limit).
 inline int64_t decode_num_splits(int64_t num_seqs, int64_t num_kv_blocks_per_seq_group, int64_t max_seqlen_k,
-                                 int64_t num_heads, int64_t head_dim, int num_sms) {
+                                 int64_t num_heads, int64_t head_dim, int64_t slots) {
   const int64_t max_pages = (max_seqlen_k + kDecodePageSize - 1) / kDecodePageSize;
-  const int64_t base_blocks = num_seqs * num_kv_blocks_per_seq_group;
-  const int64_t target = kDecodeTargetBlocks * num_sms / 132;
-  int64_t splits = std::max<int64_t>(1, (target + base_blocks - 1) / base_blocks);
-  splits = std::min(splits, std::max<int64_t>(1, max_pages / kDecodeMinPagesPerSplit));
+  const int64_t base_blocks = std::max<int64_t>(1, num_seqs * num_kv_blocks_per_seq_group);
+  int64_t cap = std::min<int64_t>(kDecodeMaxSplits, std::max<int64_t>(1, max_pages / kDecodeMinPagesPerSplit));
   const int64_t per_split_rows = num_seqs * num_heads;
   const int64_t rows_cap = kDecodeWorkspaceRows * 128 / std::max<int64_t>(head_dim, 128);
-  splits = std::min(splits, std::max<int64_t>(1, rows_cap / std::max<int64_t>(per_split_rows, 1)));
-  return std::min<int64_t>(splits, kDecodeMaxSplits);
+  cap = std::min(cap, std::max<int64_t>(1, rows_cap / std::max<int64_t>(per_split_rows, 1)));
+  slots = std::max<int64_t>(slots, 1);
+  int64_t best = 1;
+  double best_score = -1e30;
+  for (int64_t s = 1; s <= cap; ++s) {
+    const int64_t blocks = base_blocks * s, waves = (blocks + slots - 1) / slots;
+    const double score = static_cast<double>(blocks) / static_cast<double>(waves * slots) - kDecodeSplitPenalty * s;
+    if (score > best_score + 1e-9) {
+      best = s;
+      best_score = score;
+    }
+  }
+  return best;
 }
 
 // Prefill attention (FlashAttention-2 style): kPrefillWarps warps × kPrefillMTiles m16 tiles of query rows
@@ -67,5 +106,10 @@ constexpr int kPrefillBlockM = 16 * kPrefillWarps * kPrefillMTiles;
 constexpr int kPrefillBlockN = 64;
 // head_dim 128: 64-key tiles need 255 registers and spill a little; 32-key tiles halve S (kernel lab decides).
 constexpr int kPrefillBlockN128 = 64;
+// head_dim 256: one m16 tile per warp (64-row blocks): O is 128 f32 registers per thread; shared memory
+// Q 32 KB + K/V 2 stages × 2 × 32 KB = 160 KB, one block per SM.
+constexpr int kPrefillMTiles256 = 1;
+// Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
+// group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
 
 }  // namespace rl::cuda

@@ -1,20 +1,20 @@
-// FlashAttention-2 style prefill attention on tensor cores (mma.sync m16n8k16 bf16 → f32), for varlen batches
-// with a causal mask offset by the prefix already in the cache, K/V read through block tables, GQA.
-// One block = (query tile of kPrefillBlockM rows, query head, sequence); each warp owns kPrefillMTiles × 16
-// query rows and keeps their S tiles and O accumulators in registers (online softmax in the log2 domain); Q
-// fragments are re-read from shared memory per k-step. K/V tiles of
-// kPrefillBlockN keys are gathered page by page with cp.async into XOR-swizzled shared memory (16-byte chunk
-// index ^ row % 8, so ldmatrix rows hit distinct banks), double-buffered: the next tile loads during compute.
+// FlashAttention-2 style prefill attention on tensor cores (mma.sync m16n8k16 bf16 → f32), head_dim 64, 128 or
+// 256, for varlen batches with a causal mask offset by the prefix already in the cache, K/V read through block
+// tables, GQA. One block = (query tile of 16 · WARPS · MT rows, query head or, GQA-packed, kv head, sequence);
+// each warp owns MT × 16 query rows and keeps their S tiles and O accumulators in registers (online softmax in
+// the log2 domain); Q fragments are re-read from shared memory per k-step. K/V tiles of kPrefillBlockN keys are
+// gathered page by page with cp.async into XOR-swizzled shared memory (16-byte chunk index ^ row % 8, so ldmatrix
+// rows hit distinct banks), double-buffered: the next tile loads during compute.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernel_config.h"
+#include "core/check.h"
 
 namespace rl::cuda {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kThreads = kPrefillWarps * 32;
 
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
@@ -59,9 +59,15 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
   return static_cast<uint32_t>(row * D * 2 + ((chunk ^ (row & 7)) << 4));
 }
 
-template <int D, int BN>
-__global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(AttentionArgs a, int log2_bs) {
-  constexpr int BM = kPrefillBlockM, MT = kPrefillMTiles, kChunks = D / 8;
+// WARPS warps × MT m16 tiles of query rows per block. PACK: a block serves one kv head, and its tile rows are
+// (token, head of the GQA group) pairs, row i = token i / group, head kvh · group + i % group, so each K/V tile
+// is loaded once for the whole group (decode: one block per (sequence, kv head) instead of per query head).
+// Without PACK, row i = token i of query head blockIdx.y. Each row's arithmetic is the same in every
+// instantiation (the same key tiles from key 0, the same MMA chains and softmax steps; skipped or fully masked
+// tiles are exact no-ops), so a row's output bits do not depend on the instantiation or on the other rows.
+template <int D, int BN, int WARPS, int MT, bool PACK>
+__global__ void __launch_bounds__(WARPS * 32, 2) prefill_attention_kernel(AttentionArgs a, int log2_bs) {
+  constexpr int BM = 16 * WARPS * MT, kChunks = D / 8, kThreads = WARPS * 32;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sq = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   // Stage st of K is at sk0 + st * kTile, of V at sv0 + st * kTile (arithmetic, not an array: a runtime-indexed
@@ -70,27 +76,34 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
   const uint32_t sk0 = sq + BM * D * 2, sv0 = sk0 + 2 * kTile;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
-  const int s = blockIdx.z, h = blockIdx.y;
+  const int s = blockIdx.z;
+  const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
+  const int G = PACK ? group : 1;  // tile rows per query token
+  const int kvh = PACK ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.y) / group;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
   const int q_start = a.cu_seqlens_q[s], q_len = a.cu_seqlens_q[s + 1] - q_start;
+  const int num_rows = q_len * G;
   const int m0 = m_block * BM;
-  if (m0 >= q_len) return;
+  if (m0 >= num_rows) return;
   const int seq_len_k = a.seq_lens_k[s];
-  const int offset = seq_len_k - q_len;  // position of query row i is offset + i
-  const int kvh = h / static_cast<int>(a.num_heads / a.num_kv_heads);
-  const int k_end = min(seq_len_k, offset + min(m0 + BM, q_len));  // keys [0, k_end) are visible to the tile
+  const int offset = seq_len_k - q_len;  // position of query token t is offset + t; tile row i holds token i / G
+  // Row i → (token, head).
+  auto row_token = [&](int i) { return PACK ? i / G : i; };
+  auto row_head = [&](int i) { return PACK ? kvh * G + i % G : static_cast<int>(blockIdx.y); };
+  const int k_end = min(seq_len_k, offset + row_token(min(m0 + BM, num_rows) - 1) + 1);  // keys visible to the tile
   const int num_n_blocks = (k_end + BN - 1) / BN;
   const int32_t* table = a.block_tables + s * a.max_blocks;
   const int bs_mask = (1 << log2_bs) - 1;
   const int64_t kv_stride = a.num_kv_heads * D;
   const int warp_row0 = warp * 16 * MT;                // first tile row of this warp
-  const int warp_last_pos = offset + m0 + warp_row0 + 16 * MT - 1;  // the warp sees no key past this
+  const int warp_last_pos = offset + row_token(m0 + warp_row0 + 16 * MT - 1);  // the warp sees no key past this
 
   // Q tile: rows past the sequence are zero-filled (their results are never stored).
   for (int i = tid; i < BM * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
-    const bool valid = m0 + r < q_len;
-    const uint16_t* src = a.qkv + (valid ? (q_start + m0 + r) * a.row + h * D + c * 8 : 0);
+    const bool valid = m0 + r < num_rows;
+    const uint16_t* src =
+        a.qkv + (valid ? (q_start + row_token(m0 + r)) * a.row + static_cast<int64_t>(row_head(m0 + r)) * D + c * 8 : 0);
     cp_async16(sq + swz<D>(r, c), src, valid);
   }
   // Each thread copies one fixed 16-byte column chunk of every (kThreads / kChunks)-th key row.
@@ -164,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         // Causal + length mask (on raw scores), only where the tile crosses the diagonal or the sequence end.
-        const int first_pos = offset + m0 + warp_row0 + mt * 16;
+        const int first_pos = offset + row_token(m0 + warp_row0 + mt * 16);
         const bool needs_mask = n0 + BN - 1 > first_pos || n0 + BN > seq_len_k;
         if (needs_mask) {
 #pragma unroll
@@ -172,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int key = n0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-              const int pos = offset + row0 + mt * 16 + (e >> 1) * 8;
+              const int pos = offset + row_token(row0 + mt * 16 + (e >> 1) * 8);
               if (key > pos || key >= seq_len_k) sc[mt][nt][e] = -INFINITY;
             }
           }
@@ -241,9 +254,10 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int row = row0 + mt * 16 + r * 8;
-      if (row >= q_len) continue;
+      if (row >= num_rows) continue;
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row) * a.num_heads * D + h * D + 2 * (lane & 3);
+      uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row_token(row)) * a.num_heads * D +
+                      static_cast<int64_t>(row_head(row)) * D + 2 * (lane & 3);
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
         *reinterpret_cast<uint32_t*>(dst + dt * 8) =
@@ -253,20 +267,22 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(Attentio
   }
 }
 
-template <int D, int BN>
+template <int D, int BN, int WARPS = kPrefillWarps, int MT = kPrefillMTiles, bool PACK = false>
 void launch_d(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr int smem = (kPrefillBlockM + 4 * BN) * D * 2;
+  constexpr int BM = 16 * WARPS * MT;
+  constexpr int smem = (BM + 4 * BN) * D * 2;
+  auto kernel = prefill_attention_kernel<D, BN, WARPS, MT, PACK>;
   static bool configured = false;  // the attribute is per function; setting it once is enough
   if (!configured) {
-    RL_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, BN>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
-  const dim3 grid(ceil_div(a.max_seqlen_q, kPrefillBlockM), static_cast<unsigned int>(a.num_heads),
-                  static_cast<unsigned int>(a.num_seqs));
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const dim3 grid(ceil_div(a.max_seqlen_q * (PACK ? group : 1), BM),
+                  static_cast<unsigned int>(PACK ? a.num_kv_heads : a.num_heads), static_cast<unsigned int>(a.num_seqs));
   int log2_bs = 0;
   while ((int64_t(1) << log2_bs) < a.block_size) ++log2_bs;
-  prefill_attention_kernel<D, BN><<<grid, kThreads, smem, stream>>>(a, log2_bs);
+  kernel<<<grid, WARPS * 32, smem, stream>>>(a, log2_bs);
   RL_CUDA_CHECK_LAUNCH();
 }
 
@@ -274,7 +290,7 @@ void launch_d(const AttentionArgs& a, cudaStream_t stream) {
 
 bool prefill_attention_supported(const AttentionArgs& a) {
   // Power-of-two block sizes: page and slot come from a shift and a mask in the K/V gather.
-  return (a.head_dim == 64 || a.head_dim == 128) && a.row % 8 == 0 && a.block_size > 0 &&
+  return (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256) && a.row % 8 == 0 && a.block_size > 0 &&
          (a.block_size & (a.block_size - 1)) == 0;
 }
 
@@ -282,10 +298,46 @@ void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int b
   const int bn = block_n_override > 0 ? block_n_override : (a.head_dim == 64 ? kPrefillBlockN : kPrefillBlockN128);
   if (a.head_dim == 64) {
     launch_d<64, kPrefillBlockN>(a, stream);
+  } else if (a.head_dim == 256) {
+    launch_d<256, kPrefillBlockN, kPrefillWarps, kPrefillMTiles256>(a, stream);
   } else if (bn == 32) {
     launch_d<128, 32>(a, stream);
   } else {
     launch_d<128, 64>(a, stream);
+  }
+}
+
+void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, cudaStream_t stream) {
+  // Decode-shaped steps: one warp per (sequence, kv head) holding the group's query rows (kernel_config.h).
+  const bool small = decode_shaped && a.num_heads / a.num_kv_heads <= 16;
+  if (a.head_dim == 256) {
+    if (small) {
+      launch_d<256, kPrefillBlockN, 1, 1, true>(a, stream);
+    } else {
+      launch_d<256, kPrefillBlockN, kPrefillWarps, kPrefillMTiles256>(a, stream);
+    }
+  } else if (a.head_dim == 64) {
+    if (small) {
+      launch_d<64, kPrefillBlockN, 1, 1, true>(a, stream);
+    } else {
+      launch_d<64, kPrefillBlockN>(a, stream);
+    }
+  } else {
+    if (small) {
+      launch_d<128, kPrefillBlockN128, 1, 1, true>(a, stream);
+    } else {
+      launch_d<128, kPrefillBlockN128>(a, stream);
+    }
+  }
+}
+
+void launch_prefill_attention_lab(const AttentionArgs& a, int variant, cudaStream_t stream) {
+  RL_CHECK(a.head_dim == 128);
+  switch (variant) {
+    case 1: launch_d<128, 64, 4, 2, true>(a, stream); break;  // GQA-packed prefill
+    case 2: launch_d<128, 64, 1, 1, true>(a, stream); break;  // the decode-shaped instance
+    case 3: launch_d<128, 64, 2, 1, true>(a, stream); break;
+    default: launch_d<128, 64>(a, stream); break;
   }
 }
 
