@@ -7,7 +7,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 debs=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcli11-dev libopenblas-dev libpcre2-dev libutf8proc-dev libxxhash-dev
-  libcpp-httplib-dev libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libboost-dev zlib1g-dev
   bible-kjv
   chromium
 )

@@ -1,6 +1,8 @@
 // `ridgeline serve`: loads the model, starts the engine and the OpenAI-compatible HTTP server, prints the URL
 // when ready and shuts down cleanly on SIGINT/SIGTERM: the handler only raises a flag (threads started before
 // main, e.g. OpenBLAS's, may receive the signal), which a watcher thread turns into Server::stop().
+#include <sys/resource.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -21,6 +23,7 @@ static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler
 void on_stop_signal(int) { g_stop_requested.store(true); }
 
 struct ServeOptions {
+  ServeOptions() { engine.max_num_seqs = 0; }  // serve sizes it from the KV cache unless given
   EngineOptions engine;
   server::ServerConfig server;
   int32_t max_waiting = 1024;
@@ -30,6 +33,12 @@ int run(ServeOptions o) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGPIPE, SIG_IGN);  // a dropped client must not kill the process
+  // Every open connection is a descriptor: take the hard limit.
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
 
   // make_engine() has no queue limit: build the config here with --max-waiting added.
   EngineConfig ec;
@@ -52,7 +61,6 @@ int run(ServeOptions o) {
   ec.enforce_eager = o.engine.enforce_eager;
   ec.served_model_name = o.server.served_model_name;
   o.server.model_dir = ec.model_dir;
-  o.server.max_num_seqs = o.engine.max_num_seqs;
   {
     auto engine_r = Engine::create(ec);
     if (!engine_r) {
@@ -60,6 +68,7 @@ int run(ServeOptions o) {
       return 1;
     }
     std::unique_ptr<Engine> engine = std::move(*engine_r);
+    o.server.max_num_seqs = engine->max_num_seqs();  // resolved: sized from the KV cache when 0
     auto server_r = server::Server::create(engine.get(), o.server);
     if (!server_r) {
       std::fprintf(stderr, "ridgeline: error: %s\n", server_r.message().c_str());
@@ -81,8 +90,9 @@ int run(ServeOptions o) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     });
-    std::printf("ridgeline: serving %s at %s (max_model_len %d)\n", srv.served_model_name().c_str(),
-                srv.url().c_str(), engine->max_model_len());
+    std::printf("ridgeline: serving %s at %s (max_model_len %d, max_num_seqs %d, %lld KV blocks)\n",
+                srv.served_model_name().c_str(), srv.url().c_str(), engine->max_model_len(), engine->max_num_seqs(),
+                static_cast<long long>(engine->num_kv_blocks()));
     std::fflush(stdout);
     srv.run();
     finished = true;
@@ -108,7 +118,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "Largest request body (413 above)")
       ->capture_default_str();
   cmd->add_option("--http-threads", o->server.num_http_threads,
-                  "HTTP worker threads; each open stream holds one (0 = 2 x max-num-seqs + 32)")
+                  "HTTP worker threads; each request in progress holds one (0 = 2 x max-num-seqs + 32)")
       ->capture_default_str();
   cmd->add_option("--web-dir", o->server.web_dir, "Playground folder (default: the source tree's web/)");
   cmd->callback([o, exit_code] { *exit_code = run(*o); });

@@ -13,7 +13,7 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--max-model-len", o->max_model_len, "Context length limit (0 = the model's)")
       ->capture_default_str();
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences per step")->capture_default_str();
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Sequences per step (serve: 0 = sized from the KV cache)")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per step (chunked prefill)")
       ->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->capture_default_str();

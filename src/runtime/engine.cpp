@@ -41,6 +41,11 @@ FinishReason reason_of(RequestStatus s) {
 
 }  // namespace
 
+int32_t auto_max_num_seqs(int64_t num_kv_tokens) {
+  const int64_t n = num_kv_tokens / kAutoTokensPerSeq / 8 * 8;
+  return static_cast<int32_t>(std::clamp<int64_t>(n, 8, kMaxAutoNumSeqs));
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   std::unique_ptr<Engine> e(new Engine());
   e->config_ = config;
@@ -63,9 +68,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   const DType kv_dtype = cuda ? DType::kBF16 : DType::kF32;
   const int64_t bs = config.block_size;
   if (bs <= 0 || bs > 1024) return Status::error("block size must be in [1, 1024]");
-  if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0) {
-    return Status::error("max_num_seqs and max_num_batched_tokens must be positive");
+  if (config.max_num_seqs < 0 || config.max_num_batched_tokens <= 0) {
+    return Status::error("max_num_seqs must be >= 0 (0: sized from the KV cache) and max_num_batched_tokens > 0");
   }
+  // The workspace estimate assumes the largest automatic size when max_num_seqs is chosen below.
+  const int32_t seqs_bound = config.max_num_seqs > 0 ? config.max_num_seqs : kMaxAutoNumSeqs;
   const int64_t block_bytes = KvStorage::bytes_per_block(mc, bs, kv_dtype);
   int64_t num_blocks = config.num_kv_blocks;
   if (num_blocks <= 0) {
@@ -78,7 +85,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
       }
       int64_t used = static_cast<int64_t>(total_b - free_b);
       budget = static_cast<int64_t>(config.gpu_memory_utilization * static_cast<double>(total_b)) - used -
-               static_cast<int64_t>(e->model_->workspace_bytes(config.max_num_batched_tokens, config.max_num_seqs)) -
+               static_cast<int64_t>(e->model_->workspace_bytes(config.max_num_batched_tokens, seqs_bound)) -
                (256ll << 20);
     } else {
       budget = config.kv_cache_memory_bytes > 0 ? config.kv_cache_memory_bytes
@@ -104,9 +111,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
              " tokens: the KV cache holds no more");
     max_len = kv_tokens;
   }
+  const int32_t max_num_seqs = config.max_num_seqs > 0 ? config.max_num_seqs : auto_max_num_seqs(kv_tokens);
+  e->config_.max_num_seqs = max_num_seqs;
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
-  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_num_seqs = max_num_seqs;
   sc.max_model_len = static_cast<int32_t>(max_len);
   sc.max_waiting = config.max_waiting;
   sc.kv.num_blocks = static_cast<int32_t>(num_blocks);
@@ -118,10 +127,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
 
   RunnerLimits lim;
   lim.max_num_tokens = config.max_num_batched_tokens;
-  lim.max_num_seqs = config.max_num_seqs;
+  lim.max_num_seqs = max_num_seqs;
   lim.max_model_len = max_len;
   lim.enforce_eager = config.enforce_eager;
-  e->d_argmax_ = DeviceBuffer(e->backend_.get(), static_cast<size_t>(config.max_num_seqs) * 4);
+  e->d_argmax_ = DeviceBuffer(e->backend_.get(), static_cast<size_t>(max_num_seqs) * 4);
   e->runner_ = std::make_unique<ModelRunner>(e->model_.get(), e->kv_.get(), lim);
   e->sampler_ = std::make_unique<Sampler>();
   e->seed_salt_ = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(now_seconds() * 1e9);

@@ -40,7 +40,7 @@ struct EngineConfig {
   int64_t kv_cache_memory_bytes = 0;    // CPU: 0 = min(2 GiB, a quarter of free memory)
   double gpu_memory_utilization = 0.9;  // CUDA: fraction of device memory for weights + KV + workspace
   int32_t max_model_len = 0;            // 0: the model's context (capped by what the KV cache holds)
-  int32_t max_num_seqs = 64;
+  int32_t max_num_seqs = 64;            // 0: sized from the KV cache (auto_max_num_seqs)
   int32_t max_num_batched_tokens = 2048;
   int32_t max_waiting = 1024;
   bool enable_prefix_caching = true;
@@ -56,6 +56,13 @@ struct Completion {
   std::vector<TokenOutput> logprobs;  // per token, when requested
 };
 
+// max_num_seqs for EngineConfig::max_num_seqs == 0: as many sequences as the KV cache holds at
+// kAutoTokensPerSeq tokens each, a multiple of 8 in [8, kMaxAutoNumSeqs]. Beyond that, the cache, not the
+// batch limit, bounds a step of average requests; the cap keeps CUDA-graph buckets and workspace bounded.
+constexpr int32_t kAutoTokensPerSeq = 512;
+constexpr int32_t kMaxAutoNumSeqs = 256;
+int32_t auto_max_num_seqs(int64_t num_kv_tokens);
+
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
@@ -70,6 +77,7 @@ class Engine {
   Backend& backend() { return *backend_; }
   int32_t max_model_len() const { return sched_config_.max_model_len; }
   int64_t num_kv_blocks() const { return kv_->num_blocks(); }
+  int32_t max_num_seqs() const { return sched_config_.max_num_seqs; }
   std::vector<TokenId> eos_token_ids() const;
 
   // Starts the engine loop thread (idempotent). submit() starts it on demand.

@@ -60,7 +60,7 @@ MaybeError convert_tool_calls(const OrderedJson& v, const std::string& where, Or
     OrderedJson converted = call;
     const OrderedJson* args = field(*fn, "arguments");
     if (args && args->is_string()) {
-      auto parsed = parse_ordered_json(args->get<std::string>(), cp);
+      auto parsed = parse_ordered_json(args->get<std::string>(), cp, kMaxRequestDepth);
       if (parsed && parsed->is_object()) converted["function"]["arguments"] = std::move(*parsed);
     } else if (args && !args->is_object()) {
       return invalid_param(cp, "'" + cp + ".function.arguments' must be a JSON string or an object");

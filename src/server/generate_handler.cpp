@@ -1,7 +1,7 @@
 // POST /v1/completions and /v1/chat/completions. The worker thread parses, templates and tokenizes, submits, and
 // waits for the first engine output so that admission errors (400, 503) still get their HTTP status. Then the
-// response is written by a chunked content provider that polls the generation: SSE events for streams, the whole
-// JSON object for the rest. A failed write means the client went away: the generation is aborted, which frees
+// response is written chunked while the worker polls the generation: SSE events for streams, the whole JSON
+// object for the rest. A failed write means the client went away: the generation is aborted, which frees
 // its KV within one engine step. While a non-streamed request runs, a space is written every second of silence
 // (JSON allows leading whitespace) so that a disconnect is noticed there too.
 #include <ctime>
@@ -27,10 +27,11 @@ struct ResponseWriter {
   std::vector<ChoiceResult> results;  // non-streamed: accumulated per choice
   std::vector<int64_t> text_offsets;  // streamed completions logprobs: per choice
   bool started = false;
+  bool finished = false;
   double last_write = 0;
 
-  bool write(httplib::DataSink& sink, const std::string& s) {
-    if (!sink.write(s.data(), s.size())) {
+  bool write(HttpResponder& sink, const std::string& s) {
+    if (!sink.write(s)) {
       gen->abort();
       return false;
     }
@@ -38,7 +39,7 @@ struct ResponseWriter {
     return true;
   }
 
-  bool emit(httplib::DataSink& sink, std::vector<ChoiceDelta>& deltas) {
+  bool emit(HttpResponder& sink, std::vector<ChoiceDelta>& deltas) {
     for (ChoiceDelta& d : deltas) {
       const size_t i = static_cast<size_t>(d.index);
       if (d.text.empty() && !d.finish && d.logprobs.empty()) continue;  // e.g. a skipped special token
@@ -54,8 +55,8 @@ struct ResponseWriter {
     return true;
   }
 
-  // One call of httplib's content provider; false ends the response as failed.
-  bool pump(httplib::DataSink& sink) {
+  // One round of polling and writing; false when the response is complete or the client is gone.
+  bool pump(HttpResponder& sink) {
     if (!started) {
       started = true;
       last_write = now_seconds();
@@ -75,6 +76,7 @@ struct ResponseWriter {
       }
       if (!gen->done()) return true;
     }
+    finished = true;
     if (stream) {
       if (gen->error()) {
         if (!write(sink, sse(gen->error()->to_json()))) return false;
@@ -87,26 +89,24 @@ struct ResponseWriter {
       const std::string body = gen->error() ? gen->error()->body() : dump_json(full_response(meta, results, gen->usage()));
       if (!write(sink, body)) return false;
     }
-    sink.done();
-    return true;
+    return false;
   }
 };
 
 }  // namespace
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  if (e.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(e.body(), "application/json");
+void send_error(HttpResponder& res, const ApiError& e) {
+  HttpHeaders h;
+  if (e.status == 503) h.emplace_back("Retry-After", "1");
+  res.send(e.status, "application/json", e.body(), std::move(h));
 }
 
-void send_json(httplib::Response& res, const OrderedJson& j, int status) {
-  res.status = status;
-  res.set_content(dump_json(j), "application/json");
+void send_json(HttpResponder& res, const OrderedJson& j, int status) {
+  res.send(status, "application/json", dump_json(j));
 }
 
-void handle_generate(ServerState& state, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
-  Result<OrderedJson> body = parse_ordered_json(req.body, "request body");
+void handle_generate(ServerState& state, Endpoint endpoint, const HttpRequest& req, HttpResponder& res) {
+  Result<OrderedJson> body = parse_ordered_json(req.body, "request body", kMaxRequestDepth);
   if (!body) return send_error(res, bad_request("Invalid JSON in the request body: " + body.message(), "invalid_json"));
   if (MaybeError e = check_model(*body, state.model.served_model_name)) return send_error(res, *e);
   GenerationRequest greq;
@@ -134,13 +134,13 @@ void handle_generate(ServerState& state, Endpoint endpoint, const httplib::Reque
   }
   if (w->gen->error() && !w->gen->admitted()) return send_error(res, *w->gen->error());
 
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      w->stream ? "text/event-stream" : "application/json",
-      [w](size_t, httplib::DataSink& sink) { return w->pump(sink); },
-      [w](bool success) {
-        if (!success) w->gen->abort();
-      });
+  if (!res.start(200, w->stream ? "text/event-stream" : "application/json", {{"Cache-Control", "no-cache"}})) {
+    w->gen->abort();
+    return;
+  }
+  while (w->pump(res)) {
+  }
+  if (!w->finished) w->gen->abort();
 }
 
 }  // namespace rl::server

@@ -14,6 +14,10 @@ namespace rl::server {
 
 using MaybeError = std::optional<ApiError>;
 
+// Request bodies (and JSON inside their strings, e.g. tool-call arguments) nest at most this deep: a 400
+// naming the limit above it. Real requests (messages, tools with JSON-schema parameters) stay far below.
+constexpr int kMaxRequestDepth = 64;
+
 // The field, or nullptr when absent or null.
 const OrderedJson* field(const OrderedJson& obj, const char* name);
 const char* json_type_name(const OrderedJson& v);

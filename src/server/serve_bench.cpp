@@ -1,19 +1,22 @@
 #include "server/serve_bench.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <boost/asio.hpp>
+#include <cctype>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
+#include <functional>
 #include <numeric>
 #include <random>
-#include <thread>
 
 #include "core/log.h"
-#include "server/http.h"
 
 namespace rl::server {
 namespace {
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
 
 struct Endpoint {
   std::string host;
@@ -39,10 +42,95 @@ Result<Endpoint> parse_url(const std::string& url) {
   return e;
 }
 
-httplib::Headers auth_headers(const std::string& key) {
-  httplib::Headers h;
-  if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
-  return h;
+// An HTTP/1.1 response read incrementally: the status line and headers, then the body de-chunked (or up to
+// Content-Length, or to the end of the connection), handed to on_body piece by piece.
+class ResponseReader {
+ public:
+  // Consumes data; false on a malformed response.
+  bool feed(std::string_view data, const std::function<void(std::string_view)>& on_body) {
+    if (!header_done_) {
+      head_.append(data);
+      const size_t end = head_.find("\r\n\r\n");
+      if (end == std::string::npos) return head_.size() < (64u << 10);
+      std::string rest = head_.substr(end + 4);
+      head_.resize(end);
+      if (head_.rfind("HTTP/1.", 0) != 0 || head_.size() < 12) return false;
+      status_ = std::atoi(head_.c_str() + 9);
+      std::string lower = head_;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      chunked_ = lower.find("\r\ntransfer-encoding: chunked") != std::string::npos;
+      if (const size_t cl = lower.find("\r\ncontent-length:"); cl != std::string::npos) {
+        remaining_ = std::strtoll(lower.c_str() + cl + 17, nullptr, 10);
+      }
+      header_done_ = true;
+      return rest.empty() || feed_body(rest, on_body);
+    }
+    return feed_body(data, on_body);
+  }
+  int status() const { return status_; }
+  bool complete() const { return complete_; }
+
+ private:
+  bool feed_body(std::string_view data, const std::function<void(std::string_view)>& on_body) {
+    if (!chunked_) {
+      if (remaining_ >= 0) {
+        const size_t n = std::min<size_t>(data.size(), static_cast<size_t>(remaining_));
+        on_body(data.substr(0, n));
+        remaining_ -= static_cast<int64_t>(n);
+        complete_ = remaining_ == 0;
+      } else {
+        on_body(data);
+      }
+      return true;
+    }
+    pending_.append(data);
+    for (;;) {
+      if (chunk_left_ > 0) {
+        const size_t n = std::min<size_t>(pending_.size(), static_cast<size_t>(chunk_left_));
+        if (n == 0) return true;
+        on_body(std::string_view(pending_).substr(0, n));
+        pending_.erase(0, n);
+        chunk_left_ -= static_cast<int64_t>(n);
+        if (chunk_left_ > 0) return true;
+        chunk_left_ = -2;  // the CRLF after the data
+      }
+      const size_t eol = pending_.find("\r\n");
+      if (eol == std::string::npos) return pending_.size() < 4096;
+      if (chunk_left_ == -2) {
+        pending_.erase(0, eol + 2);
+        chunk_left_ = 0;
+        continue;
+      }
+      const int64_t size = std::strtoll(pending_.c_str(), nullptr, 16);
+      pending_.erase(0, eol + 2);
+      if (size < 0) return false;
+      if (size == 0) {
+        complete_ = true;
+        return true;
+      }
+      chunk_left_ = size;
+    }
+  }
+
+  std::string head_;
+  std::string pending_;
+  bool header_done_ = false;
+  bool chunked_ = false;
+  bool complete_ = false;
+  int status_ = 0;
+  int64_t remaining_ = -1;
+  int64_t chunk_left_ = 0;
+};
+
+std::string request_bytes(const Endpoint& ep, const std::string& method, const std::string& path,
+                          const std::string& api_key, const std::string& body) {
+  std::string r = method + " " + path + " HTTP/1.1\r\nHost: " + ep.host + ":" + std::to_string(ep.port) + "\r\n";
+  if (!api_key.empty()) r += "Authorization: Bearer " + api_key + "\r\n";
+  if (!body.empty() || method == "POST") {
+    r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  r += "Connection: close\r\n\r\n" + body;
+  return r;
 }
 
 struct RequestRecord {
@@ -53,25 +141,52 @@ struct RequestRecord {
   std::vector<double> itl;
 };
 
-// One streamed completion; times in seconds from the moment it was sent.
-RequestRecord run_one(const Endpoint& ep, const ServeBenchConfig& c, const std::string& body) {
-  RequestRecord rec;
-  httplib::Client cli(ep.host, ep.port);
-  cli.set_read_timeout(600, 0);
-  cli.set_write_timeout(60, 0);
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.headers = auth_headers(c.api_key);
-  req.set_header("Content-Type", "application/json");
-  req.body = body;
+// One exchange on a fresh connection: sends `request`, feeds the response body to on_body; the HTTP status, or 0 with
+// *error set. Runs on the caller's io_context; never blocks a thread.
+asio::awaitable<int> exchange(tcp::endpoint ep, std::string request, std::function<void(std::string_view)> on_body,
+                              std::string* error) {
+  auto ex = co_await asio::this_coro::executor;
+  tcp::socket sock(ex);
+  boost::system::error_code ec;
+  co_await sock.async_connect(ep, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    *error = "connect: " + ec.message();
+    co_return 0;
+  }
+  sock.set_option(tcp::no_delay(true), ec);
+  co_await asio::async_write(sock, asio::buffer(request), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    *error = "write: " + ec.message();
+    co_return 0;
+  }
+  ResponseReader reader;
+  char buf[16 << 10];
+  for (;;) {
+    const size_t n = co_await sock.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    if (n > 0 && !reader.feed(std::string_view(buf, n), on_body)) {
+      *error = "malformed HTTP response";
+      co_return 0;
+    }
+    if (reader.complete()) break;
+    if (ec == asio::error::eof && reader.status() != 0) break;
+    if (ec) {
+      *error = "read: " + ec.message();
+      co_return 0;
+    }
+  }
+  co_return reader.status();
+}
+
+// One streamed completion; times in seconds from the moment it was sent (connect included).
+asio::awaitable<void> run_one(tcp::endpoint ep, Endpoint host, const ServeBenchConfig* c, const std::string* body,
+                              RequestRecord* rec) {
   std::string buffer;
-  bool got_first = false, done = false;
+  bool got_first = false, done = false, usage_seen = false;
   double last = 0;
-  int64_t chunks = 0;
   const double start = now_seconds();
-  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-    buffer.append(data, len);
+  int status = 0;
+  auto on_body = [&](std::string_view data) {
+    buffer.append(data);
     size_t sep;
     while ((sep = buffer.find("\n\n")) != std::string::npos) {
       const std::string event = buffer.substr(0, sep);
@@ -83,44 +198,48 @@ RequestRecord run_one(const Endpoint& ep, const ServeBenchConfig& c, const std::
         continue;
       }
       Result<Json> j = parse_json(payload, "stream chunk");
-      if (!j) continue;
+      if (!j || !j->is_object()) {
+        if (rec->error.empty()) rec->error = "unparseable stream event: " + payload.substr(0, 200);
+        continue;
+      }
       if (j->contains("error")) {
-        rec.error = (*j)["error"].value("message", "error event");
+        rec->error = (*j)["error"].is_object() ? (*j)["error"].value("message", "error event") : "error event";
         continue;
       }
       if (j->contains("usage") && (*j)["usage"].is_object()) {
-        rec.output_tokens = (*j)["usage"].value("completion_tokens", int64_t{0});
+        usage_seen = true;
+        rec->output_tokens = (*j)["usage"].value("completion_tokens", int64_t{0});
       }
       const auto choices = j->find("choices");
       if (choices == j->end() || !choices->is_array() || choices->empty()) continue;
       const Json& ch = choices->front();
-      if (!ch.contains("text") || !ch["text"].is_string() || ch["text"].get<std::string>().empty()) continue;
+      if (!ch.contains("text") || !ch["text"].is_string() || ch["text"].get_ref<const std::string&>().empty()) continue;
       const double now = now_seconds() - start;
-      chunks++;
       if (!got_first) {
         got_first = true;
-        rec.ttft = now;
+        rec->ttft = now;
       } else {
-        rec.itl.push_back(now - last);
+        rec->itl.push_back(now - last);
       }
       last = now;
     }
-    return true;
   };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  const bool sent = cli.send(req, res, err);
-  rec.e2e = now_seconds() - start;
-  if (!sent) {
-    rec.error = "HTTP error: " + httplib::to_string(err);
-  } else if (res.status != 200) {
-    rec.error = "HTTP " + std::to_string(res.status) + ": " + buffer.substr(0, 300);
-  } else if (rec.error.empty() && (!done || !got_first)) {
-    rec.error = "the stream ended without [DONE] or without text";
+  std::string http_error;
+  status =
+      co_await exchange(ep, request_bytes(host, "POST", "/v1/completions", c->api_key, *body), on_body, &http_error);
+  rec->e2e = now_seconds() - start;
+  if (status == 0) {
+    rec->error = "HTTP error: " + http_error;
+  } else if (status != 200) {
+    rec->error = "HTTP " + std::to_string(status) + ": " + buffer.substr(0, 300);
+  } else if (rec->error.empty() && (!done || !got_first)) {
+    rec->error = "the stream ended without [DONE] or without text";
+  } else if (rec->error.empty() && !usage_seen) {
+    rec->error =
+        "the stream carried no usage (stream_options.include_usage): "
+        "cannot count tokens";
   }
-  if (rec.output_tokens == 0) rec.output_tokens = chunks;
-  rec.ok = rec.error.empty();
-  return rec;
+  rec->ok = rec->error.empty();
 }
 
 }  // namespace
@@ -153,14 +272,33 @@ Result<ServeBenchResult> run_serve_bench(const ServeBenchConfig& c) {
   ServeBenchResult r;
   r.config = c;
 
+  // Thousands of streams need as many descriptors.
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  asio::io_context ioc(1);
+  tcp::resolver resolver(ioc);
+  boost::system::error_code rec_ec;
+  auto resolved = resolver.resolve(ep.host, std::to_string(ep.port), rec_ec);
+  if (rec_ec || resolved.empty()) return Status::error("cannot resolve " + ep.host + ": " + rec_ec.message());
+  const tcp::endpoint addr = resolved.begin()->endpoint();
+
   // The model and its vocabulary (our /v1/models reports vocab_size; other servers get a safe small range).
-  httplib::Client probe(ep.host, ep.port);
-  probe.set_read_timeout(30, 0);
-  auto models = probe.Get("/v1/models", auth_headers(c.api_key));
-  if (!models) return Status::error("cannot reach " + c.url + ": " + httplib::to_string(models.error()));
-  if (models->status != 200) return Status::error("GET /v1/models answered " + std::to_string(models->status));
-  RL_ASSIGN_OR_RETURN(Json list, parse_json(models->body, "GET /v1/models"));
-  if (!list.contains("data") || !list["data"].is_array() || list["data"].empty()) {
+  std::string models_body, models_error = "no answer";
+  int models_status = 0;
+  asio::co_spawn(ioc,
+                 exchange(
+                     addr, request_bytes(ep, "GET", "/v1/models", c.api_key, ""),
+                     [&](std::string_view d) { models_body.append(d); }, &models_error),
+                 [&](std::exception_ptr, int st) { models_status = st; });
+  ioc.run();
+  ioc.restart();
+  if (models_status == 0) return Status::error("cannot reach " + c.url + ": " + models_error);
+  if (models_status != 200) return Status::error("GET /v1/models answered " + std::to_string(models_status));
+  RL_ASSIGN_OR_RETURN(Json list, parse_json(models_body, "GET /v1/models"));
+  if (!list.is_object() || !list.contains("data") || !list["data"].is_array() || list["data"].empty()) {
     return Status::error("GET /v1/models lists no model");
   }
   const Json& card = list["data"][0];
@@ -185,35 +323,47 @@ Result<ServeBenchResult> run_serve_bench(const ServeBenchConfig& c) {
     bodies.push_back(b.dump());
   }
 
+  // One thread drives every stream (asio coroutines): arrivals on a timer, at most max_concurrency in flight.
   std::vector<RequestRecord> records(static_cast<size_t>(c.num_prompts));
-  std::mutex mu;
-  std::condition_variable cv;
-  int32_t in_flight = 0;
-  std::vector<std::thread> threads;
   std::exponential_distribution<double> gap(std::isinf(c.request_rate) ? 1.0 : c.request_rate);
   const double start = now_seconds();
-  double next_arrival = start;
-  for (int32_t i = 0; i < c.num_prompts; ++i) {
-    if (!std::isinf(c.request_rate)) {
-      const double wait = next_arrival - now_seconds();
-      if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      next_arrival += gap(rng);
-    }
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return c.max_concurrency <= 0 || in_flight < c.max_concurrency; });
-      in_flight++;
-    }
-    threads.emplace_back([&, i] {
-      records[static_cast<size_t>(i)] = run_one(ep, r.config, bodies[static_cast<size_t>(i)]);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        in_flight--;
+  auto driver = [&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer timer(ex);
+    asio::steady_timer slot(ex);  // cancelled whenever a stream finishes
+    int32_t in_flight = 0;
+    double next_arrival = start;
+    for (int32_t i = 0; i < c.num_prompts; ++i) {
+      if (!std::isinf(c.request_rate)) {
+        const double wait = next_arrival - now_seconds();
+        if (wait > 0) {
+          timer.expires_after(std::chrono::microseconds(static_cast<int64_t>(wait * 1e6)));
+          boost::system::error_code ec;
+          co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        }
+        next_arrival += gap(rng);
       }
-      cv.notify_all();
-    });
-  }
-  for (std::thread& t : threads) t.join();
+      while (c.max_concurrency > 0 && in_flight >= c.max_concurrency) {
+        slot.expires_at(asio::steady_timer::time_point::max());
+        boost::system::error_code ec;
+        co_await slot.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      in_flight++;
+      asio::co_spawn(ex,
+                     run_one(addr, ep, &r.config, &bodies[static_cast<size_t>(i)], &records[static_cast<size_t>(i)]),
+                     [&in_flight, &slot](std::exception_ptr) {
+                       in_flight--;
+                       slot.cancel();
+                     });
+    }
+    while (in_flight > 0) {
+      slot.expires_at(asio::steady_timer::time_point::max());
+      boost::system::error_code ec;
+      co_await slot.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+  };
+  asio::co_spawn(ioc, driver(), asio::detached);
+  ioc.run();
   r.duration_s = now_seconds() - start;
 
   std::vector<double> ttft, tpot, itl, e2el;

@@ -1,8 +1,11 @@
 // `ridgeline bench serve`: an open-loop load generator against a running OpenAI-compatible server (ours or any
 // other), measured the way vLLM's `bench serve` does. Requests arrive as a Poisson process at request_rate
 // (inf: all at once), at most max_concurrency in flight; each is a streamed /v1/completions call whose prompt is
-// input_len random token ids and which generates exactly output_len tokens (ignore_eos). Per request: TTFT (first
-// text chunk), ITL (gaps between later chunks), TPOT ((e2e - ttft) / (output tokens - 1)) and E2E latency.
+// input_len random token ids and which generates exactly output_len tokens (ignore_eos). The client is
+// asynchronous (Boost.Asio coroutines on one thread, one connection per stream, no thread per stream), so it
+// holds thousands of streams. Output tokens are counted from the stream's `usage` (stream_options.include_usage);
+// a stream without usage is a failed request. Per request, from the moment it is sent (connect included): TTFT
+// (first text chunk), ITL (gaps between later chunks), TPOT ((e2e - ttft) / (output tokens - 1)) and E2E latency.
 #pragma once
 
 #include <cstdint>

@@ -48,8 +48,8 @@ OrderedJson model_card(const ServerState& s) {
   return m;
 }
 
-void handle_tokenize(ServerState& s, const httplib::Request& req, httplib::Response& res) {
-  Result<OrderedJson> body = parse_ordered_json(req.body, "request body");
+void handle_tokenize(ServerState& s, const HttpRequest& req, HttpResponder& res) {
+  Result<OrderedJson> body = parse_ordered_json(req.body, "request body", kMaxRequestDepth);
   if (!body) return send_error(res, bad_request("Invalid JSON in the request body: " + body.message(), "invalid_json"));
   if (MaybeError e = check_model(*body, s.model.served_model_name)) return send_error(res, *e);
   std::vector<TokenId> ids;
@@ -68,8 +68,8 @@ void handle_tokenize(ServerState& s, const httplib::Request& req, httplib::Respo
   send_json(res, out);
 }
 
-void handle_detokenize(ServerState& s, const httplib::Request& req, httplib::Response& res) {
-  Result<OrderedJson> body = parse_ordered_json(req.body, "request body");
+void handle_detokenize(ServerState& s, const HttpRequest& req, HttpResponder& res) {
+  Result<OrderedJson> body = parse_ordered_json(req.body, "request body", kMaxRequestDepth);
   if (!body) return send_error(res, bad_request("Invalid JSON in the request body: " + body.message(), "invalid_json"));
   if (MaybeError e = check_model(*body, s.model.served_model_name)) return send_error(res, *e);
   if (!body->is_object()) return send_error(res, bad_request("the request body must be a JSON object"));
@@ -86,7 +86,7 @@ void handle_detokenize(ServerState& s, const httplib::Request& req, httplib::Res
   send_json(res, out);
 }
 
-void handle_stats(ServerState& s, httplib::Response& res) {
+void handle_stats(ServerState& s, HttpResponder& res) {
   const SchedulerStats st = s.engine->stats();
   OrderedJson out = OrderedJson::object();
   out["model"] = s.model.served_model_name;
@@ -98,7 +98,19 @@ void handle_stats(ServerState& s, httplib::Response& res) {
   out["prompt_tokens_total"] = st.num_prompt_tokens;
   out["generation_tokens_total"] = st.num_generation_tokens;
   out["max_model_len"] = s.model.max_model_len;
+  out["max_num_seqs"] = s.engine->max_num_seqs();
   send_json(res, out);
+}
+
+// The API key, when one is set, guards the API paths; the constant-time compare keeps the key's prefix secret.
+bool authorized(const std::string& key, const HttpRequest& req) {
+  if (key.empty() || !needs_key(req.path)) return true;
+  const std::string got = req.header("Authorization");
+  const std::string want = "Bearer " + key;
+  if (got.size() != want.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(got[i] ^ want[i]);
+  return diff == 0;
 }
 
 }  // namespace
@@ -113,6 +125,10 @@ Result<std::unique_ptr<Server>> Server::create(Engine* engine, ServerConfig conf
   if (config.web_dir.empty()) {
     const char* env = std::getenv("RIDGELINE_WEB_DIR");
     config.web_dir = env && *env ? env : RIDGELINE_WEB_DIR;
+  }
+  if (config.web_dir.empty() || !file_exists(path_join(config.web_dir, "index.html"))) {
+    log_warn("playground not found (web dir '" + config.web_dir + "'): GET / answers 404");
+    config.web_dir.clear();
   }
   Result<ChatTemplate> tmpl = ChatTemplate::from_model_dir(config.model_dir);
   if (tmpl) {
@@ -135,8 +151,22 @@ Result<std::unique_ptr<Server>> Server::create(Engine* engine, ServerConfig conf
   st->started_unix = static_cast<int64_t>(std::time(nullptr));
   s->state_ = std::move(st);
   s->config_ = std::move(config);
-  s->http_ = std::make_unique<httplib::Server>();
-  s->add_routes();
+
+  HttpServerConfig hc;
+  hc.host = s->config_.host;
+  hc.port = s->config_.port;
+  hc.limits.max_body_bytes = s->config_.max_body_bytes;
+  hc.num_workers = s->config_.num_http_threads > 0 ? s->config_.num_http_threads
+                                                   : 2 * s->config_.max_num_seqs + 32;
+  hc.max_queued = s->config_.max_queued_requests;
+  Server* self = s.get();
+  s->http_ = std::make_unique<HttpServer>(
+      hc, [self](const HttpRequest& req, HttpResponder& res) { self->handle(req, res); },
+      [](const HttpError& e) {
+        ApiError a{e.status, e.message, e.status >= 500 ? "server_error" : "invalid_request_error", "", e.code};
+        if (e.status == 503) a.type = "server_overloaded";
+        return a.body();
+      });
   engine->start();
   return s;
 }
@@ -151,107 +181,50 @@ std::string Server::url() const {
 }
 
 Status Server::bind() {
-  if (config_.port == 0) {
-    port_ = http_->bind_to_any_port(config_.host);
-  } else if (http_->bind_to_port(config_.host, config_.port)) {
-    port_ = config_.port;
-  }
-  if (port_ <= 0) {
-    return Status::error("cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
-                         " (address in use, or not an address of this machine)");
-  }
+  RL_RETURN_IF_ERROR(http_->bind());
+  port_ = http_->port();
   return Status::ok();
 }
 
-void Server::run() { http_->listen_after_bind(); }
+void Server::run() { http_->run(); }
 
 void Server::stop() { http_->stop(); }
 
-void Server::add_routes() {
-  httplib::Server& h = *http_;
+void Server::handle(const HttpRequest& req, HttpResponder& res) {
   ServerState& s = *state_;
-  const int threads = config_.num_http_threads > 0 ? config_.num_http_threads : 2 * config_.max_num_seqs + 32;
-  h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  h.set_payload_max_length(config_.max_body_bytes);
-  h.set_read_timeout(10, 0);
-  h.set_write_timeout(10, 0);
-
-  const std::string key = config_.api_key;
-  h.set_pre_routing_handler([key](const httplib::Request& req, httplib::Response& res) {
-    if (key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + key) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, unauthorized());
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // httplib's own failures (no route, body too large, malformed request) get OpenAI-shaped bodies; errors our
-  // handlers produced already have one.
-  const size_t max_body = config_.max_body_bytes;
-  h.set_error_handler(httplib::Server::HandlerWithResponse([max_body](const httplib::Request& req,
-                                                                      httplib::Response& res) {
-    if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e;
-    if (res.status == 404) {
-      e = known_path(req.path) ? method_not_allowed(req.method, req.path)
-                               : not_found("Unknown route: " + req.method + " " + req.path);
-    } else if (res.status == 413) {
-      e = payload_too_large(max_body);
-    } else if (res.status < 500) {
-      e = ApiError{res.status, "Malformed HTTP request", "invalid_request_error", "", ""};
-    } else {
-      e = internal_error("internal server error");
-    }
-    send_error(res, e);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
-    }
-    log_error("handler failed: " + what);
-    send_error(res, internal_error("internal server error: " + what));
-  });
-
-  const double health_timeout = config_.health_timeout_s;
-  h.Get("/health", [&s, health_timeout](const httplib::Request&, httplib::Response& res) {
-    const bool ok = s.engine->alive() && now_seconds() - s.engine->last_heartbeat() < health_timeout;
+  if (!authorized(config_.api_key, req)) return send_error(res, unauthorized());
+  const std::string& path = req.path;
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const bool post = req.method == "POST";
+  if (get && path == "/health") {
+    const bool ok = s.engine->alive() && now_seconds() - s.engine->last_heartbeat() < config_.health_timeout_s;
     if (!ok) return send_error(res, ApiError{503, "the engine loop is not running", "server_error", "", "unhealthy"});
-    res.set_content("{\"status\":\"ok\"}", "application/json");
-  });
-  h.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
-    res.set_content(s.engine->metrics().render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  h.Get("/stats", [&s](const httplib::Request&, httplib::Response& res) { handle_stats(s, res); });
-  h.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
+    return res.send(200, "application/json", "{\"status\":\"ok\"}");
+  }
+  if (get && path == "/metrics") {
+    return res.send(200, "text/plain; version=0.0.4; charset=utf-8", s.engine->metrics().render());
+  }
+  if (get && path == "/stats") return handle_stats(s, res);
+  if (get && path == "/v1/models") {
     OrderedJson out = OrderedJson::object();
     out["object"] = "list";
     out["data"] = OrderedJson::array({model_card(s)});
-    send_json(res, out);
-  });
-  h.Get("/v1/models/(.+)", [&s](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] != s.model.served_model_name) {
-      return send_error(res, not_found("The model '" + std::string(req.matches[1]) + "' does not exist",
-                                       "model_not_found"));
-    }
-    send_json(res, model_card(s));
-  });
-  h.Post("/v1/completions", [&s](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(s, Endpoint::kCompletions, req, res);
-  });
-  h.Post("/v1/chat/completions", [&s](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(s, Endpoint::kChat, req, res);
-  });
-  h.Post("/tokenize", [&s](const httplib::Request& req, httplib::Response& res) { handle_tokenize(s, req, res); });
-  h.Post("/detokenize",
-         [&s](const httplib::Request& req, httplib::Response& res) { handle_detokenize(s, req, res); });
-  if (!config_.web_dir.empty() && file_exists(path_join(config_.web_dir, "index.html"))) {
-    h.set_mount_point("/", config_.web_dir);
-  } else {
-    log_warn("playground not found (web dir '" + config_.web_dir + "'): GET / answers 404");
+    return send_json(res, out);
   }
+  if (get && path.rfind("/v1/models/", 0) == 0 && path.size() > 11) {
+    const std::string id = path.substr(11);
+    if (id != s.model.served_model_name) {
+      return send_error(res, not_found("The model '" + id.substr(0, 256) + "' does not exist", "model_not_found"));
+    }
+    return send_json(res, model_card(s));
+  }
+  if (post && path == "/v1/completions") return handle_generate(s, Endpoint::kCompletions, req, res);
+  if (post && path == "/v1/chat/completions") return handle_generate(s, Endpoint::kChat, req, res);
+  if (post && path == "/tokenize") return handle_tokenize(s, req, res);
+  if (post && path == "/detokenize") return handle_detokenize(s, req, res);
+  if (known_path(path)) return send_error(res, method_not_allowed(req.method.substr(0, 32), path.substr(0, 256)));
+  if (get && !config_.web_dir.empty() && serve_static(config_.web_dir, req, res)) return;
+  send_error(res, not_found("Unknown route: " + req.method.substr(0, 32) + " " + path.substr(0, 256)));
 }
 
 }  // namespace rl::server

@@ -1,8 +1,8 @@
-// `ridgeline serve`: the OpenAI-compatible HTTP server (cpp-httplib) in front of one Engine. Routes:
+// `ridgeline serve`: the OpenAI-compatible HTTP server (http_server.h, on Boost.Asio/Beast) in front of one Engine. Routes:
 //   POST /v1/completions, /v1/chat/completions (SSE when "stream": true), /tokenize, /detokenize
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus), /stats (JSON for the playground),
 //        / and other static files of the playground (web/)
-// Errors use OpenAI's shape (api_error.h). httplib's worker threads run the handlers (design.md §3); the engine
+// Errors use OpenAI's shape (api_error.h). the HTTP server's worker threads run the handlers (design.md §3); the engine
 // thread only ever sees token ids and SamplingParams.
 #pragma once
 
@@ -11,11 +11,8 @@
 
 #include "core/status.h"
 #include "runtime/engine.h"
+#include "server/http_server.h"
 #include "server/openai_request.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace rl::server {
 
@@ -28,6 +25,7 @@ struct ServerConfig {
   std::string web_dir;                   // "" = $RIDGELINE_WEB_DIR, else the source tree's web/
   size_t max_body_bytes = 8u << 20;
   int num_http_threads = 0;              // 0 = 2 x max_num_seqs + 32 (each open stream holds one)
+  int max_queued_requests = 1024;        // parsed requests waiting for a worker; beyond: 503
   int max_num_seqs = 64;
   double health_timeout_s = 10.0;        // /health is 503 when the engine loop's heartbeat is older
   RequestLimits limits;
@@ -54,11 +52,11 @@ class Server {
 
  private:
   Server() = default;
-  void add_routes();
+  void handle(const HttpRequest& req, HttpResponder& res);
 
   ServerConfig config_;
   std::unique_ptr<ServerState> state_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
   int port_ = -1;
 };
 

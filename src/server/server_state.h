@@ -1,5 +1,5 @@
 // What every HTTP handler shares: the engine, the parsing context (tokenizer, chat template, limits), the
-// metrics and the request-id source. Handlers run on httplib's worker threads; everything here is thread-safe
+// metrics and the request-id source. Handlers run on the HTTP server's worker threads; everything here is thread-safe
 // (the engine's submit/abort/stats/metrics, the tokenizer's and the chat template's const methods).
 #pragma once
 
@@ -11,7 +11,7 @@
 #include "chat/chat_template.h"
 #include "runtime/engine.h"
 #include "server/api_error.h"
-#include "server/http.h"
+#include "server/http_server.h"
 #include "server/openai_request.h"
 
 namespace rl::server {
@@ -29,10 +29,13 @@ struct ServerState {
   std::string new_id(const char* kind) { return std::string(kind) + "-" + id_prefix + std::to_string(next_id++); }
 };
 
-void send_error(httplib::Response& res, const ApiError& e);
-void send_json(httplib::Response& res, const OrderedJson& j, int status = 200);
+void send_error(HttpResponder& res, const ApiError& e);
+void send_json(HttpResponder& res, const OrderedJson& j, int status = 200);
 
 // POST /v1/completions and /v1/chat/completions, streamed (SSE) or not.
-void handle_generate(ServerState& state, Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+void handle_generate(ServerState& state, Endpoint endpoint, const HttpRequest& req, HttpResponder& res);
+
+// GET/HEAD of a file under web_dir (the playground); false when there is no such file (the caller answers 404).
+bool serve_static(const std::string& web_dir, const HttpRequest& req, HttpResponder& res);
 
 }  // namespace rl::server

@@ -2,7 +2,8 @@
 // metric names.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
+import http from "node:http";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -32,4 +33,125 @@ test("bench serve reports TTFT, TPOT, ITL, E2EL and throughput", () => {
     assert.ok(r[k] > 0, k);
   }
   assert.ok(r.p99_ttft_ms >= r.median_ttft_ms && r.mean_e2el_ms >= r.mean_ttft_ms);
+});
+
+// An independent client (node's fetch) under the same load as `bench serve` on the same server: the two must
+// agree exactly on token counts (both from usage) and within 2x on output throughput (a loaded CPU test box).
+async function nodeClient(url, { prompts, concurrency, inputLen, outputLen }) {
+  let next = 0, tokens = 0, failed = 0;
+  const ttfts = [];
+  const t0 = performance.now();
+  async function worker() {
+    while (next < prompts) {
+      const i = next++;
+      const prompt = Array.from({ length: inputLen }, (_, k) => 100 + ((i * 7919 + k * 104729) % 800));
+      const sent = performance.now();
+      const res = await fetch(url + "/v1/completions", {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ prompt, max_tokens: outputLen, min_tokens: outputLen, ignore_eos: true,
+                               temperature: 0, stream: true, stream_options: { include_usage: true } }),
+      });
+      if (res.status !== 200) { failed++; continue; }
+      const reader = res.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "", first = true, usage = null;
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let sep;
+        while ((sep = buf.indexOf("\n\n")) >= 0) {
+          const ev = buf.slice(0, sep);
+          buf = buf.slice(sep + 2);
+          if (!ev.startsWith("data: ") || ev === "data: [DONE]") continue;
+          const j = JSON.parse(ev.slice(6));
+          if (j.usage) usage = j.usage;
+          if (first && j.choices?.[0]?.text) { first = false; ttfts.push(performance.now() - sent); }
+        }
+      }
+      if (!usage) { failed++; continue; }
+      tokens += usage.completion_tokens;
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  const seconds = (performance.now() - t0) / 1000;
+  return { tokens, failed, throughput: tokens / seconds, meanTtft: ttfts.reduce((a, b) => a + b, 0) / ttfts.length };
+}
+
+test("bench serve agrees with an independent client (node fetch) on the same server", async () => {
+  const cfg = { prompts: 48, concurrency: 16, inputLen: 32, outputLen: 16 };
+  const json = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ridgeline-bench-")), "serve.json");
+  execFileSync(BIN, ["bench", "serve", "--url", server.url, "--max-concurrency", String(cfg.concurrency),
+                     "--num-prompts", String(cfg.prompts), "--input-len", String(cfg.inputLen),
+                     "--output-len", String(cfg.outputLen), "--json", json], { encoding: "utf8" });
+  const ours = JSON.parse(fs.readFileSync(json, "utf8"));
+  const theirs = await nodeClient(server.url, cfg);
+  assert.equal(ours.failed, 0);
+  assert.equal(theirs.failed, 0);
+  assert.equal(ours.total_output_tokens, cfg.prompts * cfg.outputLen);
+  assert.equal(theirs.tokens, ours.total_output_tokens);
+  const ratio = ours.output_throughput / theirs.throughput;
+  assert.ok(ratio > 0.5 && ratio < 2, `bench serve ${ours.output_throughput.toFixed(1)} tok/s vs node ` +
+            `${theirs.throughput.toFixed(1)} tok/s`);
+});
+
+// A stand-in server (node:http): each stream sends one chunk, then is held until `holdUntil` streams are open at
+// once (or 30 s pass), then finishes, optionally without usage.
+async function fakeServer({ usage, holdUntil }) {
+  let open = 0, peak = 0;
+  const held = [];
+  const release = () => { for (const f of held.splice(0)) f(); };
+  const srv = http.createServer((req, res) => {
+    if (req.url === "/v1/models") {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      return res.end(JSON.stringify({ data: [{ id: "fake", vocab_size: 1000 }] }));
+    }
+    req.resume();
+    req.on("end", () => {
+      open++;
+      peak = Math.max(peak, open);
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.write(`data: ${JSON.stringify({ choices: [{ index: 0, text: "a" }] })}\n\n`);
+      const finish = () => {
+        res.write(`data: ${JSON.stringify({ choices: [{ index: 0, text: "b" }] })}\n\n`);
+        if (usage) res.write(`data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 4, completion_tokens: 2 } })}\n\n`);
+        res.end("data: [DONE]\n\n");
+        open--;
+      };
+      held.push(finish);
+      if (open >= holdUntil) release();
+    });
+  });
+  const timer = setInterval(release, 30000);
+  srv.maxConnections = 10000;
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${srv.address().port}`, peak: () => peak,
+           close: () => { clearInterval(timer); srv.close(); } };
+}
+
+test("bench serve holds 2,000 streams at once on one thread", async () => {
+  const fake = await fakeServer({ usage: true, holdUntil: 2000 });
+  const json = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ridgeline-bench-")), "serve.json");
+  await new Promise((resolve, reject) => {
+    execFile(BIN, ["bench", "serve", "--url", fake.url, "--num-prompts", "2000", "--input-len", "4",
+                   "--output-len", "2", "--json", json], (err) => (err ? reject(err) : resolve()));
+  });
+  const r = JSON.parse(fs.readFileSync(json, "utf8"));
+  fake.close();
+  assert.equal(r.completed, 2000);
+  assert.equal(r.total_output_tokens, 4000);
+  assert.equal(fake.peak(), 2000, "every stream was open at once");
+});
+
+test("bench serve fails loudly when the stream carries no usage", async () => {
+  const fake = await fakeServer({ usage: false, holdUntil: 1 });
+  let out = "", code = 0;
+  await new Promise((resolve) => {
+    execFile(BIN, ["bench", "serve", "--url", fake.url, "--num-prompts", "3", "--input-len", "4", "--output-len", "2"],
+             (err, stdout) => { out = stdout; code = err ? err.code : 0; resolve(); });
+  });
+  fake.close();
+  assert.notEqual(code, 0);
+  assert.match(out, /Failed requests:\s+3/);
+  assert.match(out, /no usage/);
 });

@@ -1,5 +1,6 @@
 // Starts and stops a `ridgeline serve` for the node:test suites: a free port (--port 0, the URL is read from the
 // server's stdout), a small KV cache, and helpers for raw HTTP and /metrics.
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import path from "node:path";
@@ -9,7 +10,8 @@ if (!BIN) throw new Error("set RIDGELINE_BIN to the ridgeline binary");
 export const OPENAI = path.join(process.env.RIDGELINE_SOURCE_DIR ?? process.cwd(), "tests/js/node_modules/openai/index.mjs");
 
 export async function startServer(extraArgs = []) {
-  const args = ["serve", "--port", "0", "--kv-cache-gb", "0.25", ...extraArgs];
+  const kv = extraArgs.includes("--kv-cache-gb") ? [] : ["--kv-cache-gb", "0.25"];
+  const args = ["serve", "--port", "0", ...kv, ...extraArgs];
   const proc = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   proc.stderr.on("data", (d) => { stderr += d; });
@@ -83,3 +85,17 @@ export async function readSse(res) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// After a hostile case: /health is 200 and the engine is idle again (no running or waiting request, KV usage 0)
+// within 5 s.
+export async function assertIdleAndHealthy(url, name) {
+  assert.equal((await fetch(url + "/health")).status, 200, `${name}: /health`);
+  const t0 = Date.now();
+  for (;;) {
+    const m = await getMetrics(url);
+    if (metric(m, "vllm:num_requests_running") === 0 && metric(m, "vllm:num_requests_waiting") === 0 &&
+        metric(m, "vllm:kv_cache_usage_perc") === 0) return;
+    assert.ok(Date.now() - t0 < 5000, `${name}: the engine is not idle 5 s later`);
+    await sleep(20);
+  }
+}

@@ -1,0 +1,20 @@
+// The short soak that ctest runs (the full 100,000-request run is `node tests/server/soak.mjs`, recorded in
+// docs/reliability.md): 4,000 mixed requests with no failure and RSS after warm-up growing less than 4 MiB.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startServer, assertIdleAndHealthy } from "./harness.mjs";
+import { runSoak } from "./soak.mjs";
+
+let server;
+before(async () => { server = await startServer(); });
+after(async () => { assert.equal(await server.stop(), 0); });
+
+test("4,000 mixed requests: none fails and RSS stays flat", async () => {
+  const r = await runSoak({ url: server.url, pid: server.proc.pid, requests: 4000, concurrency: 8, maxSeconds: 150,
+                            sampleEvery: 500 });
+  assert.equal(r.failed, 0, r.firstError);
+  assert.ok(r.requests >= 1000, `only ${r.requests} requests in 150 s`);
+  assert.ok(r.growthAfterWarmupMiB < 4, `RSS grew ${r.growthAfterWarmupMiB.toFixed(2)} MiB after warm-up: ` +
+            JSON.stringify(r.samples));
+  await assertIdleAndHealthy(server.url, "after the soak");
+});
