@@ -8,7 +8,9 @@ debs=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcli11-dev libopenblas-dev libpcre2-dev libutf8proc-dev libxxhash-dev
   libgtest-dev libgmock-dev libboost-dev zlib1g-dev
+  clang-14 libclang-rt-14-dev
   bible-kjv
+  python3-numpy
   chromium
 )
 # Node.js (with npm) runs the JS reference implementations in the parity tests. A machine that already has

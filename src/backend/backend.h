@@ -33,6 +33,22 @@ class Backend {
   // Bytes of device memory free and in total (CPU: physical memory).
   virtual void memory_info(size_t* free_bytes, size_t* total_bytes) = 0;
 
+  // --- asynchronous staging (the step pipeline, design.md §8) ---
+  // Page-locked host memory for asynchronous copies (CPU: plain memory).
+  virtual void* alloc_pinned(size_t nbytes);
+  virtual void free_pinned(void* p);
+  // Copies enqueued in stream order with the ops; the host buffer must stay untouched until a fence recorded
+  // after the copy has passed. CPU: immediate.
+  virtual void upload_async(void* dst, const void* pinned_src, size_t nbytes);
+  virtual void download_async(void* pinned_dst, const void* src, size_t nbytes);
+  // A fence after everything enqueued so far; wait_fence blocks the host until the device has passed it.
+  virtual uint64_t record_fence() { return 0; }
+  virtual void wait_fence(uint64_t /*fence*/) {}
+  // Profiling markers enqueued in stream order: marker_seconds() blocks until the device passed the marker and
+  // returns when that happened, on now_seconds()'s clock (CPU: the time of record_marker()).
+  virtual uint64_t record_marker();
+  virtual double marker_seconds(uint64_t marker);
+
   // --- ops ---
   // ids: i32 [T]; table: [vocab, hidden]; out: [T, hidden]
   virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
@@ -64,12 +80,21 @@ class Backend {
   // the same seed gives the same values on every backend (used for --dummy-weights).
   virtual void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) = 0;
   // Greedy sampling on the device: out (i32 [n]) = argmax of each row of logits (f32 [n, vocab]); ties → the
-  // lowest id; NaN never wins.
+  // lowest id. A row holding NaN or +Inf, or nothing above -inf, gets -1 (the model is numerically broken: the
+  // engine fails that request); sample gives the codes of ops.h.
   virtual void argmax_rows(const Tensor& logits, const Tensor& out) = 0;
-  // Samples one token per row of logits (f32 [n, vocab]) into out (i32 [n]) with params[n] (host memory; see
-  // DeviceSampleParams). n <= kMaxSampleRows.
-  virtual void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) = 0;
-  static constexpr int64_t kMaxSampleRows = 4096;
+  // The one sampling path (ops.h, SampleRowParams): every parameter, one counter-based RNG. Enqueued like every
+  // op (graph-capturable on CUDA); reads its parameters from backend memory.
+  virtual void sample(const Tensor& logits, const SampleBatch& batch) = 0;
+  // Resets penalty slots (ops.h, PenaltySlotInit; the structs in host memory, the ids in backend memory).
+  virtual void init_penalty_slots(const PenaltySlotInit* inits, int64_t num_inits, const SampleBatch& batch,
+                                  int64_t vocab_size) = 0;
+  // ids: i32 [T]. Entries < 0 are references to tokens sampled on the device: id = -(k + 1) becomes sampled[k]
+  // (the previous step's output, which the host has not read yet).
+  virtual void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) = 0;
+  // Grammar-constrained decoding: logits[r, t] = -inf where bit t of row r of bitmask is 0 (bit t of a row is bit
+  // t % 32 of its word t / 32). logits: f32 [n, vocab]; bitmask: i32 [n, ceil(vocab / 32)].
+  virtual void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) = 0;
   // Converts between dtypes element-wise (same shape), e.g. bf16 logits → f32.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
 
@@ -103,6 +128,16 @@ class Backend {
   // captured graph: graphs bake the chosen kernels).
   virtual void set_deterministic(bool on) { (void)on; }
   virtual bool deterministic() const { return false; }
+
+  // --- kernel coverage ---
+  // Empty when fast kernels serve attention at this shape for every step kind (prefill, decode); otherwise one
+  // line naming the slow path that will serve it. Meant to be checked when a model and its KV layout are set up,
+  // so that a shape without a fast kernel is reported at load instead of discovered at the first request.
+  virtual std::string attention_slow_path(const QkvLayout& layout, int64_t block_size) const {
+    (void)layout;
+    (void)block_size;
+    return "";
+  }
 };
 
 // A device allocation owned by a backend (RAII).

@@ -102,18 +102,72 @@ inline size_t moe_scratch_bytes(const MoeParams& p, int64_t num_tokens, size_t a
   return (ints + 255) / 256 * 256 + acts + 256;
 }
 
-// One row of device-side sampling (Backend::sample_rows). The filters are those of the CPU sampler (temperature,
-// then top-k with ties kept, top-p keeping the smallest high-probability set that reaches top_p, min-p relative to
-// the top probability); the draw is an exponential race (argmax of p_i / E_i, E_i ~ Exp(1) from a counter-based
-// generator keyed by (seed, step, token)), an exact draw from the filtered distribution that needs no sort. So
-// the same (seed, step) gives the same token whatever else is in the batch. temperature 0 = argmax.
-struct DeviceSampleParams {
+// One sampling path (runtime/sampler.h) for every parameter, on every backend. Per row, in this order:
+//   1. logprobs (vLLM's "raw logprobs"): the log-softmax of the RAW logits gives the chosen token's logprob and
+//      the top num_logprobs (descending, ties → lower id);
+//   2. logit_bias is added; while step < min_tokens the suppressed ids (EOS, stop ids) get -inf; the
+//      per-row allowed-token bitmask (grammar hook) sets every disallowed token to -inf;
+//   3. penalties: repetition (HF: tokens seen in prompt or output; positive logits divided, negative multiplied),
+//      then frequency and presence (OpenAI: logit -= frequency * count + presence, over output tokens);
+//   4. temperature 0: argmax (ties → the lowest id); otherwise (logit - max) / temperature, top-k (ties at the
+//      k-th value kept), top-p (the smallest set of highest logits whose mass reaches top_p, ties kept), min-p
+//      (probability >= min_p * the top probability), then an exponential race: argmax of logp_i - log(E_i),
+//      E_i = -log(u_i), u_i from the counter-based generator keyed by (seed, step, token id). That is an exact
+//      draw from the filtered distribution that needs no sort, and the same (seed, step) gives the same token
+//      whatever else is in the batch, on the CPU and on the GPU.
+// A row that cannot be sampled gets a negative code instead of a token, and the engine fails that request alone:
+// kSampleNonFinite when the raw logits hold NaN or +Inf (a numerically broken model), kSampleNothingLeft when
+// nothing finite is left after the processors (every token masked or suppressed, or an infinite bias).
+inline constexpr int32_t kSampleNonFinite = -1;
+inline constexpr int32_t kSampleNothingLeft = -2;
+struct SampleRowParams {
   float temperature = 1.0f;
   int32_t top_k = 0;    // <= 0: off
   float top_p = 1.0f;   // >= 1: off
   float min_p = 0.0f;   // <= 0: off
   uint64_t seed = 0;
-  uint64_t step = 0;    // the request's number of output tokens so far
+  uint64_t step = 0;    // the request's number of output tokens before this one
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t penalty_slot = -1;    // row of SampleBatch's penalty state; -1: no penalties
+  int32_t num_logprobs = -1;    // -1: none; 0: the chosen token's only; N: also the top N (N <= kMaxTopLogprobs)
+  int32_t bias_begin = 0, bias_end = 0;          // [begin, end) in bias_ids / bias_values
+  int32_t suppress_begin = 0, suppress_end = 0;  // [begin, end) in suppress_ids (applied while step < min_tokens)
+  int32_t min_tokens = 0;
+  int32_t mask_row = -1;        // row of allowed_mask; -1: every token allowed
+};
+
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+// Device pointers (backend memory) for Backend::sample over logits f32 [num_rows, vocab]. Logits rows are
+// processed in place.
+struct SampleBatch {
+  int64_t num_rows = 0;
+  const SampleRowParams* params = nullptr;  // [num_rows]
+  const int32_t* bias_ids = nullptr;        // indexed by SampleRowParams::bias_*
+  const float* bias_values = nullptr;
+  const int32_t* suppress_ids = nullptr;    // indexed by SampleRowParams::suppress_*
+  // Penalty state, one row per slot: output-token counts i32 [slots, vocab] and prompt membership bits
+  // u32 [slots, ceil(vocab / 32)]. sample() adds the chosen token to its slot's counts.
+  int32_t* penalty_counts = nullptr;
+  uint32_t* prompt_bits = nullptr;
+  const uint32_t* allowed_mask = nullptr;   // u32 [mask rows, ceil(vocab / 32)]: bit t set = token t allowed
+  float* raw_scratch = nullptr;             // f32 [num_rows, vocab]: raw logits kept for logprob rows
+  int32_t* out_tokens = nullptr;            // [num_rows]
+  float* out_logprobs = nullptr;            // [num_rows]: the chosen token's raw logprob (logprob rows)
+  int32_t* out_top_ids = nullptr;           // [num_rows, kMaxTopLogprobs]
+  float* out_top_logprobs = nullptr;        // [num_rows, kMaxTopLogprobs]
+};
+
+// Resets one penalty slot to a request's known tokens: counts = histogram of output_ids, prompt bits = the set
+// of prompt_ids. ids: device i32 arrays.
+struct PenaltySlotInit {
+  int32_t slot = 0;
+  const int32_t* prompt_ids = nullptr;
+  int64_t num_prompt = 0;
+  const int32_t* output_ids = nullptr;
+  int64_t num_output = 0;
 };
 
 }  // namespace rl

@@ -30,6 +30,8 @@ struct Expr {
                     kList, kTuple, kDict };
   Kind kind;
   int line = 0;
+  // 1 + the tallest operand, at most kMaxExprHeight (parser.h): bounds eval's recursion and the tree's teardown.
+  int height = 1;
 
   Value literal;                 // kLiteral
   std::string name;              // kName, kAttr (attribute), kFilter / kTest (filter or test name)

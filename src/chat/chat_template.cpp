@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "chat/template_error.h"
 #include "core/file.h"
 
 namespace rl {
@@ -113,19 +114,23 @@ Result<std::string> ChatTemplate::apply(const ChatTemplateInputs& in) const {
   if (!in.extra.is_null() && !in.extra.is_object()) return Status::error("chat template: kwargs must be a JSON object");
 
   jinja::Object vars;
-  vars.set("messages", jinja::Value::from_json(in.messages));
-  vars.set("tools", jinja::Value::from_json(in.tools));
-  vars.set("documents", jinja::Value::from_json(in.documents));
-  vars.set("add_generation_prompt", jinja::Value::boolean(in.add_generation_prompt));
-  for (const auto& kv : special_tokens_.items) vars.set(kv.first, kv.second);
-  if (in.extra.is_object()) {
-    for (auto it = in.extra.begin(); it != in.extra.end(); ++it) {
-      const std::string& key = it.key();
-      if (key == "messages" || key == "tools" || key == "documents" || key == "add_generation_prompt") {
-        return Status::error("chat template: kwarg '" + key + "' conflicts with the argument of that name");
+  try {  // from_json throws on JSON nested deeper than jinja::kMaxValueDepth
+    vars.set("messages", jinja::Value::from_json(in.messages, "messages"));
+    vars.set("tools", jinja::Value::from_json(in.tools, "tools"));
+    vars.set("documents", jinja::Value::from_json(in.documents, "documents"));
+    vars.set("add_generation_prompt", jinja::Value::boolean(in.add_generation_prompt));
+    for (const auto& kv : special_tokens_.items) vars.set(kv.first, kv.second);
+    if (in.extra.is_object()) {
+      for (auto it = in.extra.begin(); it != in.extra.end(); ++it) {
+        const std::string& key = it.key();
+        if (key == "messages" || key == "tools" || key == "documents" || key == "add_generation_prompt") {
+          return Status::error("chat template: kwarg '" + key + "' conflicts with the argument of that name");
+        }
+        vars.set(key, jinja::Value::from_json(it.value(), key));
       }
-      vars.set(key, jinja::Value::from_json(it.value()));
     }
+  } catch (const jinja::TemplateError& e) {
+    return Status::error("chat template: " + e.message());
   }
   jinja::RenderOptions options;
   options.now_unix_seconds = in.now_unix_seconds;

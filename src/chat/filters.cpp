@@ -206,6 +206,9 @@ std::string do_indent(const std::string& s, const CallArgs& args) {
     if (k > 0) rv += "\n";
     bool indent_line = k > 0 && (blank || !lines[k].empty());
     rv += (indent_line ? ind : "") + lines[k];
+    if (rv.size() > (size_t{32} << 20)) {  // a long indent string times many lines
+      fail(args.line, "output limit exceeded: indent() result longer than 33554432 bytes");
+    }
   }
   if (first) rv = ind + rv;
   return rv;
@@ -311,6 +314,7 @@ Value apply_filter(Interpreter& interp, const std::string& name, const Value& v,
     for (const Value& item : iterate(v, line)) {
       Value key = attribute != nullptr ? attr_path(item, *attribute, line) : item;
       if (!case_sensitive) key = ignore_case(key);
+      interp.charge_work(static_cast<int64_t>(seen.size()), line);  // the scan below is O(distinct so far)
       if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return values_equal(s, key); })) {
         seen.push_back(key);
         out.push_back(item);

@@ -77,8 +77,10 @@ std::string format_strftime(const std::string& fmt, int64_t unix_seconds, bool l
 
 void add_builtin_globals(Object* globals) {
   add(globals, "range", make_range);
-  add(globals, "namespace", [](Interpreter&, const CallArgs& args) {
-    return Value::namespace_(collect_mapping(args, "namespace"));
+  add(globals, "namespace", [](Interpreter& interp, const CallArgs& args) {
+    Value ns = Value::namespace_(collect_mapping(args, "namespace"));
+    interp.track_namespace(ns);
+    return ns;
   });
   add(globals, "dict", [](Interpreter&, const CallArgs& args) { return Value::object(collect_mapping(args, "dict")); });
   add(globals, "raise_exception", [](Interpreter&, const CallArgs& args) -> Value {
@@ -88,6 +90,7 @@ void add_builtin_globals(Object* globals) {
   add(globals, "strftime_now", [](Interpreter& interp, const CallArgs& args) {
     const Value* fmt = args.get(0, "format");
     if (fmt == nullptr || !fmt->is_string()) fail(args.line, "strftime_now() needs a format string");
+    if (fmt->str().size() > 4096) fail(args.line, "strftime_now() format longer than 4096 bytes");
     int64_t now = interp.options().now_unix_seconds;
     bool local = now < 0;
     if (local) now = static_cast<int64_t>(std::time(nullptr));

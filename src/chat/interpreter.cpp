@@ -41,6 +41,18 @@ class CallerBlock : public Callable {
   std::weak_ptr<Frame> frame_;
 };
 
+// The size a value stands for in the work budget (RenderLimits::max_work), in units of about one byte copied:
+// a string costs its bytes; a list or dict element costs more (a Value copy is reference counts and ~100 bytes).
+int64_t weight(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kString: return static_cast<int64_t>(v.str().size());
+    case Value::Kind::kArray: return 32 * static_cast<int64_t>(v.arr().size());
+    case Value::Kind::kObject:
+    case Value::Kind::kNamespace: return 64 * static_cast<int64_t>(v.attrs().items.size());
+    default: return 0;
+  }
+}
+
 std::shared_ptr<Frame> child_frame(const std::shared_ptr<Frame>& parent) {
   auto f = std::make_shared<Frame>();
   f->parent = parent;
@@ -53,6 +65,19 @@ Interpreter::Interpreter(const RenderLimits& limits, const RenderOptions& option
     : limits_(limits), options_(options) {}
 
 std::string Interpreter::render(const Body& program, const Object& globals) {
+  // Empties the namespaces of this render however it ends (see track_namespace).
+  struct NamespaceSweep {
+    std::vector<std::weak_ptr<Object>>* namespaces;
+    ~NamespaceSweep() {
+      for (auto& w : *namespaces) {
+        if (std::shared_ptr<Object> ns = w.lock()) {
+          std::vector<std::pair<std::string, Value>> items = std::move(ns->items);
+          ns->clear();
+        }  // items die here, outside the namespace: a cycle through it is broken first
+      }
+      namespaces->clear();
+    }
+  } sweep{&namespaces_};
   auto global_frame = std::make_shared<Frame>();
   for (const auto& kv : globals.items) global_frame->vars[kv.first] = kv.second;
   root_ = child_frame(global_frame);
@@ -60,6 +85,10 @@ std::string Interpreter::render(const Body& program, const Object& globals) {
   exec_body(program, root_, &out);
   root_.reset();
   return out;
+}
+
+void Interpreter::track_namespace(const Value& ns) {
+  if (ns.kind == Value::Kind::kNamespace) namespaces_.push_back(ns.ns);
 }
 
 void Interpreter::check_string_size(size_t bytes, int line) const {
@@ -77,6 +106,27 @@ void Interpreter::count_iterations(int64_t n, int line) {
   }
 }
 
+void Interpreter::charge_work(int64_t units, int line) {
+  work_ += units;
+  if (work_ > limits_.max_work) {
+    fail(line, "work limit exceeded: the template touched more than " + std::to_string(limits_.max_work) +
+                   " bytes and elements in one render");
+  }
+}
+
+// Bounds the recursion of exec and eval together (RenderLimits::max_eval_depth).
+struct Interpreter::DepthGuard {
+  Interpreter* interp;
+  DepthGuard(Interpreter* i, int line) : interp(i) {
+    if (++interp->eval_depth_ > interp->limits_.max_eval_depth) {
+      --interp->eval_depth_;
+      fail(line, "evaluation nested too deeply: more than " + std::to_string(interp->limits_.max_eval_depth) +
+                     " levels of statements, expressions and macro calls");
+    }
+  }
+  ~DepthGuard() { --interp->eval_depth_; }
+};
+
 void Interpreter::append(std::string* out, const std::string& s, int line) const {
   check_string_size(out->size() + s.size(), line);
   out->append(s);
@@ -91,6 +141,16 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, const std::shared_ptr
 }
 
 Interpreter::Flow Interpreter::exec(const Stmt& st, const std::shared_ptr<Frame>& frame, std::string* out) {
+  DepthGuard guard(this, st.line);
+  try {
+    return exec_stmt(st, frame, out);
+  } catch (const TemplateError& e) {
+    if (e.line() > 0) throw;
+    fail(st.line, e.message());  // errors raised by values (nesting limits) get the statement's line
+  }
+}
+
+Interpreter::Flow Interpreter::exec_stmt(const Stmt& st, const std::shared_ptr<Frame>& frame, std::string* out) {
   switch (st.kind) {
     case Stmt::Kind::kText:
       append(out, st.text, st.line);
@@ -163,8 +223,10 @@ void Interpreter::exec_for(const Stmt& st, const std::shared_ptr<Frame>& frame, 
       iterable.kind == Value::Kind::kFloat || iterable.kind == Value::Kind::kBool) {
     fail(st.line, std::string("'") + iterable.type_name() + "' object is not iterable");
   }
+  // A string is counted before it is split into characters (a 32 MB string would be 32M values).
+  if (iterable.is_string()) count_iterations(static_cast<int64_t>(utf8_length(iterable.str())), st.line);
   std::vector<Value> items = iterate(iterable, st.line);
-  count_iterations(static_cast<int64_t>(items.size()), st.line);
+  if (!iterable.is_string()) count_iterations(static_cast<int64_t>(items.size()), st.line);
   if (st.cond) {
     std::vector<Value> kept;
     for (const Value& item : items) {
@@ -237,6 +299,7 @@ Value Interpreter::lookup(const std::string& name, const Frame& frame) const {
 CallArgs Interpreter::eval_args(const ArgExprs& args, const std::shared_ptr<Frame>& frame, int line) {
   CallArgs out;
   out.line = line;
+  charge_work(static_cast<int64_t>(args.positional.size() + args.keyword.size()), line);
   for (const auto& e : args.positional) out.positional.push_back(eval(*e, frame));
   if (args.star) {
     for (Value& v : iterate(eval(*args.star, frame), line)) out.positional.push_back(std::move(v));
@@ -326,17 +389,35 @@ Value Interpreter::call_block(const Stmt& block, const std::shared_ptr<Frame>& f
 }
 
 Value Interpreter::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
+  DepthGuard guard(this, e.line);
+  Value v = eval_expr(e, frame);
+  // Names and literals are O(1); everything else pays for the size of what it produced, and (below) for the
+  // operands it reads whole.
+  if (e.kind != Expr::Kind::kName && e.kind != Expr::Kind::kLiteral) charge_work(1 + weight(v), e.line);
+  return v;
+}
+
+Value Interpreter::eval_expr(const Expr& e, const std::shared_ptr<Frame>& frame) {
   switch (e.kind) {
     case Expr::Kind::kLiteral:
       return e.literal;
     case Expr::Kind::kName:
       return lookup(e.name, *frame);
-    case Expr::Kind::kAttr:
-      return get_attr(eval(*e.a, frame), e.name);
-    case Expr::Kind::kItem:
-      return get_item(eval(*e.a, frame), eval(*e.b, frame), e.line);
+    case Expr::Kind::kAttr: {
+      Value obj = eval(*e.a, frame);
+      Value attr = get_attr(obj, e.name);
+      // A method taken from the object (s.split, d.items) reads it whole when called.
+      if (attr.kind == Value::Kind::kCallable) charge_work(weight(obj), e.line);
+      return attr;
+    }
+    case Expr::Kind::kItem: {
+      Value obj = eval(*e.a, frame);
+      if (obj.is_string()) charge_work(weight(obj), e.line);  // indexing by code point scans the string
+      return get_item(obj, eval(*e.b, frame), e.line);
+    }
     case Expr::Kind::kSlice: {
       Value obj = eval(*e.a, frame);
+      if (obj.is_string()) charge_work(weight(obj), e.line);
       Value parts[3];
       const ExprPtr* exprs[3] = {&e.b, &e.c, &e.d};
       for (int k = 0; k < 3; ++k) {
@@ -352,11 +433,16 @@ Value Interpreter::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
     case Expr::Kind::kFilter: {
       Value operand = eval(*e.a, frame);
       CallArgs args = eval_args(e.args, frame, e.line);
+      // Filters read their operand whole, except these O(1) ones on lists and dicts (common inside loops).
+      const bool constant_time = !operand.is_string() && (e.name == "length" || e.name == "count" ||
+                                                          e.name == "default" || e.name == "d");
+      if (!constant_time) charge_work(weight(operand), e.line);
       return apply_filter(*this, e.name, operand, args, e.line);
     }
     case Expr::Kind::kTest: {
       Value operand = eval(*e.a, frame);
       CallArgs args = eval_args(e.args, frame, e.line);
+      charge_work(weight(operand), e.line);
       return Value::boolean(apply_test(*this, e.name, operand, args, e.line) != e.negate);
     }
     case Expr::Kind::kBinary: {
@@ -370,6 +456,7 @@ Value Interpreter::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
       }
       Value l = eval(*e.a, frame);
       Value r = eval(*e.b, frame);
+      charge_work(weight(l) + weight(r), e.line);
       return binary_op(*this, e.op, l, r, e.line);
     }
     case Expr::Kind::kNot:

@@ -11,6 +11,7 @@ namespace rl::jinja {
 namespace {
 
 Status to_status(const TemplateError& e) {
+  if (e.line() <= 0) return Status::error(e.message());
   return Status::error("line " + std::to_string(e.line()) + ": " + e.message());
 }
 

@@ -93,6 +93,7 @@ Value split_impl(const std::string& s, const Value* sep, const Value* maxsplit_v
         continue;
       }
       size_t b = k;
+      if (words.size() >= kMaxValueItems) fail(line, "split(): more than " + std::to_string(kMaxValueItems) + " parts");
       while (k < s.size()) {
         n = decode(s, k, &cp);
         if (is_py_space(cp)) break;
@@ -118,9 +119,10 @@ Value split_impl(const std::string& s, const Value* sep, const Value* maxsplit_v
   std::vector<std::string> parts;
   size_t pos = 0;
   while (true) {
-    size_t hit = s.find(d, pos);
+    size_t hit = find_text(s, d, pos);
     if (hit == std::string::npos) break;
     parts.push_back(s.substr(pos, hit - pos));
+    if (parts.size() > kMaxValueItems) fail(line, "split(): more than " + std::to_string(kMaxValueItems) + " parts");
     pos = hit + d.size();
   }
   parts.push_back(s.substr(pos));
@@ -264,7 +266,7 @@ Value call_string_method(Interpreter& interp, const std::string& s, const std::s
     size_t pos = 0;
     int64_t done = 0;
     while (count < 0 || done < count) {
-      size_t hit = s.find(from, pos);
+      size_t hit = find_text(s, from, pos);
       if (hit == std::string::npos) break;
       out.append(s, pos, hit - pos);
       out += to;
@@ -287,10 +289,12 @@ Value call_string_method(Interpreter& interp, const std::string& s, const std::s
     if (name == "count") {
       if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
       int64_t n = 0;
-      for (size_t pos = s.find(sub); pos != std::string::npos; pos = s.find(sub, pos + sub.size())) ++n;
+      for (size_t pos = find_text(s, sub); pos != std::string::npos; pos = find_text(s, sub, pos + sub.size())) {
+        ++n;
+      }
       return Value::integer(n);
     }
-    size_t hit = (name == "find" || name == "index") ? s.find(sub) : s.rfind(sub);
+    size_t hit = (name == "find" || name == "index") ? find_text(s, sub) : rfind_text(s, sub);
     if (hit == std::string::npos) {
       if (name == "index" || name == "rindex") fail(line, "substring not found");
       return Value::integer(-1);

@@ -59,14 +59,18 @@ Value checked_int(BinOp op, int64_t a, int64_t b, int line) {
 
 Value repeat(Interpreter& interp, const Value& seq, int64_t times, int line) {
   if (times <= 0) return seq.is_string() ? Value::string("") : Value::array({});
+  size_t total = 0;  // bytes or elements of the result, overflow-checked before anything is allocated
+  const size_t unit = seq.is_string() ? seq.str().size() : seq.arr().size();
+  if (__builtin_mul_overflow(unit, static_cast<uint64_t>(times), &total)) total = SIZE_MAX;
   if (seq.is_string()) {
-    interp.check_string_size(seq.str().size() * static_cast<size_t>(times), line);
+    interp.check_string_size(total, line);
     std::string out;
     out.reserve(seq.str().size() * static_cast<size_t>(times));
     for (int64_t k = 0; k < times; ++k) out += seq.str();
     return Value::string(std::move(out));
   }
-  interp.count_iterations(static_cast<int64_t>(seq.arr().size()) * times, line);
+  interp.count_iterations(static_cast<int64_t>(std::min<size_t>(total, INT64_MAX / 2)), line);
+  if (total > kMaxValueItems) fail(line, "a list of more than " + std::to_string(kMaxValueItems) + " items");
   Array out;
   for (int64_t k = 0; k < times; ++k) out.insert(out.end(), seq.arr().begin(), seq.arr().end());
   return Value::array(std::move(out));
@@ -115,7 +119,7 @@ bool contains(const Value& container, const Value& item, int line) {
       if (!item.is_string()) {
         fail(line, std::string("'in <string>' requires string as left operand, not ") + item.type_name());
       }
-      return container.str().find(item.str()) != std::string::npos;
+      return find_text(container.str(), item.str()) != std::string::npos;
     case K::kArray:
       for (const Value& v : container.arr())
         if (values_equal(v, item)) return true;

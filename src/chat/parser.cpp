@@ -43,6 +43,31 @@ class Parser {
     ~Nest() { --p->depth_; }
   };
 
+  // Every compound expression is sealed once its operands are attached: its height bounds eval's recursion and
+  // the destruction of the tree. Chains built by the loops below (a + b + c ..., x|f|g ..., a.b.c ...) would
+  // otherwise grow without bound while the recursion guard (Nest) sees one level.
+  static ExprPtr seal(ExprPtr e) {
+    int h = 0;
+    const auto see = [&](const ExprPtr& c) {
+      if (c) h = std::max(h, c->height);
+    };
+    see(e->a);
+    see(e->b);
+    see(e->c);
+    see(e->d);
+    for (const auto& i : e->items) see(i);
+    for (const auto& i : e->args.positional) see(i);
+    for (const auto& kv : e->args.keyword) see(kv.second);
+    see(e->args.star);
+    see(e->args.double_star);
+    e->height = h + 1;
+    if (e->height > kMaxExprHeight) {
+      fail(e->line, "expression nested too deeply: more than " + std::to_string(kMaxExprHeight) +
+                        " levels of operators, filters, tests, attributes, subscripts and calls");
+    }
+    return e;
+  }
+
   // ---- token stream of the current tag ----
   const Token* peek(size_t ahead = 0) const {
     return tok_ + ahead < toks_->size() ? &(*toks_)[tok_ + ahead] : nullptr;
@@ -302,7 +327,7 @@ class Parser {
       if (peek() == nullptr || is_name(peek(), "if")) break;
       t->items.push_back(with_cond ? parse_conditional() : parse_or());
     }
-    return t;
+    return seal(std::move(t));
   }
 
   ExprPtr parse_conditional() {
@@ -318,7 +343,7 @@ class Parser {
         ++tok_;
         c->c = parse_conditional();
       }
-      e = std::move(c);
+      e = seal(std::move(c));
     }
     return e;
   }
@@ -328,7 +353,7 @@ class Parser {
     e->op = op;
     e->a = std::move(l);
     e->b = std::move(r);
-    return e;
+    return seal(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -357,7 +382,7 @@ class Parser {
       auto e = make_expr(Expr::Kind::kNot, line());
       ++tok_;
       e->a = parse_not();
-      return e;
+      return seal(std::move(e));
     }
     return parse_compare();
   }
@@ -438,6 +463,7 @@ class Parser {
       e = make_expr(neg ? Expr::Kind::kNeg : Expr::Kind::kPos, line());
       ++tok_;
       e->a = parse_unary(false);
+      e = seal(std::move(e));
     } else {
       e = parse_primary();
     }
@@ -494,7 +520,7 @@ class Parser {
           if (is_op(peek(), ")")) break;
           tup->items.push_back(parse_conditional());
         }
-        inner = std::move(tup);
+        inner = seal(std::move(tup));
       }
       expect_op(")");
       return inner;
@@ -507,7 +533,7 @@ class Parser {
         ++tok_;
       }
       expect_op("]");
-      return e;
+      return seal(std::move(e));
     }
     if (t.text == "{") {
       auto e = make_expr(Expr::Kind::kDict, t.line);
@@ -519,7 +545,7 @@ class Parser {
         ++tok_;
       }
       expect_op("}");
-      return e;
+      return seal(std::move(e));
     }
     fail(t.line, "unexpected '" + t.text + "' in expression");
   }
@@ -535,13 +561,13 @@ class Parser {
           auto a = make_expr(Expr::Kind::kAttr, l);
           a->a = std::move(e);
           a->name = n.text;
-          e = std::move(a);
+          e = seal(std::move(a));
         } else if (n.kind == Token::Kind::kInt) {
           auto a = make_expr(Expr::Kind::kItem, l);
           a->a = std::move(e);
           a->b = make_expr(Expr::Kind::kLiteral, l);
           a->b->literal = Value::integer(n.int_value);
-          e = std::move(a);
+          e = seal(std::move(a));
         } else {
           fail(l, "expected an attribute name after '.', found '" + n.text + "'");
         }
@@ -551,7 +577,7 @@ class Parser {
         auto c = make_expr(Expr::Kind::kCall, t->line);
         c->a = std::move(e);
         parse_call_args(&c->args);
-        e = std::move(c);
+        e = seal(std::move(c));
       } else {
         return e;
       }
@@ -580,14 +606,14 @@ class Parser {
       auto e = make_expr(Expr::Kind::kItem, l);
       e->a = std::move(obj);
       e->b = std::move(parts[0]);
-      return e;
+      return seal(std::move(e));
     }
     auto e = make_expr(Expr::Kind::kSlice, l);
     e->a = std::move(obj);
     e->b = std::move(parts[0]);
     e->c = std::move(parts[1]);
     e->d = std::move(parts[2]);
-    return e;
+    return seal(std::move(e));
   }
 
   void parse_call_args(ArgExprs* args) {
@@ -623,7 +649,7 @@ class Parser {
         fe->a = std::move(e);
         fe->name = std::move(f.name);
         fe->args = std::move(f.args);
-        e = std::move(fe);
+        e = seal(std::move(fe));
       } else if (is_name(t, "is")) {
         int l = t->line;
         ++tok_;
@@ -642,12 +668,12 @@ class Parser {
           if (is_name(n, "is")) fail(n->line, "unexpected 'is' after a test");
           te->args.positional.push_back(parse_postfix(parse_primary()));
         }
-        e = std::move(te);
+        e = seal(std::move(te));
       } else if (is_op(t, "(")) {
         auto c = make_expr(Expr::Kind::kCall, t->line);
         c->a = std::move(e);
         parse_call_args(&c->args);
-        e = std::move(c);
+        e = seal(std::move(c));
       } else {
         return e;
       }

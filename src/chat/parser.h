@@ -14,5 +14,8 @@ namespace rl::jinja {
 Body parse_template(const std::string& source);
 
 constexpr int kMaxParseNesting = 128;
+// The height of one expression tree: operators, filters, tests, attribute, item and call chains each add a level
+// (`x|trim|trim|...` with 20,000 filters is 20,000 levels deep and is refused here, at parse time).
+constexpr int kMaxExprHeight = 256;
 
 }  // namespace rl::jinja

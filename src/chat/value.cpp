@@ -6,10 +6,22 @@
 #include <cstdio>
 
 #include "chat/callable.h"
+#include "chat/template_error.h"
 
 namespace rl::jinja {
 
 namespace {
+
+// A printed value (repr, str, tojson) longer than this is an error: a list holding one 32 MiB string a million
+// times would otherwise print as 32 TiB. Matches RenderLimits::max_output_bytes' default.
+constexpr size_t kMaxPrintedBytes = size_t{32} << 20;
+
+void check_printed(const std::string& out) {
+  if (out.size() > kMaxPrintedBytes) {
+    fail(0, "output limit exceeded: a value prints to more than " + std::to_string(kMaxPrintedBytes) + " bytes");
+  }
+}
+
 
 const std::shared_ptr<const std::string>& empty_string() {
   static const auto kEmpty = std::make_shared<const std::string>();
@@ -79,6 +91,7 @@ struct JsonDumper {
           if (k > 0) *out += item_sep;
           if (indent >= 0) newline(depth + 1);
           if (!dump(a[k], depth + 1)) return false;
+          check_printed(*out);
         }
         if (indent >= 0) newline(depth);
         out->push_back(']');
@@ -104,6 +117,7 @@ struct JsonDumper {
           append_json_string(items[order[k]].first, out);
           *out += key_sep;
           if (!dump(items[order[k]].second, depth + 1)) return false;
+          check_printed(*out);
         }
         if (indent >= 0) newline(depth);
         out->push_back('}');
@@ -120,7 +134,64 @@ struct JsonDumper {
   }
 };
 
+// Containers whose last owner is being destroyed hand their elements here instead of destroying them in place,
+// so destruction is a loop rather than a recursion as deep as the value (~Value).
+struct Graveyard {
+  std::vector<Value> pending;
+  bool draining = false;
+};
+thread_local Graveyard t_graveyard;
+
+bool is_container(const Value& v) { return v.a || v.o || v.ns; }
+
+uint32_t element_depth(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kArray:
+    case Value::Kind::kObject: return v.depth;
+    case Value::Kind::kNamespace: return 1;
+    default: return 0;
+  }
+}
+
+void check_items(size_t n) {
+  if (n > kMaxValueItems) fail(0, "a list or dict of more than " + std::to_string(kMaxValueItems) + " items");
+}
+
+uint32_t container_depth(uint32_t deepest_element) {
+  const uint32_t d = deepest_element + 1;
+  if (d > kMaxValueDepth) {
+    fail(0, "a list or dict nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  }
+  return d;
+}
+
 }  // namespace
+
+Value::~Value() {
+  if (!is_container(*this)) return;
+  Graveyard& g = t_graveyard;
+  // A container this value alone owns: move its nested containers to the graveyard. They were created non-const
+  // (array(), object(), namespace_()), so the const_cast is sound; nobody else can see them any more.
+  const auto bury = [&](Value& v) {
+    if (is_container(v)) g.pending.push_back(std::move(v));
+  };
+  if (a && a.use_count() == 1) {
+    for (Value& v : const_cast<Array&>(*a)) bury(v);
+  }
+  if (o && o.use_count() == 1) {
+    for (auto& kv : const_cast<Object&>(*o).items) bury(kv.second);
+  }
+  if (ns && ns.use_count() == 1) {
+    for (auto& kv : ns->items) bury(kv.second);
+  }
+  if (g.draining) return;  // an outer ~Value is already emptying the graveyard
+  g.draining = true;
+  while (!g.pending.empty()) {
+    Value v = std::move(g.pending.back());
+    g.pending.pop_back();
+  }  // each v buries its own elements as it goes
+  g.draining = false;
+}
 
 Value Value::undefined(const std::string& hint) {
   Value v;
@@ -159,7 +230,11 @@ Value Value::string(std::string x) {
 Value Value::array(Array x) {
   Value v;
   v.kind = Kind::kArray;
-  v.a = std::make_shared<const Array>(std::move(x));
+  check_items(x.size());
+  uint32_t deepest = 0;
+  for (const Value& e : x) deepest = std::max(deepest, element_depth(e));
+  v.depth = container_depth(deepest);
+  v.a = std::make_shared<Array>(std::move(x));
   return v;
 }
 Value Value::tuple_of(Array x) {
@@ -170,7 +245,11 @@ Value Value::tuple_of(Array x) {
 Value Value::object(Object x) {
   Value v;
   v.kind = Kind::kObject;
-  v.o = std::make_shared<const Object>(std::move(x));
+  check_items(x.items.size());
+  uint32_t deepest = 0;
+  for (const auto& kv : x.items) deepest = std::max(deepest, element_depth(kv.second));
+  v.depth = container_depth(deepest);
+  v.o = std::make_shared<Object>(std::move(x));
   return v;
 }
 Value Value::namespace_(Object x) {
@@ -186,31 +265,73 @@ Value Value::callable(std::shared_ptr<const Callable> c) {
   return v;
 }
 
-Value Value::from_json(const OrderedJson& j) {
+namespace {
+
+// One level of the JSON being converted, for the error path: an object key or an array index.
+struct JsonStep {
+  const std::string* key;  // null for an array element
+  size_t index;
+};
+
+std::string json_path(const std::string& what, const std::vector<JsonStep>& path) {
+  std::string out = what;
+  for (const JsonStep& s : path) {
+    if (s.key != nullptr) {
+      out += '.';
+      out += *s.key;
+    } else {
+      out += '[';
+      out += std::to_string(s.index);
+      out += ']';
+    }
+  }
+  return out;
+}
+
+// Recursion depth is bounded by kMaxValueDepth: the depth is checked before descending.
+Value convert_json(const OrderedJson& j, const std::string& what, std::vector<JsonStep>* path) {
   switch (j.type()) {
-    case OrderedJson::value_t::null: return none();
-    case OrderedJson::value_t::boolean: return boolean(j.get<bool>());
-    case OrderedJson::value_t::number_integer: return integer(j.get<int64_t>());
+    case OrderedJson::value_t::null: return Value::none();
+    case OrderedJson::value_t::boolean: return Value::boolean(j.get<bool>());
+    case OrderedJson::value_t::number_integer: return Value::integer(j.get<int64_t>());
     case OrderedJson::value_t::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) return floating(static_cast<double>(u));
-      return integer(static_cast<int64_t>(u));
+      if (u > static_cast<uint64_t>(INT64_MAX)) return Value::floating(static_cast<double>(u));
+      return Value::integer(static_cast<int64_t>(u));
     }
-    case OrderedJson::value_t::number_float: return floating(j.get<double>());
-    case OrderedJson::value_t::string: return string(j.get<std::string>());
-    case OrderedJson::value_t::array: {
-      Array a;
-      a.reserve(j.size());
-      for (const auto& e : j) a.push_back(from_json(e));
-      return array(std::move(a));
-    }
-    case OrderedJson::value_t::object: {
-      Object o;
-      for (auto it = j.begin(); it != j.end(); ++it) o.set(it.key(), from_json(it.value()));
-      return object(std::move(o));
-    }
-    default: return undefined();
+    case OrderedJson::value_t::number_float: return Value::floating(j.get<double>());
+    case OrderedJson::value_t::string: return Value::string(j.get<std::string>());
+    case OrderedJson::value_t::array:
+    case OrderedJson::value_t::object: break;
+    default: return Value::undefined();
   }
+  if (path->size() >= kMaxValueDepth) {
+    fail(0, json_path(what, *path) + ": nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  }
+  if (j.is_array()) {
+    Array a;
+    a.reserve(j.size());
+    for (const auto& e : j) {
+      path->push_back(JsonStep{nullptr, a.size()});
+      a.push_back(convert_json(e, what, path));
+      path->pop_back();
+    }
+    return Value::array(std::move(a));
+  }
+  Object o;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    path->push_back(JsonStep{&it.key(), 0});
+    o.set(it.key(), convert_json(it.value(), what, path));
+    path->pop_back();
+  }
+  return Value::object(std::move(o));
+}
+
+}  // namespace
+
+Value Value::from_json(const OrderedJson& j, const std::string& what) {
+  std::vector<JsonStep> path;
+  return convert_json(j, what, &path);
 }
 
 const Object& Value::attrs() const { return kind == Kind::kNamespace ? *ns : *o; }
@@ -239,7 +360,43 @@ std::string Value::to_str() const {
   }
 }
 
+namespace {
+
+void repr_into(const Value& v, std::string* out) {
+  using K = Value::Kind;
+  if (v.kind == K::kArray) {
+    *out += v.tuple ? "(" : "[";
+    for (size_t k = 0; k < v.arr().size(); ++k) {
+      if (k > 0) *out += ", ";
+      repr_into(v.arr()[k], out);  // recursion bounded by kMaxValueDepth
+      check_printed(*out);
+    }
+    if (v.tuple) *out += v.arr().size() == 1 ? ",)" : ")";
+    else *out += "]";
+    return;
+  }
+  if (v.kind == K::kObject) {
+    *out += "{";
+    for (size_t k = 0; k < v.o->items.size(); ++k) {
+      if (k > 0) *out += ", ";
+      *out += python_string_repr(v.o->items[k].first) + ": ";
+      repr_into(v.o->items[k].second, out);
+      check_printed(*out);
+    }
+    *out += "}";
+    return;
+  }
+  *out += v.repr();
+}
+
+}  // namespace
+
 std::string Value::repr() const {
+  if (kind == Kind::kArray || kind == Kind::kObject) {
+    std::string out;
+    repr_into(*this, &out);
+    return out;
+  }
   switch (kind) {
     case Kind::kUndefined: return "";
     case Kind::kNone: return "None";
@@ -250,23 +407,8 @@ std::string Value::repr() const {
       if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
       return format_python_float(f);
     case Kind::kString: return python_string_repr(*s);
-    case Kind::kArray: {
-      std::string out = tuple ? "(" : "[";
-      for (size_t k = 0; k < a->size(); ++k) {
-        if (k > 0) out += ", ";
-        out += (*a)[k].repr();
-      }
-      if (tuple) return out + (a->size() == 1 ? ",)" : ")");
-      return out + "]";
-    }
-    case Kind::kObject: {
-      std::string out = "{";
-      for (size_t k = 0; k < o->items.size(); ++k) {
-        if (k > 0) out += ", ";
-        out += python_string_repr(o->items[k].first) + ": " + o->items[k].second.repr();
-      }
-      return out + "}";
-    }
+    case Kind::kArray:
+    case Kind::kObject: return "";  // handled above
     case Kind::kNamespace: return "<Namespace>";
     case Kind::kCallable: return "<function " + fn->name() + ">";
   }
@@ -428,7 +570,52 @@ std::string python_string_repr(const std::string& s) {
   return out;
 }
 
+namespace {
+
+// KMP failure function: fail[i] = length of the longest proper border of needle[0..i].
+std::vector<size_t> borders(std::string_view needle) {
+  std::vector<size_t> fail(needle.size(), 0);
+  for (size_t i = 1, k = 0; i < needle.size(); ++i) {
+    while (k > 0 && needle[i] != needle[k]) k = fail[k - 1];
+    if (needle[i] == needle[k]) ++k;
+    fail[i] = k;
+  }
+  return fail;
+}
+
+}  // namespace
+
+size_t find_text(std::string_view hay, std::string_view needle, size_t from) {
+  if (from > hay.size()) return std::string_view::npos;
+  // Short needles: the library search is linear for them (at most 2 comparisons per position).
+  if (needle.size() <= 2) return hay.find(needle, from);
+  const std::vector<size_t> fail = borders(needle);
+  for (size_t i = from, k = 0; i < hay.size(); ++i) {
+    while (k > 0 && hay[i] != needle[k]) k = fail[k - 1];
+    if (hay[i] == needle[k]) ++k;
+    if (k == needle.size()) return i + 1 - needle.size();
+  }
+  return std::string_view::npos;
+}
+
+size_t rfind_text(std::string_view hay, std::string_view needle) {
+  if (needle.empty()) return hay.size();
+  if (needle.size() <= 2) return hay.rfind(needle);
+  const std::vector<size_t> fail = borders(needle);
+  size_t last = std::string_view::npos;
+  for (size_t i = 0, k = 0; i < hay.size(); ++i) {
+    while (k > 0 && hay[i] != needle[k]) k = fail[k - 1];
+    if (hay[i] == needle[k]) ++k;
+    if (k == needle.size()) {
+      last = i + 1 - needle.size();
+      k = fail[k - 1];
+    }
+  }
+  return last;
+}
+
 std::vector<std::string> utf8_chars(const std::string& s) {
+  check_items(utf8_length(s));  // before allocating one string per character
   std::vector<std::string> out;
   for (size_t k = 0; k < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[k]);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -20,12 +21,30 @@ struct Object;
 class Callable;
 using Array = std::vector<Value>;
 
+// How deeply lists and dicts may nest, whether they come from JSON (messages, tools, kwargs) or are built by the
+// template: every recursive walk over a value (printing, ==, tojson) is bounded by it.
+constexpr uint32_t kMaxValueDepth = 128;
+// How many elements one list or dict may hold (bounds memory: a 32 MiB string split into characters would
+// otherwise be 32M values).
+constexpr size_t kMaxValueItems = size_t{1} << 20;
+
 struct Value {
   enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kArray, kObject, kNamespace, kCallable };
+
+  Value() = default;
+  Value(const Value&) = default;
+  Value(Value&&) noexcept = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) noexcept = default;
+  // Iterative: a value that alone owns a deep chain of containers (a million nested namespaces) is torn down
+  // without recursion (see value.cpp).
+  ~Value();
 
   Kind kind = Kind::kUndefined;
   bool b = false;
   bool tuple = false;  // kArray: a Python tuple (prints as (a, b)); otherwise it behaves as a list
+  // kArray / kObject: 1 + the deepest element (scalars and strings 0, a namespace 1), at most kMaxValueDepth.
+  uint32_t depth = 0;
   int64_t i = 0;
   double f = 0.0;
   std::shared_ptr<const std::string> s;      // kString; kUndefined: the name it came from (for errors), may be null
@@ -45,7 +64,9 @@ struct Value {
   static Value object(Object v);
   static Value namespace_(Object v);
   static Value callable(std::shared_ptr<const Callable> c);
-  static Value from_json(const OrderedJson& j);
+  // Throws TemplateError when the JSON nests deeper than kMaxValueDepth; the message names the path below
+  // `what` ("messages[2].tool_calls[0]...: nested deeper than 128 levels"). Linear in the size of j.
+  static Value from_json(const OrderedJson& j, const std::string& what = "JSON");
 
   bool is_undefined() const { return kind == Kind::kUndefined; }
   bool is_none() const { return kind == Kind::kNone; }
@@ -74,6 +95,10 @@ struct Object {
 
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value v);  // replaces in place or appends
+  void clear() {
+    items.clear();
+    index_.clear();
+  }
 
  private:
   std::unordered_map<std::string, size_t> index_;  // key -> position in items; built on the fly
@@ -92,6 +117,11 @@ bool dump_json(const Value& v, int indent, const std::string& item_sep, const st
 std::string format_python_float(double d);
 // Python repr of a string: single quotes unless it holds ' and no ".
 std::string python_string_repr(const std::string& s);
+
+// Substring search in O(|hay| + |needle|) (Knuth-Morris-Pratt): std::string::find is O(|hay|·|needle|) in
+// the worst case, and a template controls both strings. npos when absent.
+size_t find_text(std::string_view hay, std::string_view needle, size_t from = 0);
+size_t rfind_text(std::string_view hay, std::string_view needle);
 
 // UTF-8 helpers: Python indexes strings by code point.
 std::vector<std::string> utf8_chars(const std::string& s);

@@ -10,5 +10,6 @@ void add_bench_throughput(CLI::App* bench, int* exit_code);
 void add_bench_kernels(CLI::App* bench, int* exit_code);
 void add_bench_latency(CLI::App* bench, int* exit_code);
 void add_bench_serve(CLI::App* bench, int* exit_code);
+void add_bench_cpu(CLI::App* bench, int* exit_code);
 
 }  // namespace rl::cli

@@ -11,6 +11,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   add_bench_kernels(bench, exit_code);
   add_bench_latency(bench, exit_code);
   add_bench_serve(bench, exit_code);
+  add_bench_cpu(bench, exit_code);
 }
 
 }  // namespace rl::cli

@@ -1,6 +1,7 @@
 // `ridgeline bench latency`: vLLM's benchmark_latency through the Engine. --batch requests of random
 // --input-len prompts are submitted at once with ignore_eos and max_tokens = --output-len; from each request's
-// timings (RequestOutput: arrival, first token, finish) come TTFT (first token − arrival) and TPOT
+// timings (RequestOutput: arrival = submit, first token, finish) come TTFT (first token − arrival, queueing
+// included) and TPOT
 // ((finish − first token) / (output tokens − 1)). One warm-up round on other prompts first (kernels loaded,
 // GEMM plans chosen, the batch's CUDA graph captured). Printed beside the roofline (src/perf): TTFT against the
 // batch's prefill, TPOT and decode tok/s against a decode step at the mean context.
@@ -88,6 +89,7 @@ int run(const LatencyOptions& o) {
   auto warm = run_round(engine, o, std::min<int32_t>(o.output_len, 8), o.seed + 1000, "warmup-");
   if (!warm) return fail(warm.message());
   RoundTimes sum;
+  const Engine::StepTiming tm0 = engine.step_timing();
   for (int32_t it = 0; it < o.num_iters; ++it) {
     auto r = run_round(engine, o, o.output_len, o.seed + static_cast<uint64_t>(it), "it" + std::to_string(it) + "-");
     if (!r) return fail(r.message());
@@ -95,6 +97,10 @@ int run(const LatencyOptions& o) {
     sum.tpot_s += r->tpot_s / o.num_iters;
     sum.elapsed_s += r->elapsed_s / o.num_iters;
   }
+
+  Engine::StepTiming tm = engine.step_timing();
+  const int64_t num_steps = tm.num_steps - tm0.num_steps;
+  const double step_s = tm.step_seconds - tm0.step_seconds, host_s = tm.host_seconds - tm0.host_seconds;
 
   perf::BenchReport rep = start_report("bench latency", engine, o.engine);
   auto gpu_r = roofline_gpu(o.gpu, o.engine.device);
@@ -130,9 +136,16 @@ int run(const LatencyOptions& o) {
 
   std::printf("batch %d, input %d, output %d tokens, %d iteration(s): %.2f s per iteration\n", o.batch,
               o.input_len, o.output_len, o.num_iters, sum.elapsed_s);
+  // Host time: the engine thread's own work per step (schedule, stage, launch, applying tokens), which the step
+  // pipeline overlaps with the device's previous step.
+  std::printf("steps: %lld, host %.1f us/step = %.1f%% of the mean step (%.1f us)\n",
+              static_cast<long long>(num_steps), num_steps ? 1e6 * host_s / num_steps : 0.0,
+              step_s > 0 ? 100.0 * host_s / step_s : 0.0, num_steps ? 1e6 * step_s / num_steps : 0.0);
   std::printf("%s", perf::format_bench_table(rep).c_str());
   if (!o.json.empty()) {
     Json j = perf::bench_report_to_json(rep);
+    j["host_us_per_step"] = num_steps ? 1e6 * host_s / num_steps : 0.0;
+    j["host_pct_of_step"] = step_s > 0 ? 100.0 * host_s / step_s : 0.0;
     j["batch"] = o.batch;
     j["input_len"] = o.input_len;
     j["output_len"] = o.output_len;

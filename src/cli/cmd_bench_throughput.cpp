@@ -1,7 +1,11 @@
 // `ridgeline bench throughput`: offline throughput of N requests submitted at once (vLLM's benchmark_throughput):
 // random prompts of --input-len tokens whose first --prefix-len tokens are shared, --output-len tokens each with
-// ignore_eos. Prints requests/s, output and total tok/s, prefix-cache hit rate and preemptions, and the
-// roofline's prediction for the decode phase when a chip is known.
+// ignore_eos. A warm-up round first (not timed): one request per batch slot with staggered output lengths, so
+// every batch size of the ramp-down runs once (each decode bucket's CUDA graph captured, first cuBLASLt calls
+// and prefill shapes done). Prints requests/s, output and total tok/s, prefix-cache hit rate and preemptions
+// of the timed run, the host's share of the step time, and the roofline's prediction for the same mix
+// (every prompt's prefill plus the decode steps) when a chip is known.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/bench_commands.h"
@@ -53,6 +57,25 @@ int run(const ThroughputOptions& o) {
   params.max_tokens = o.output_len;
   params.ignore_eos = true;
 
+  // Warm-up: request i of B stops after i + 1 tokens, so batch sizes B, B-1, ..., 1 each run once.
+  {
+    const int32_t b = std::min(o.num_prompts, o.engine.max_num_seqs);
+    PromptGenerator warm_gen(mc.vocab_size, o.seed + 7777);
+    std::vector<std::shared_ptr<OutputChannel>> warm;
+    for (int32_t i = 0; i < b; ++i) {
+      SamplingParams wp = params;
+      wp.max_tokens = std::min(o.output_len, i + 1);
+      warm.push_back(engine.submit("warmup-" + std::to_string(i), warm_gen.next(o.input_len), wp));
+    }
+    for (auto& ch : warm) {
+      while (auto m = ch->pop()) {
+        if (m->finish == FinishReason::kError) return fail("warm-up request failed: " + m->error);
+      }
+    }
+  }
+  const SchedulerStats st0 = engine.stats();
+  const Engine::StepTiming tm0 = engine.step_timing();
+
   const double t0 = now_seconds();
   auto results = engine.generate(prompts, params);
   const double elapsed = now_seconds() - t0;
@@ -63,6 +86,9 @@ int run(const ThroughputOptions& o) {
     ++finished;
   }
   SchedulerStats st = engine.stats();
+  st.prefix_cache_queries -= st0.prefix_cache_queries;
+  st.prefix_cache_hits -= st0.prefix_cache_hits;
+  st.num_preemptions -= st0.num_preemptions;
   const int64_t total_tokens = out_tokens + static_cast<int64_t>(o.num_prompts) * o.input_len;
   const double hit_rate = st.prefix_cache_queries > 0
                               ? static_cast<double>(st.prefix_cache_hits) / static_cast<double>(st.prefix_cache_queries)
@@ -75,13 +101,21 @@ int run(const ThroughputOptions& o) {
   perf::BenchResult out_r = bench_result("output throughput", "tok/s", static_cast<double>(out_tokens) / elapsed);
   out_r.batch = std::min(o.num_prompts, o.engine.max_num_seqs);
   out_r.context = o.input_len + o.output_len / 2;
+  double decode_only_tok_s = 0.0;
   if (gpu) {
     rep.gpu = gpu->name;
-    // Decode-phase ceiling: every step decodes `batch` sequences at the mean context.
+    // The same mix: every prompt's prefill (the uncached part; compute-bound, weights read once per chunk)
+    // plus ceil(N / batch) waves of output_len decode steps of `batch` sequences at the mean context.
     perf::ModelCost cost = perf::make_model_cost(mc, perf::Precision::kBf16, perf::Precision::kBf16);
     perf::Roof roof = perf::make_roof(*gpu, perf::Precision::kBf16);
-    perf::StepCost s = perf::decode_step(cost, roof, *out_r.batch, *out_r.context);
-    out_r.predicted = s.tokens_per_s();
+    const perf::StepCost d = perf::decode_step(cost, roof, *out_r.batch, *out_r.context);
+    const int64_t uncached = std::max<int64_t>(1, o.input_len - (hit_rate > 0 ? o.prefix_len : 0));
+    const perf::StepCost p = perf::prefill_step(cost, roof, uncached);
+    const double prefill_s = o.num_prompts * p.flops / roof.peak_flops_per_s;
+    const int64_t waves = (o.num_prompts + *out_r.batch - 1) / *out_r.batch;
+    const double decode_s = static_cast<double>(waves) * o.output_len * d.time_s;
+    out_r.predicted = static_cast<double>(o.num_prompts) * o.output_len / (prefill_s + decode_s);
+    decode_only_tok_s = d.tokens_per_s();
   }
   rep.results.push_back(out_r);
   rep.results.push_back(bench_result("total throughput", "tok/s", static_cast<double>(total_tokens) / elapsed));
@@ -94,12 +128,21 @@ int run(const ThroughputOptions& o) {
   std::printf("Total token throughput (tok/s):  %.1f\n", total_tokens / elapsed);
   std::printf("Prefix cache hit rate:           %.1f%%\n", 100.0 * hit_rate);
   std::printf("Preemptions:                     %lld\n", static_cast<long long>(st.num_preemptions));
-  const Engine::StepTiming tm = engine.step_timing();
+  Engine::StepTiming tm = engine.step_timing();
+  tm.num_steps -= tm0.num_steps;
+  tm.step_seconds -= tm0.step_seconds;
+  tm.host_seconds -= tm0.host_seconds;
+  tm.scheduler_seconds -= tm0.scheduler_seconds;
   const double sched_pct = tm.step_seconds > 0 ? 100.0 * tm.scheduler_seconds / tm.step_seconds : 0.0;
-  std::printf("Steps: %lld, mean step %.2f ms, scheduler %.3f ms/step (%.1f%% of step time), max batch %lld\n",
+  const double host_pct = tm.step_seconds > 0 ? 100.0 * tm.host_seconds / tm.step_seconds : 0.0;
+  std::printf("Steps: %lld, mean step %.2f ms, host %.3f ms/step (%.1f%%; scheduler %.1f%%), max batch %lld\n",
               static_cast<long long>(tm.num_steps), tm.num_steps ? 1e3 * tm.step_seconds / tm.num_steps : 0.0,
-              tm.num_steps ? 1e3 * tm.scheduler_seconds / tm.num_steps : 0.0, sched_pct,
+              tm.num_steps ? 1e3 * tm.host_seconds / tm.num_steps : 0.0, host_pct, sched_pct,
               static_cast<long long>(tm.max_running));
+  if (decode_only_tok_s > 0) {
+    std::printf("Roofline of the mix (prefill + decode): %.0f out tok/s; decode phase alone: %.0f tok/s\n",
+                *out_r.predicted, decode_only_tok_s);
+  }
   std::printf("%s", perf::format_bench_table(rep).c_str());
   if (!o.json.empty()) {
     Json j = perf::bench_report_to_json(rep);
@@ -111,6 +154,8 @@ int run(const ThroughputOptions& o) {
     j["num_requests_finished"] = finished;
     j["elapsed_s"] = elapsed;
     j["scheduler_pct_of_step"] = sched_pct;
+    j["host_pct_of_step"] = host_pct;
+    if (decode_only_tok_s > 0) j["roofline_decode_only_tokens_per_s"] = decode_only_tok_s;
     j["num_steps"] = tm.num_steps;
     Status ws = write_file(o.json, j.dump(2) + "\n");
     if (!ws) return fail(ws.message());

@@ -2,6 +2,7 @@
 // token for MoE), weight bytes, KV bytes per token and per layer (sliding windows), notes on how weights load.
 #include <cstdio>
 
+#include "backend/cpu/cpu_isa.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "loader/model_config.h"
@@ -79,6 +80,7 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
     std::printf("KV bytes/seq @ 32k    %lld (bf16, windows applied)\n",
                 static_cast<long long>(c.kv_bytes_at(32768, 2)));
     for (const std::string& n : c.notes) std::printf("note                  %s\n", n.c_str());
+    std::printf("cpu kernels           %s\n", cpu_isa_description().c_str());
   });
 }
 

@@ -49,6 +49,7 @@ int run(ServeOptions o) {
     return 1;
   }
   ec.dummy_weights = o.engine.dummy_weights;
+  ec.quantize_int8 = o.engine.quantization == "int8";
   ec.num_threads = o.engine.threads;
   ec.max_model_len = o.engine.max_model_len;
   ec.max_num_seqs = o.engine.max_num_seqs;
@@ -119,6 +120,13 @@ void add_serve_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--http-threads", o->server.num_http_threads,
                   "HTTP worker threads; each request in progress holds one (0 = 2 x max-num-seqs + 32)")
+      ->capture_default_str();
+  cmd->add_option("--tool-call-parser", o->server.tool_call_parser,
+                  "Tool-call format: hermes, llama3_json, mistral, harmony, deepseek_v3, auto (from the chat "
+                  "template and vocabulary) or none")
+      ->capture_default_str();
+  cmd->add_option("--reasoning-parser", o->server.reasoning_parser,
+                  "Reasoning format: qwen3 (<think> tags; also deepseek_r1), auto or none")
       ->capture_default_str();
   cmd->add_option("--web-dir", o->server.web_dir, "Playground folder (default: the source tree's web/)");
   cmd->callback([o, exit_code] { *exit_code = run(*o); });

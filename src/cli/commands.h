@@ -15,5 +15,6 @@ void add_detokenize_command(CLI::App& app, int* exit_code);
 void add_template_command(CLI::App& app, int* exit_code);
 void add_roofline_command(CLI::App& app, int* exit_code);
 void add_serve_command(CLI::App& app, int* exit_code);
+void add_perplexity_command(CLI::App& app, int* exit_code);
 
 }  // namespace rl::cli

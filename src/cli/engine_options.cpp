@@ -8,6 +8,9 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "Weight storage on the CPU: f32 or bf16 (CUDA always bf16)")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  cmd->add_option("--quantization", o->quantization,
+                  "Weight quantisation: none, or int8 (per-row scales at load, VNNI kernels; CPU only)")
+      ->check(CLI::IsMember({"none", "int8"}))->capture_default_str();
   cmd->add_flag("--dummy-weights", o->dummy_weights,
                 "Random weights at the config's shapes instead of safetensors (for benchmarks)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
@@ -23,6 +26,9 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
                   "CUDA: fraction of GPU memory for weights, KV cache and activations")->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Disable the prefix cache");
   cmd->add_flag("--enforce-eager", o->enforce_eager, "CUDA: run decode steps eagerly (no CUDA graphs)");
+  cmd->add_flag("--deterministic,!--no-deterministic", o->deterministic,
+                "Batch-invariant kernels: a request's tokens do not depend on the rest of the batch");
+  cmd->add_option("--profile", o->profile, "Write a Chrome-trace JSON of every step's host and device spans");
 }
 
 Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
@@ -31,6 +37,7 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.device = o.device;
   if (!parse_dtype(o.dtype, &c.weight_dtype)) return Status::error("unknown --dtype " + o.dtype);
   c.dummy_weights = o.dummy_weights;
+  c.quantize_int8 = o.quantization == "int8";
   c.num_threads = o.threads;
   c.max_model_len = o.max_model_len;
   c.max_num_seqs = o.max_num_seqs;
@@ -40,6 +47,8 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.enable_prefix_caching = !o.no_prefix_caching;
   c.enforce_eager = o.enforce_eager;
+  c.deterministic = o.deterministic;
+  c.profile_path = o.profile;
   return Engine::create(c);
 }
 

@@ -17,6 +17,7 @@ struct EngineOptions {
   std::string device = "cpu";
   std::string dtype = "bf16";
   bool dummy_weights = false;
+  std::string quantization = "none";
   int threads = 0;
   int32_t max_model_len = 0;
   int32_t max_num_seqs = 64;
@@ -26,6 +27,8 @@ struct EngineOptions {
   double gpu_memory_utilization = 0.9;
   bool no_prefix_caching = false;
   bool enforce_eager = false;
+  bool deterministic = false;  // issue 13: batch-invariant kernels (see docs/benchmarks.md for the cost)
+  std::string profile;         // Chrome-trace JSON path (empty: off)
 };
 
 void add_engine_options(CLI::App* cmd, EngineOptions* o);

@@ -13,6 +13,7 @@ size_t dtype_size(DType dt) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    case DType::kI8: return 1;
   }
   return 0;
 }
@@ -26,6 +27,7 @@ std::string_view dtype_name(DType dt) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kU8: return "u8";
+    case DType::kI8: return "i8";
   }
   return "?";
 }

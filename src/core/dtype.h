@@ -9,7 +9,8 @@
 
 namespace rl {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kFP8E4M3, kI32, kI64, kU8 };
+// kI8: int8 weights with one f32 scale per output row, in the layout of core/quant.h (CPU backend only).
+enum class DType : uint8_t { kF32, kF16, kBF16, kFP8E4M3, kI32, kI64, kU8, kI8 };
 
 size_t dtype_size(DType dt);
 std::string_view dtype_name(DType dt);  // "f32", "bf16", ...

@@ -2,6 +2,13 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define RL_CPU_RELAX() _mm_pause()
+#else
+#define RL_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace rl {
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -22,18 +29,21 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int)>* task;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      task = task_;
+    for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i) {
+      RL_CPU_RELAX();
     }
+    if (generation_.load(std::memory_order_acquire) == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_start_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
+      if (stop_) return;
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    const std::function<void(int)>* task = task_;
     (*task)(index);
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Taking the lock orders this notify after the caller's predicate check, so the wake-up is never lost.
       std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
+      cv_done_.notify_one();
     }
   }
 }
@@ -43,16 +53,20 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
+  task_ = &fn;
+  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
   {
+    // Under the lock, so that a worker between its predicate check and its wait cannot miss the increment.
     std::lock_guard<std::mutex> lock(mu_);
-    task_ = &fn;
-    pending_ = num_threads_ - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   cv_start_.notify_all();
   fn(0);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [&] { return pending_ == 0; });
+  for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) RL_CPU_RELAX();
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
   task_ = nullptr;
 }
 

@@ -1,7 +1,7 @@
 #include "loader/safetensors.h"
 
 #include <algorithm>
-#include <set>
+#include <unordered_set>
 
 #include "core/json.h"
 
@@ -77,6 +77,46 @@ Status parse_entry(const std::string& path, const std::string& name, const Json&
   return Status::ok();
 }
 
+// SAX handler that records the first top-level key seen twice; linear in the header.
+struct TopLevelKeys : Json::json_sax_t {
+  int depth = 0;
+  std::unordered_set<std::string> seen;
+  std::string duplicate;
+  std::string error;
+
+  bool key(string_t& k) override {
+    if (depth == 1 && !seen.insert(k).second && duplicate.empty()) duplicate = k;
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    ++depth;
+    return true;
+  }
+  bool end_object() override {
+    --depth;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth;
+    return true;
+  }
+  bool end_array() override {
+    --depth;
+    return true;
+  }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = e.what();
+    return false;
+  }
+};
+
 }  // namespace
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
@@ -95,18 +135,17 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
                          std::to_string(size - 8) + " bytes follow");
   }
   std::string header(reinterpret_cast<const char*>(f->file_.data()) + 8, static_cast<size_t>(n));
-  // Detect duplicate top-level names, which a JSON object parser would silently merge.
-  std::set<std::string> seen;
-  std::string duplicate;
+  // Detect duplicate top-level names, which a JSON object parser would silently merge: a first SAX pass over
+  // the keys. (nlohmann's parse-with-callback rescans the enclosing object at the end of every object, which
+  // is quadratic in the number of tensors.)
+  TopLevelKeys keys;
+  if (!Json::sax_parse(header, &keys)) {
+    return Status::error(path + ": malformed JSON header: " + keys.error);
+  }
+  const std::string& duplicate = keys.duplicate;
   Json j;
   try {
-    j = Json::parse(header, [&](int depth, Json::parse_event_t ev, Json& parsed) {
-      if (ev == Json::parse_event_t::key && depth == 1) {
-        std::string k = parsed.get<std::string>();
-        if (!seen.insert(k).second && duplicate.empty()) duplicate = k;
-      }
-      return true;
-    });
+    j = Json::parse(header);
   } catch (const Json::exception& e) {
     return Status::error(path + ": malformed JSON header: " + e.what());
   }
@@ -125,15 +164,18 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
     auto [pos, inserted] = f->tensors_.emplace(it.key(), std::move(t));
     by_offset.push_back(&pos->second);
   }
+  // Overlap check in O(n log n): sorted by start, a non-empty tensor overlaps an earlier one exactly when it
+  // starts before the furthest end seen so far (empty tensors occupy no bytes and overlap nothing).
   std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
     return a->data != b->data ? a->data < b->data : a->nbytes < b->nbytes;
   });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    const TensorInfo* a = by_offset[i - 1];
-    const TensorInfo* b = by_offset[i];
-    if (a->nbytes > 0 && b->nbytes > 0 && a->data + a->nbytes > b->data) {
-      return Status::error(path + ": tensors \"" + a->name + "\" and \"" + b->name + "\" overlap");
+  const TensorInfo* furthest = nullptr;  // the non-empty tensor with the largest end so far
+  for (const TensorInfo* t : by_offset) {
+    if (t->nbytes == 0) continue;
+    if (furthest != nullptr && t->data < furthest->data + furthest->nbytes) {
+      return Status::error(path + ": tensors \"" + furthest->name + "\" and \"" + t->name + "\" overlap");
     }
+    if (furthest == nullptr || t->data + t->nbytes > furthest->data + furthest->nbytes) furthest = t;
   }
   return f;
 }

@@ -17,6 +17,9 @@ namespace rl {
 
 struct LoadOptions {
   DType weight_dtype = DType::kBF16;  // storage dtype of the weights on the backend
+  // int8 matrices: every 2-D weight is quantised at load to int8 with per-row scales (core/quant.h, DType::kI8);
+  // 1-D weights (norms, biases) keep weight_dtype. Needs a backend that supports kI8 (the CPU).
+  bool quantize_int8 = false;
   bool dummy_weights = false;         // random weights at the config's shapes instead of safetensors
   uint64_t dummy_seed = 0x5eed;
 };

@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "core/quant.h"
+#include "core/random.h"
+
 namespace rl {
 
 Result<std::unique_ptr<WeightLoader>> WeightLoader::create(const std::string& model_dir, Backend* backend,
@@ -17,6 +20,10 @@ Result<std::unique_ptr<WeightLoader>> WeightLoader::create(const std::string& mo
     return Status::error("backend " + backend->name() + " cannot compute with " +
                          std::string(dtype_name(opts.weight_dtype)) + " weights");
   }
+  if (opts.quantize_int8 && !backend->supports_weight_dtype(DType::kI8)) {
+    return Status::error("backend " + backend->name() +
+                         " has no int8 weights (--quantization int8 runs on the CPU backend only)");
+  }
   w->progress_ = std::make_unique<ProgressBar>("loading weights", total_bytes);
   return w;
 }
@@ -26,6 +33,17 @@ bool WeightLoader::has(const std::string& name) const { return !store_ || store_
 Result<Tensor> WeightLoader::load(const std::vector<std::string>& names,
                                   const std::vector<std::vector<int64_t>>& shapes, float dummy_scale,
                                   std::optional<float> dummy_fill) {
+  return load_impl(names, shapes, dummy_scale, dummy_fill, true);
+}
+
+Result<Tensor> WeightLoader::load_unquantized(const std::vector<std::string>& names,
+                                              const std::vector<std::vector<int64_t>>& shapes, float dummy_scale) {
+  return load_impl(names, shapes, dummy_scale, std::nullopt, false);
+}
+
+Result<Tensor> WeightLoader::load_impl(const std::vector<std::string>& names,
+                                       const std::vector<std::vector<int64_t>>& shapes, float dummy_scale,
+                                       std::optional<float> dummy_fill, bool allow_int8) {
   RL_CHECK(names.size() == shapes.size() && !names.empty());
   const int64_t cols = shapes[0].size() == 2 ? shapes[0][1] : 1;
   int64_t rows = 0;
@@ -33,6 +51,7 @@ Result<Tensor> WeightLoader::load(const std::vector<std::string>& names,
     RL_CHECK(s.size() == shapes[0].size() && (s.size() == 1 || s[1] == cols));
     rows += s[0];
   }
+  if (allow_int8 && opts_.quantize_int8 && shapes[0].size() == 2) return load_int8(names, shapes, dummy_scale, rows, cols);
   const DType dt = opts_.weight_dtype;
   const size_t es = dtype_size(dt);
   DeviceBuffer buf(backend_, static_cast<size_t>(rows * cols) * es);
@@ -139,6 +158,54 @@ Result<Tensor> WeightLoader::load_computed(const std::vector<int64_t>& shape, fl
   }
   bytes_loaded_ += out.nbytes();
   progress_->update(bytes_loaded_);
+  buffers_.push_back(std::move(buf));
+  return out;
+}
+
+Result<Tensor> WeightLoader::load_int8(const std::vector<std::string>& names,
+                                       const std::vector<std::vector<int64_t>>& shapes, float dummy_scale,
+                                       int64_t rows, int64_t cols) {
+  std::vector<char> host(i8_weight_bytes(rows, cols), 0);
+  int8_t* q = reinterpret_cast<int8_t*>(host.data());
+  float* scale = reinterpret_cast<float*>(host.data() + i8_scale_offset(rows, cols));
+  int32_t* row_sum = reinterpret_cast<int32_t*>(host.data() + i8_row_sum_offset(rows, cols));
+  std::vector<float> row(static_cast<size_t>(cols));
+  int64_t row0 = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const int64_t part_rows = shapes[i][0];
+    const TensorInfo* t = nullptr;
+    if (store_) {
+      t = store_->find(names[i]);
+      if (!t) return Status::error("weights: tensor \"" + names[i] + "\" not found in the model's safetensors");
+      if (t->shape != shapes[i]) {
+        return Status::error(t->file + ": tensor \"" + names[i] + "\" has shape " + t->shape_str() +
+                             " but the config implies [" + std::to_string(shapes[i][0]) + ", " +
+                             std::to_string(cols) + "]");
+      }
+    } else {
+      ++counter_;
+    }
+    for (int64_t r = 0; r < part_rows; ++r) {
+      if (t) {
+        convert_to_f32(t->data + static_cast<size_t>(r * cols) * dtype_size(t->dtype), t->dtype, row.data(),
+                       static_cast<size_t>(cols));
+      } else {  // the values fill_uniform gives the same tensor in the unquantised path
+        const uint64_t seed = opts_.dummy_seed * 1000003ull + counter_;
+        for (int64_t c = 0; c < cols; ++c) {
+          const float u = uniform_from_counter(seed, static_cast<uint64_t>(r * cols + c));
+          row[static_cast<size_t>(c)] = -dummy_scale + 2 * dummy_scale * u;
+        }
+      }
+      const int64_t g = row0 + r;
+      quantize_row_i8(row.data(), cols, q + g * cols, scale + g, row_sum + g);
+    }
+    row0 += part_rows;
+    bytes_loaded_ += static_cast<uint64_t>(part_rows * cols);
+    progress_->update(bytes_loaded_);
+  }
+  DeviceBuffer buf(backend_, host.size());
+  backend_->upload(buf.data(), host.data(), host.size());
+  Tensor out(buf.data(), DType::kI8, {rows, cols});
   buffers_.push_back(std::move(buf));
   return out;
 }

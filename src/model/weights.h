@@ -29,6 +29,10 @@ class WeightLoader {
   // `fill` exactly when set, for norm weights).
   Result<Tensor> load(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
                       float dummy_scale, std::optional<float> dummy_fill = std::nullopt);
+  // load() that keeps weight_dtype even under LoadOptions::quantize_int8: for 2-D tensors that no linear op
+  // multiplies whole (stacked expert weights sliced per expert, per-expert bias rows, position tables).
+  Result<Tensor> load_unquantized(const std::vector<std::string>& names,
+                                  const std::vector<std::vector<int64_t>>& shapes, float dummy_scale);
   // A tensor computed on the host from the checkpoint (transposed Conv1D weights, de-interleaved or dequantised
   // experts): fill(dst) writes `shape`'s elements in f32; the result is converted to the storage dtype and
   // uploaded. Dummy weights skip fill and draw uniform values (or `dummy_fill`) instead.
@@ -46,6 +50,12 @@ class WeightLoader {
   uint64_t bytes_loaded() const { return bytes_loaded_; }
 
  private:
+  Result<Tensor> load_impl(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+                           float dummy_scale, std::optional<float> dummy_fill, bool allow_int8);
+  // load() for a 2-D weight under LoadOptions::quantize_int8: rows quantised on the host, uploaded once.
+  Result<Tensor> load_int8(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+                           float dummy_scale, int64_t rows, int64_t cols);
+
   Backend* backend_ = nullptr;
   LoadOptions opts_;
   std::optional<WeightStore> store_;

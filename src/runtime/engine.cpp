@@ -1,18 +1,23 @@
 #include "runtime/engine.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "core/file.h"
 #include "core/log.h"
 #include "core/random.h"
 #include "runtime/backend_factory.h"
+#include "runtime/kv_sizing.h"
 #include "runtime/text_stream.h"
 
 namespace rl {
 
 struct Engine::Parent {
   std::string id;
+  double submit_time = 0.0;  // a request's clock starts here (TTFT includes queueing in the inbox)
   std::vector<TokenId> prompt;
   SamplingParams params;
   std::shared_ptr<OutputChannel> channel;
@@ -39,6 +44,32 @@ FinishReason reason_of(RequestStatus s) {
   }
 }
 
+// XXH3-64 of the file's bytes (0 if unreadable).
+uint64_t hash_file(const char* path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path, "rb"), &std::fclose);
+  if (!f) return 0;
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  std::vector<char> buf(1 << 20);
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) XXH3_64bits_update(st, buf.data(), n);
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
+std::string make_fingerprint(const EngineConfig& c, Backend& be, DType weights, DType kv) {
+  static const uint64_t build = hash_file("/proc/self/exe");
+  std::string key = std::to_string(build) + "|" + be.name() + "|" + (be.deterministic() ? "det" : "fast") + "|" +
+                    std::to_string(static_cast<int>(weights)) + "|" + std::to_string(static_cast<int>(kv)) + "|" +
+                    (c.dummy_weights ? "dummy" : "weights") + "|";
+  Result<std::string> cfg = read_file(path_join(c.model_dir, "config.json"));
+  if (cfg.is_ok()) key += *cfg;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
+  return "fp_" + std::string(hex, 12);
+}
+
 }  // namespace
 
 int32_t auto_max_num_seqs(int64_t num_kv_tokens) {
@@ -54,9 +85,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   BackendOptions bo;
   bo.num_threads = config.num_threads;
   RL_ASSIGN_OR_RETURN(e->backend_, create_backend(config.device, bo));
+  e->backend_->set_deterministic(config.deterministic);
   LoadOptions lo;
   lo.weight_dtype = config.weight_dtype;
   lo.dummy_weights = config.dummy_weights;
+  lo.quantize_int8 = config.quantize_int8;
   if (e->backend_->device() == DeviceKind::kCuda) lo.weight_dtype = DType::kBF16;
   RL_ASSIGN_OR_RETURN(e->model_, build_model(mc, config.model_dir, e->backend_.get(), lo));
   if (config.load_tokenizer && file_exists(path_join(config.model_dir, "tokenizer.json"))) {
@@ -66,39 +99,22 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   // KV cache: f32 on the CPU (the reference), bf16 on GPUs.
   const bool cuda = e->backend_->device() == DeviceKind::kCuda;
   const DType kv_dtype = cuda ? DType::kBF16 : DType::kF32;
-  const int64_t bs = config.block_size;
-  if (bs <= 0 || bs > 1024) return Status::error("block size must be in [1, 1024]");
   if (config.max_num_seqs < 0 || config.max_num_batched_tokens <= 0) {
     return Status::error("max_num_seqs must be >= 0 (0: sized from the KV cache) and max_num_batched_tokens > 0");
   }
-  // The workspace estimate assumes the largest automatic size when max_num_seqs is chosen below.
+  // The workspace and sampler estimates assume the largest automatic size when max_num_seqs is chosen below.
   const int32_t seqs_bound = config.max_num_seqs > 0 ? config.max_num_seqs : kMaxAutoNumSeqs;
-  const int64_t block_bytes = KvStorage::bytes_per_block(mc, bs, kv_dtype);
-  int64_t num_blocks = config.num_kv_blocks;
-  if (num_blocks <= 0) {
-    size_t free_b = 0, total_b = 0;
-    e->backend_->memory_info(&free_b, &total_b);
-    int64_t budget;
-    if (cuda) {
-      if (!(config.gpu_memory_utilization > 0 && config.gpu_memory_utilization <= 1)) {
-        return Status::error("--gpu-memory-utilization must be in (0, 1]");
-      }
-      int64_t used = static_cast<int64_t>(total_b - free_b);
-      budget = static_cast<int64_t>(config.gpu_memory_utilization * static_cast<double>(total_b)) - used -
-               static_cast<int64_t>(e->model_->workspace_bytes(config.max_num_batched_tokens, seqs_bound)) -
-               (256ll << 20);
-    } else {
-      budget = config.kv_cache_memory_bytes > 0 ? config.kv_cache_memory_bytes
-                                                : std::min<int64_t>(2ll << 30, static_cast<int64_t>(free_b / 4));
-    }
-    num_blocks = budget / block_bytes;
-  }
-  if (num_blocks < 2) {
-    return Status::error("not enough memory for the KV cache: " + std::to_string(num_blocks) +
-                         " blocks of " + std::to_string(block_bytes) + " bytes");
-  }
-  num_blocks = std::min<int64_t>(num_blocks, INT32_MAX / 2);
+  KvSizingInput ki;
+  ki.block_size = config.block_size;
+  ki.num_kv_blocks = config.num_kv_blocks;
+  ki.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
+  ki.gpu_memory_utilization = config.gpu_memory_utilization;
+  ki.workspace_bytes = static_cast<int64_t>(e->model_->workspace_bytes(config.max_num_batched_tokens, seqs_bound));
+  ki.sampler_bytes = sampler_device_bytes(seqs_bound, mc.vocab_size);
+  RL_ASSIGN_OR_RETURN(KvSizing sizing, size_kv_cache(ki, mc, *e->backend_, kv_dtype));
+  const int64_t bs = config.block_size, num_blocks = sizing.num_blocks;
   e->kv_ = std::make_unique<KvStorage>(e->backend_.get(), mc, num_blocks, bs, kv_dtype);
+  e->fingerprint_ = make_fingerprint(config, *e->backend_, lo.weight_dtype, kv_dtype);
 
   int64_t max_len = config.max_model_len > 0 ? config.max_model_len : mc.max_context_len();
   if (max_len > mc.max_context_len()) {
@@ -130,9 +146,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   lim.max_num_seqs = max_num_seqs;
   lim.max_model_len = max_len;
   lim.enforce_eager = config.enforce_eager;
-  e->d_argmax_ = DeviceBuffer(e->backend_.get(), static_cast<size_t>(max_num_seqs) * 4);
   e->runner_ = std::make_unique<ModelRunner>(e->model_.get(), e->kv_.get(), lim);
-  e->sampler_ = std::make_unique<Sampler>();
+  e->sampler_ = std::make_unique<Sampler>(e->backend_.get(), max_num_seqs, mc.vocab_size, max_num_seqs);
+  for (int32_t i = max_num_seqs - 1; i >= 0; --i) e->free_slots_.push_back(i);
   e->seed_salt_ = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(now_seconds() * 1e9);
   std::string name = config.served_model_name;
   if (name.empty()) {
@@ -141,6 +157,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     name = dir.substr(dir.find_last_of('/') + 1);
   }
   e->engine_metrics_ = std::make_unique<EngineMetrics>(e->registry_, name);
+  if (!config.profile_path.empty()) e->profile_.open(config.profile_path);
+  // The KV configuration as vLLM's info gauge (value 1, facts in labels): the Gateway API Inference Extension's
+  // endpoint picker reads block_size and num_gpu_blocks from it (docs/deploy.md).
+  e->registry_
+      .gauge("vllm:cache_config_info", "Information of the KV cache configuration.",
+             {{"block_size", std::to_string(sc.kv.block_size)},
+              {"num_gpu_blocks", std::to_string(sc.kv.num_blocks)},
+              {"enable_prefix_caching", "True"},
+              {"cache_dtype", "auto"}})
+      .set(1);
   e->engine_metrics_->update(e->scheduler_->stats());
   return e;
 }
@@ -179,6 +205,7 @@ std::shared_ptr<OutputChannel> Engine::submit(const std::string& id, std::vector
                                               SamplingParams params) {
   auto p = std::make_shared<Parent>();
   p->id = id;
+  p->submit_time = now_seconds();
   p->params = std::move(params);
   if (p->params.n < 1) p->params.n = 1;
   p->channel = std::make_shared<OutputChannel>(p->params.n);
@@ -193,10 +220,10 @@ std::shared_ptr<OutputChannel> Engine::submit(const std::string& id, std::vector
   return ch;
 }
 
-void Engine::abort(const std::string& id, FinishReason reason) {
+void Engine::abort(const std::string& id, FinishReason reason, int32_t choice) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inbox_.aborts.emplace_back(id, reason);
+    inbox_.aborts.push_back(Inbox::Abort{id, reason, choice});
   }
   cv_.notify_all();
 }
@@ -218,23 +245,29 @@ void Engine::loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_requested_) break;
-      if (!scheduler_->has_unfinished() && inbox_.submits.empty() && inbox_.aborts.empty()) {
+      if (!scheduler_->has_unfinished() && !inflight_ && inbox_.submits.empty() && inbox_.aborts.empty()) {
         cv_.wait_for(lock, std::chrono::milliseconds(100));
         heartbeat_ = now_seconds();
         continue;
       }
     }
     drain_inbox();
-    if (scheduler_->has_unfinished()) {
+    if (scheduler_->has_unfinished() || inflight_) {
       try {
         step();
       } catch (const std::exception& ex) {
+        inflight_.reset();
         fail_all(std::string("engine step failed: ") + ex.what());
       }
     }
     heartbeat_ = now_seconds();
   }
+  if (inflight_) {
+    backend_->wait_fence(inflight_->fence);
+    inflight_.reset();
+  }
   fail_all("engine stopped");
+  if (Status st = profile_.write(); !st.is_ok()) log_warn(st.message());
   running_ = false;
 }
 
@@ -283,7 +316,7 @@ void Engine::drain_inbox() {
       }
     }
   }
-  for (auto& [id, reason] : in.aborts) {
+  for (auto& [id, reason, only] : in.aborts) {
     auto it = parents_.find(id);
     if (it == parents_.end()) continue;
     std::shared_ptr<Parent> p = it->second;
@@ -291,7 +324,7 @@ void Engine::drain_inbox() {
                                                          : RequestStatus::kFinishedAborted;
     const int32_t n = p->params.n;
     for (int32_t i = 0; i < n && parents_.count(id); ++i) {
-      if (p->finished[static_cast<size_t>(i)]) continue;
+      if (p->finished[static_cast<size_t>(i)] || (only >= 0 && i != only)) continue;
       std::string cid = choice_id(id, n, i);
       if (i < p->num_admitted) {
         std::unique_ptr<Request> r = scheduler_->finish_request(cid, status);
@@ -317,10 +350,18 @@ void Engine::admit_choice(const std::shared_ptr<Parent>& p, int32_t index) {
   if (params.seed && index > 0) params.seed = *params.seed + static_cast<uint64_t>(index);
   std::string cid = choice_id(p->id, n, index);
   Request r(cid, p->prompt, params, eos_token_ids());
+  r.arrival_time = p->submit_time;
   AddResult res = scheduler_->add_request(std::move(r));
   p->num_admitted = std::max(p->num_admitted, index + 1);
   choices_[cid] = {p, index};
-  if (!res.ok()) reject(p, res.error, res.status.message());
+  if (!res.ok()) return reject(p, res.error, res.status.message());
+  if (params.constraint) constrained_.insert(cid);
+}
+
+void Engine::admit_siblings(const std::shared_ptr<Parent>& p) {
+  for (int32_t i = 1; i < p->params.n && parents_.count(p->id); ++i) {
+    if (!p->finished[static_cast<size_t>(i)]) admit_choice(p, i);  // a choice stopped early stays finished
+  }
 }
 
 void Engine::reject(const std::shared_ptr<Parent>& p, AddError error, const std::string& message) {
@@ -345,15 +386,19 @@ void Engine::reject(const std::shared_ptr<Parent>& p, AddError error, const std:
   parents_.erase(p->id);
 }
 
-void Engine::finish_choice(const std::string& cid, const Request& r, FinishReason reason) {
+void Engine::finish_choice(const std::string& cid, const Request& r, FinishReason reason,
+                           const std::string& error) {
   auto it = choices_.find(cid);
   if (it == choices_.end()) return;
+  release_slot(cid);
+  constrained_.erase(cid);
   std::shared_ptr<Parent> p = it->second.first;
   const int32_t index = it->second.second;
   choices_.erase(it);
   RequestOutput out;
   out.index = index;
   out.finish = reason;
+  out.error = error;
   out.stop_token = r.stop_token;
   out.num_prompt_tokens = r.num_prompt_tokens;
   out.num_cached_tokens = r.num_cached_prompt_tokens;
@@ -366,7 +411,7 @@ void Engine::finish_choice(const std::string& cid, const Request& r, FinishReaso
   p->channel->push(std::move(out));
   if (index == 0 && p->siblings_pending) {
     p->siblings_pending = false;
-    for (int32_t i = 1; i < p->params.n; ++i) admit_choice(p, i);
+    admit_siblings(p);
   }
   if (p->num_finished == p->params.n) {
     p->channel->close();
@@ -379,14 +424,53 @@ Engine::StepTiming Engine::step_timing() const {
   return timing_;
 }
 
+void Engine::release_slot(const std::string& cid) {
+  auto it = slot_of_.find(cid);
+  if (it == slot_of_.end()) return;
+  free_slots_.push_back(it->second);
+  slot_of_.erase(it);
+}
+
+// The step pipeline (design.md §8): schedule step n+1 and launch it while the device still runs step n, whose
+// sampled ids stay on the device as the pending inputs of step n+1; then wait for step n and apply its tokens.
+// The host learns a token one step after it was sampled; nothing inside a step waits on the host.
 void Engine::step() {
   const double t0 = now_seconds();
+  struct WallClock {  // every exit adds the step's wall time
+    Engine* e;
+    double t0;
+    ~WallClock() {
+      std::lock_guard<std::mutex> lock(e->stats_mu_);
+      e->timing_.step_seconds += now_seconds() - t0;
+    }
+  } wall{this, t0};
+  // A grammar needs the previous token before it can mask the next one: while constrained requests are live,
+  // the step in flight is applied before scheduling (those steps run without the pipeline's overlap).
+  if (inflight_ && !constrained_.empty()) {
+    process(std::move(*inflight_), 0.0);
+    inflight_.reset();
+  }
   SchedulerOutput out = scheduler_->schedule();
   const double t_sched = now_seconds() - t0;
-  if (out.scheduled.empty()) return;
+  profile_.span("schedule", t0, t_sched, 0, step_index_);
+  // Penalty slots of preempted and finished requests are free again (their old counts are reset on reuse, in
+  // stream order after any step still sampling with them).
+  for (const std::string& id : out.preempted_request_ids) release_slot(id);
+  for (const std::string& id : out.finished_request_ids) release_slot(id);
+  if (out.scheduled.empty()) {
+    if (inflight_) process(std::move(*inflight_), t_sched);
+    inflight_.reset();
+    return;
+  }
+  const double t1 = now_seconds();
   seq_steps_.clear();
   rows_.clear();
-  for (const ScheduledRequest& s : out.scheduled) {
+  InFlight f;
+  f.sample_row.assign(out.scheduled.size(), -1);
+  std::unordered_map<uint64_t, int32_t> next_pending;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = out.scheduled[i];
+    const Request& r = *s.request;
     SeqStep st;
     st.token_ids = s.token_ids.data();
     st.num_new_tokens = s.num_scheduled_tokens;
@@ -394,95 +478,108 @@ void Engine::step() {
     st.block_table = s.block_table.data();
     st.num_blocks = static_cast<int64_t>(s.block_table.size());
     st.want_logits = s.samples;
+    if (r.num_pending > 0) {
+      auto pit = pending_row_.find(s.arrival_seq);
+      RL_CHECK_MSG(pit != pending_row_.end(), "request '%s' has a pending token from no in-flight row",
+                   r.id.c_str());
+      st.pending_source = pit->second;
+    }
     seq_steps_.push_back(st);
     if (s.samples) {
       SamplerRow row;
-      row.params = &s.request->params;
-      row.prompt_token_ids = s.request->prompt_token_ids();
-      row.output_token_ids = s.request->output_token_ids();
-      row.eos_token_ids = s.request->eos_token_ids;
+      row.params = &r.params;
+      row.prompt_token_ids = r.prompt_token_ids();
+      row.output_token_ids = std::span<const TokenId>(r.token_ids)
+                                 .subspan(static_cast<size_t>(r.num_prompt_tokens),
+                                          static_cast<size_t>(r.num_known_tokens() - r.num_prompt_tokens));
+      row.num_outputs = r.num_output_tokens();
+      row.eos_token_ids = r.eos_token_ids;
+      // Unseeded requests get a stable per-request stream from the engine's random salt.
+      row.seed = r.params.seed ? *r.params.seed : mix64(seed_salt_ ^ std::hash<std::string>{}(r.id));
+      if (needs_penalty_slot(r.params)) {
+        auto sit = slot_of_.find(r.id);
+        if (sit == slot_of_.end()) {
+          RL_CHECK(!free_slots_.empty());
+          sit = slot_of_.emplace(r.id, free_slots_.back()).first;
+          free_slots_.pop_back();
+          row.init_slot = true;
+        }
+        row.penalty_slot = sit->second;
+      }
+      f.sample_row[i] = static_cast<int32_t>(rows_.size());
+      next_pending[s.arrival_seq] = static_cast<int32_t>(rows_.size());
       rows_.push_back(row);
     }
   }
-  // Rows with nothing that needs the whole processed distribution on the host (no penalties, bias, logprobs or
-  // min_tokens suppression) are sampled on the device: greedy rows by argmax on every backend; temperature /
-  // top-k / top-p / min-p rows by Backend::sample_rows on GPUs. Only token ids come back, not num_seqs x vocab
-  // logits.
-  bool device_greedy = true, device_sample = backend_->device() == DeviceKind::kCuda;
-  for (const SamplerRow& row : rows_) {
-    const SamplingParams& p = *row.params;
-    const bool plain = !p.logprobs && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
-                       p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
-                       static_cast<int64_t>(row.output_token_ids.size()) >= p.min_tokens;
-    device_greedy = device_greedy && plain && p.is_greedy();
-    device_sample = device_sample && plain;
-  }
-  int64_t num_logits = 0;
-  Tensor logits = runner_->step_device(seq_steps_, &num_logits);
-  std::vector<SampleResult> samples;
-  if (!rows_.empty() && (device_greedy || device_sample)) {
-    Tensor ids(d_argmax_.data(), DType::kI32, {num_logits});
-    if (device_greedy) {
-      backend_->argmax_rows(logits, ids);
-    } else {
-      device_params_.clear();
-      for (size_t i = 0, k = 0; i < out.scheduled.size(); ++i) {
-        if (!out.scheduled[i].samples) continue;
-        const SamplerRow& row = rows_[k++];
-        const SamplingParams& p = *row.params;
-        DeviceSampleParams d;
-        d.temperature = p.temperature;
-        d.top_k = p.top_k;
-        d.top_p = p.top_p;
-        d.min_p = p.min_p;
-        // Unseeded requests get a stable per-request stream from the engine's random salt.
-        d.seed = p.seed ? *p.seed : mix64(seed_salt_ ^ std::hash<std::string>{}(out.scheduled[i].request->id));
-        d.step = row.output_token_ids.size();
-        device_params_.push_back(d);
-      }
-      backend_->sample_rows(logits, device_params_.data(), ids);
-    }
-    h_argmax_.resize(static_cast<size_t>(num_logits));
-    backend_->download(h_argmax_.data(), ids.data, h_argmax_.size() * 4);
-    for (int32_t id : h_argmax_) samples.push_back(SampleResult{id, std::nullopt, {}});
-  } else if (!rows_.empty()) {
-    logits_.resize(static_cast<size_t>(num_logits * model_->config().vocab_size));
-    backend_->download(logits_.data(), logits.data, logits_.size() * sizeof(float));
-    samples = sampler_->sample(logits_, static_cast<int32_t>(model_->config().vocab_size), rows_);
-  }
-  std::vector<TokenId> sampled(out.scheduled.size(), 0);
-  std::unordered_map<std::string, size_t> sample_of;
-  for (size_t i = 0, k = 0; i < out.scheduled.size(); ++i) {
-    if (!out.scheduled[i].samples) continue;
-    sampled[i] = samples[k].token;
-    sample_of[out.scheduled[i].request->id] = k++;
-  }
-  const double t1 = now_seconds();
-  UpdateResult res = scheduler_->update_from_output(out, sampled);
-  const double t_update = now_seconds() - t1;
-  engine_metrics_->observe_step(res);
+  fill_constraint_masks(out, f.sample_row);
+  f.parity = parity_;
+  f.step = step_index_++;
+  if (profile_.enabled()) f.marker_begin = backend_->record_marker();
+  runner_->launch(seq_steps_, rows_, sampler_.get(), parity_);
+  if (profile_.enabled()) f.marker_end = backend_->record_marker();
+  f.fence = backend_->record_fence();
+  scheduler_->advance(out);
+  f.out = std::move(out);
+  pending_row_ = std::move(next_pending);
+  parity_ ^= 1;
+  const double t_launch = now_seconds() - t1;
+  profile_.span("stage+launch", t1, t_launch, 0, f.step);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     timing_.num_steps++;
-    timing_.scheduler_seconds += t_sched + t_update;
-    timing_.step_seconds += now_seconds() - t0;
-    timing_.max_running = std::max<int64_t>(timing_.max_running, static_cast<int64_t>(out.scheduled.size()));
+    timing_.scheduler_seconds += t_sched;
+    timing_.host_seconds += t_sched + t_launch;
+    timing_.max_running = std::max<int64_t>(timing_.max_running, static_cast<int64_t>(f.out.scheduled.size()));
   }
+  if (inflight_) process(std::move(*inflight_), 0.0);
+  inflight_ = std::move(f);
+}
+
+// Waits for a launched step's sampled ids and applies them: tokens, stop conditions, outputs to the channels.
+void Engine::process(InFlight f, double extra_host_seconds) {
+  const double t0 = now_seconds();
+  backend_->wait_fence(f.fence);
+  const double t1 = now_seconds();
+  profile_.span("wait", t0, t1 - t0, 0, f.step);
+  if (profile_.enabled()) {
+    const double g0 = backend_->marker_seconds(f.marker_begin), g1 = backend_->marker_seconds(f.marker_end);
+    profile_.span("forward+sample", g0, g1 - g0, 1, f.step);
+  }
+  const SchedulerOutput& out = f.out;
+  std::vector<TokenId> sampled(out.scheduled.size(), 0);
+  std::vector<SampleResult> samples(out.scheduled.size());
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (f.sample_row[i] < 0) continue;
+    samples[i] = sampler_->result(f.parity, f.sample_row[i]);
+    sampled[i] = samples[i].token;
+  }
+  // A row that could not be sampled (NaN/Inf logits from a numerically broken model, or nothing left after the
+  // processors) fails its own request with the sampler's message; the others in the batch go on.
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (f.sample_row[i] < 0 || sampled[i] >= 0) continue;
+    Request* r = scheduler_->live(out.scheduled[i]);
+    if (r == nullptr) continue;
+    const std::string cid = r->id;
+    std::unique_ptr<Request> done = scheduler_->finish_request(cid, RequestStatus::kFinishedError);
+    engine_metrics_->observe_finished(*done);
+    finish_choice(cid, *done, FinishReason::kError, samples[i].error);
+  }
+  advance_constraints(out, f.sample_row, sampled);
+  UpdateResult res = scheduler_->resolve(out, sampled);
+  engine_metrics_->observe_step(res);
 
   // One message per choice per step: its new token, and the finish if it ended.
   std::unordered_map<std::string, RequestOutput> msgs;
-  for (const TokenUpdate& tu : res.tokens) {
+  for (TokenUpdate& tu : res.tokens) {
     auto it = choices_.find(tu.request_id);
     if (it == choices_.end()) continue;
     RequestOutput& m = msgs[tu.request_id];
     m.index = it->second.second;
     TokenOutput t;
     t.token = tu.token;
-    auto si = sample_of.find(tu.request_id);
-    if (si != sample_of.end()) {
-      t.logprob = samples[si->second].logprob;
-      t.top_logprobs = std::move(samples[si->second].top_logprobs);
-    }
+    SampleResult& sr = samples[static_cast<size_t>(tu.scheduled_index)];
+    t.logprob = sr.logprob;
+    t.top_logprobs = std::move(sr.top_logprobs);
     m.tokens.push_back(std::move(t));
   }
   std::unordered_map<std::string, std::unique_ptr<Request>> finished;
@@ -491,28 +588,30 @@ void Engine::step() {
     auto it = choices_.find(cid);
     if (it == choices_.end()) continue;
     std::shared_ptr<Parent> p = it->second.first;
-    auto f = finished.find(cid);
-    if (f == finished.end()) {
+    auto fin = finished.find(cid);
+    if (fin == finished.end()) {
       p->channel->push(std::move(m));
       if (it->second.second == 0 && p->siblings_pending) {
         p->siblings_pending = false;
-        for (int32_t i = 1; i < p->params.n; ++i) admit_choice(p, i);
+        admit_siblings(p);
       }
     } else {
       // The finishing message carries the last token too.
-      std::vector<TokenOutput> toks = std::move(m.tokens);
-      auto c = choices_.find(cid);
-      std::shared_ptr<Parent> keep = c->second.first;
       RequestOutput carry;
-      carry.index = c->second.second;
-      carry.tokens = std::move(toks);
-      keep->channel->push(std::move(carry));
-      finish_choice(cid, *f->second, reason_of(f->second->status));
-      finished.erase(f);
+      carry.index = it->second.second;
+      carry.tokens = std::move(m.tokens);
+      p->channel->push(std::move(carry));
+      finish_choice(cid, *fin->second, reason_of(fin->second->status));
+      finished.erase(fin);
     }
   }
   for (auto& [cid, r] : finished) finish_choice(cid, *r, reason_of(r->status));
   publish_stats();
+  const double t2 = now_seconds();
+  profile_.span("process", t1, t2 - t1, 0, f.step);
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  timing_.host_seconds += (t2 - t1) + extra_host_seconds;
+  timing_.wait_seconds += t1 - t0;
 }
 
 void Engine::publish_stats() {
@@ -603,11 +702,13 @@ std::vector<std::vector<Completion>> Engine::generate(const std::vector<std::vec
         comp.token_ids.push_back(t.token);
         if (params.logprobs) comp.logprobs.push_back(t);
         if (ts) {
+          const double td = profile_.enabled() ? now_seconds() : 0.0;
           TextStream::Piece piece = ts->push(t.token);
+          if (profile_.enabled()) profile_.span("detokenize", td, now_seconds() - td, 2);
           comp.text += piece.text;
           if (piece.stopped) {
             comp.finish = FinishReason::kStop;
-            abort(ids[i], FinishReason::kStop);
+            abort(ids[i], FinishReason::kStop, msg->index);
           }
         }
       }

@@ -11,9 +11,11 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "loader/model_config.h"
@@ -22,6 +24,7 @@
 #include "runtime/metrics.h"
 #include "runtime/model_runner.h"
 #include "runtime/output_channel.h"
+#include "runtime/profiler.h"
 #include "runtime/sampler.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -34,6 +37,7 @@ struct EngineConfig {
   std::string device = "cpu";
   DType weight_dtype = DType::kBF16;
   bool dummy_weights = false;
+  bool quantize_int8 = false;  // --quantization int8: 2-D weights as int8 with per-row scales (CPU only)
   int num_threads = 0;                  // CPU backend threads; 0 = all cores
   int32_t block_size = 16;
   int64_t num_kv_blocks = 0;            // 0: sized from memory
@@ -46,6 +50,9 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   bool load_tokenizer = true;           // load tokenizer.json when the folder has one
   bool enforce_eager = false;           // CUDA: never capture decode steps as CUDA graphs
+  std::string profile_path;             // non-empty: write a Chrome-trace JSON of every step's spans there
+  // Batch-invariant kernels (issue 13): a request's tokens do not depend on the rest of the batch.
+  bool deterministic = false;
 };
 
 struct Completion {
@@ -79,6 +86,10 @@ class Engine {
   int64_t num_kv_blocks() const { return kv_->num_blocks(); }
   int32_t max_num_seqs() const { return sched_config_.max_num_seqs; }
   std::vector<TokenId> eos_token_ids() const;
+  // Changes when anything that affects tokens changes (OpenAI's system_fingerprint): this build (a hash of the
+  // executable), the backend and its device, the kernel family (deterministic or not), weight and KV dtypes,
+  // the model's config and whether its weights are dummies. "fp_" + 12 hex digits.
+  const std::string& system_fingerprint() const { return fingerprint_; }
 
   // Starts the engine loop thread (idempotent). submit() starts it on demand.
   void start();
@@ -91,9 +102,10 @@ class Engine {
   // Thread-safe. The request's choices (params.n) stream on the returned channel. Admission errors come back as
   // a finishing message with finish == kError and add_error set. `id` must be unique among live requests.
   std::shared_ptr<OutputChannel> submit(const std::string& id, std::vector<TokenId> prompt, SamplingParams params);
-  // Thread-safe. Finishes every choice of the request, freeing its KV within one step. reason: kAbort (client
-  // went away) or kStop (a stop string matched on the consumer's side).
-  void abort(const std::string& id, FinishReason reason = FinishReason::kAbort);
+  // Thread-safe. Finishes the request's choice `choice` (-1: every choice), freeing its KV within one step.
+  // reason: kAbort (client went away) or kStop (a stop string matched on the consumer's side). n > 1 fans out
+  // here only: consumers submit one request with n choices and stop choices one by one.
+  void abort(const std::string& id, FinishReason reason = FinishReason::kAbort, int32_t choice = -1);
 
   // Offline batch API: runs every prompt to completion (stop strings applied when a tokenizer exists).
   std::vector<std::vector<Completion>> generate(const std::vector<std::vector<TokenId>>& prompts,
@@ -107,12 +119,15 @@ class Engine {
   Status check_integrity() const;
   int64_t num_free_kv_blocks() const;
 
-  // Seconds spent in steps so far, and the part of it in the scheduler (schedule + update): the bookkeeping
-  // overhead that must stay small next to the forward pass.
+  // Seconds spent in steps so far (wall), the host's own work in them (schedule, stage, launch, applying
+  // tokens: everything but waiting for the device), the part of it in the scheduler, and the time blocked
+  // waiting for the device. With the pipeline, host work overlaps the device's previous step.
   struct StepTiming {
     int64_t num_steps = 0;
     double step_seconds = 0;
+    double host_seconds = 0;
     double scheduler_seconds = 0;
+    double wait_seconds = 0;
     int64_t max_running = 0;
   };
   StepTiming step_timing() const;
@@ -128,15 +143,33 @@ class Engine {
   struct Parent;  // a submitted request with n choices
   struct Inbox {
     std::vector<std::pair<std::shared_ptr<Parent>, std::vector<TokenId>>> submits;
-    std::vector<std::pair<std::string, FinishReason>> aborts;
+    struct Abort {
+      std::string id;
+      FinishReason reason;
+      int32_t choice;  // -1: all
+    };
+    std::vector<Abort> aborts;
   };
 
   void loop();
   void drain_inbox();
   void admit_choice(const std::shared_ptr<Parent>& p, int32_t index);
+  void admit_siblings(const std::shared_ptr<Parent>& p);
   void reject(const std::shared_ptr<Parent>& p, AddError error, const std::string& message);
+  // A launched step whose sampled ids the host has not applied yet.
+  struct InFlight {
+    SchedulerOutput out;
+    std::vector<int32_t> sample_row;  // per scheduled row: its row of sampled ids, or -1
+    int parity = 0;
+    uint64_t fence = 0;
+    int64_t step = 0;
+    uint64_t marker_begin = 0, marker_end = 0;  // device markers around the step (profiling only)
+  };
   void step();
-  void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason);
+  void process(InFlight f, double extra_host_seconds);
+  void release_slot(const std::string& choice_id);
+  void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason,
+                     const std::string& error = "");
   void fail_all(const std::string& why);
   void publish_stats();
 
@@ -157,12 +190,25 @@ class Engine {
   std::unordered_map<std::string, std::shared_ptr<Parent>> parents_;
   std::unordered_map<std::string, std::pair<std::shared_ptr<Parent>, int32_t>> choices_;
   std::vector<SeqStep> seq_steps_;
-  std::vector<float> logits_;
-  DeviceBuffer d_argmax_;  // i32 [max_num_seqs]: greedy tokens chosen on the device
-  std::vector<int32_t> h_argmax_;
-  std::vector<DeviceSampleParams> device_params_;
   uint64_t seed_salt_ = 0;
   std::vector<SamplerRow> rows_;
+  std::optional<InFlight> inflight_;
+  int parity_ = 0;
+  // arrival_seq → row of the in-flight step's sampled ids holding that request's pending token.
+  std::unordered_map<uint64_t, int32_t> pending_row_;
+  std::unordered_map<std::string, int32_t> slot_of_;  // choice id → penalty slot
+  std::vector<int32_t> free_slots_;
+  StepProfiler profile_;
+  std::string fingerprint_;
+  int64_t step_index_ = 0;
+  // Structured outputs (engine_constraints.cpp): each constrained row's allowed-token bitmask, filled on the host
+  // from its grammar matcher and applied by the sampler on the device; the matcher advances when the row's token is
+  // applied. h_mask_: u32 [sampling rows][ceil(vocab / 32)]. constrained_: live choice ids with a constraint.
+  void fill_constraint_masks(const SchedulerOutput& out, const std::vector<int32_t>& sample_row);
+  void advance_constraints(const SchedulerOutput& out, const std::vector<int32_t>& sample_row,
+                           const std::vector<TokenId>& sampled);
+  std::vector<uint32_t> h_mask_;
+  std::unordered_set<std::string> constrained_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

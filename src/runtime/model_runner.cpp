@@ -23,18 +23,25 @@ ModelRunner::ModelRunner(Model* model, KvStorage* kv, const RunnerLimits& limits
   off_.tables = off_.logit_idx + std::max(limits_.max_num_logits, s);
   off_.total = off_.tables + s * limits_.max_blocks_per_seq;
   Backend& be = model->backend();
-  h_staging_.assign(static_cast<size_t>(off_.total), 0);
+  for (int32_t*& h : h_staging_) {
+    h = static_cast<int32_t*>(be.alloc_pinned(static_cast<size_t>(off_.total) * 4));
+    std::fill(h, h + off_.total, 0);
+  }
   d_staging_ = DeviceBuffer(&be, static_cast<size_t>(off_.total) * 4);
   // Graph buckets pad up to max_num_seqs rows, so the workspace must hold that many tokens and logits.
   model->reserve(std::max(limits_.max_num_tokens, s), std::max(limits_.max_num_logits, s));
   if (!limits_.enforce_eager && limits_.max_num_tokens >= 1) graphs_ = DecodeGraphs::create(&be, s);
 }
 
-int64_t ModelRunner::stage(const std::vector<SeqStep>& seqs, int64_t num_rows, int64_t* num_logits, int64_t* max_q,
-                           int64_t* max_k, bool* all_decode) {
+ModelRunner::~ModelRunner() {
+  for (int32_t* h : h_staging_) model_->backend().free_pinned(h);
+}
+
+int64_t ModelRunner::stage(int32_t* h, const std::vector<SeqStep>& seqs, int64_t num_rows, int64_t* num_logits,
+                           int64_t* max_q, int64_t* max_k, bool* all_decode, bool* any_pending) {
   const int64_t bs = kv_->block_size(), mb = limits_.max_blocks_per_seq;
-  int32_t* h = h_staging_.data();
   int64_t t = 0, n = 0;
+  *any_pending = false;
   *max_q = 0;
   *max_k = 0;
   *all_decode = true;
@@ -54,7 +61,13 @@ int64_t ModelRunner::stage(const std::vector<SeqStep>& seqs, int64_t num_rows, i
         RL_CHECK(n < limits_.max_num_logits);
         h[off_.logit_idx + n++] = static_cast<int32_t>(t);
       }
-      h[off_.ids + t] = s.token_ids[j];
+      if (s.token_ids[j] < 0) {
+        RL_CHECK_MSG(s.pending_source >= 0, "a pending input token without its source row");
+        h[off_.ids + t] = -(s.pending_source + 1);
+        *any_pending = true;
+      } else {
+        h[off_.ids + t] = s.token_ids[j];
+      }
       h[off_.pos + t] = static_cast<int32_t>(p);
       h[off_.slots + t] = static_cast<int32_t>(s.block_table[p / bs] * bs + p % bs);
       ++t;
@@ -110,55 +123,75 @@ ForwardBatch ModelRunner::make_batch(int64_t t, int64_t num_seqs, int64_t n, int
   return b;
 }
 
-void ModelRunner::step(const std::vector<SeqStep>& seqs, std::vector<float>* logits_out) {
-  int64_t n = 0;
-  Tensor logits = step_device(seqs, &n);
-  logits_out->resize(static_cast<size_t>(n * model_->config().vocab_size));
-  if (n > 0) model_->backend().download(logits_out->data(), logits.data, logits_out->size() * sizeof(float));
+size_t ModelRunner::upload_bytes(int64_t num_rows) const {
+  // Every field up to the end of the used block-table rows (the gaps are a few KB).
+  return static_cast<size_t>(off_.tables + num_rows * limits_.max_blocks_per_seq) * 4;
 }
 
-Tensor ModelRunner::step_device(const std::vector<SeqStep>& seqs, int64_t* num_logits) {
+void ModelRunner::step(const std::vector<SeqStep>& seqs, std::vector<float>* logits_out) {
+  const int64_t num_seqs = static_cast<int64_t>(seqs.size());
+  RL_CHECK(num_seqs > 0 && num_seqs <= limits_.max_num_seqs);
+  int64_t n = 0, max_q = 0, max_k = 0;
+  bool all_decode = true, any_pending = false;
+  Backend& be = model_->backend();
+  be.synchronize();  // the pinned staging may still be read by an enqueued copy
+  const int64_t t = stage(h_staging_[0], seqs, num_seqs, &n, &max_q, &max_k, &all_decode, &any_pending);
+  RL_CHECK_MSG(!any_pending, "step() has no previous step to read pending tokens from");
+  be.upload_async(d_staging_.data(), h_staging_[0], upload_bytes(num_seqs));
+  Tensor logits = model_->forward(make_batch(t, num_seqs, n, max_q, max_k, all_decode), kv_->layers());
+  logits_out->resize(static_cast<size_t>(n * model_->config().vocab_size));
+  if (n > 0) be.download(logits_out->data(), logits.data, logits_out->size() * sizeof(float));
+}
+
+int64_t ModelRunner::launch(const std::vector<SeqStep>& seqs, std::span<const SamplerRow> rows, Sampler* sampler,
+                            int parity) {
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   RL_CHECK(num_seqs > 0 && num_seqs <= limits_.max_num_seqs);
   // A graph serves steps of single-token sequences that all want exactly their last token's logits.
   bool graphable = graphs_ != nullptr;
   for (const SeqStep& s : seqs) graphable = graphable && s.num_new_tokens == 1 && s.want_logits && !s.all_logits;
   const int64_t bucket = graphable ? graphs_->bucket_for(num_seqs) : 0;
-  const int64_t rows = bucket > 0 ? bucket : num_seqs;
+  const int64_t num_rows = bucket > 0 ? bucket : num_seqs;
 
   int64_t n = 0, max_q = 0, max_k = 0;
-  bool all_decode = true;
-  const int64_t t = stage(seqs, rows, &n, &max_q, &max_k, &all_decode);
+  bool all_decode = true, any_pending = false;
+  int32_t* h = h_staging_[parity];
+  const int64_t t = stage(h, seqs, num_rows, &n, &max_q, &max_k, &all_decode, &any_pending);
+  RL_CHECK(static_cast<int64_t>(rows.size()) == n);
   Backend& be = model_->backend();
-  // One upload: every field up to the end of the used block-table rows (the gaps are a few KB).
-  be.upload(d_staging_.data(), h_staging_.data(),
-            static_cast<size_t>(off_.tables + rows * limits_.max_blocks_per_seq) * 4);
+  be.upload_async(d_staging_.data(), h, upload_bytes(num_rows));
+  const int64_t num_sample_rows = bucket > 0 ? bucket : n;
+  sampler->prepare(rows, num_sample_rows, parity);
 
-  const ModelConfig& c = model_->config();
-  Tensor logits;
+  // Pending ids are resolved in place in the staged input ids, from the previous step's sampled ids.
+  const Tensor ids(static_cast<int32_t*>(d_staging_.data()) + off_.ids, DType::kI32, {t});
+  const Tensor prev = sampler->sampled_ids();
   if (bucket > 0) {
     // The graph's decode grid is sized for max_model_len; the kernel reads each sequence's length on the device.
-    const ForwardBatch b = make_batch(t, rows, rows, 1, limits_.max_model_len, true);
+    const ForwardBatch b = make_batch(t, num_rows, num_rows, 1, limits_.max_model_len, true);
+    const auto body = [&] {
+      be.resolve_pending_ids(ids, prev);
+      Tensor logits = model_->forward(b, kv_->layers());
+      sampler->sample(logits, num_rows);
+    };
     if (graphs_->captured(bucket)) {
       graphs_->replay(bucket);
-      logits = Tensor(nullptr, DType::kF32, {rows, c.vocab_size});
-      logits.data = graph_logits_;
       ++num_graph_steps_;
     } else {
-      logits = model_->forward(b, kv_->layers());  // eager first: warms up lazily loaded kernels and GEMM plans
-      graph_logits_ = logits.data;
-      const Status st = graphs_->capture(bucket, [&] { model_->forward(b, kv_->layers()); });
+      body();  // eager first: warms up lazily loaded kernels and GEMM plans
+      const Status st = graphs_->capture(bucket, body);
       if (!st.is_ok()) {
         log_warn(st.message() + "; decode steps run eagerly");
         graphs_.reset();
       }
     }
   } else {
-    logits = model_->forward(make_batch(t, num_seqs, n, max_q, max_k, all_decode), kv_->layers());
+    if (any_pending) be.resolve_pending_ids(ids, prev);
+    Tensor logits = model_->forward(make_batch(t, num_seqs, n, max_q, max_k, all_decode), kv_->layers());
+    if (n > 0) sampler->sample(logits, n);
   }
-  *num_logits = n;
-  // Only the first n rows are real (a graph bucket may hold padding rows after them).
-  return Tensor(logits.data, DType::kF32, {n, c.vocab_size});
+  sampler->fetch(n, parity);
+  return n;
 }
 
 }  // namespace rl

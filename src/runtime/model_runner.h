@@ -1,8 +1,8 @@
 // ModelRunner: turns a host-side description of one step (which tokens of which sequences, their block tables)
-// into a flattened ForwardBatch in backend memory, runs the model and returns the logits on the host.
-// Staging is one host vector and one device buffer laid out alike at offsets fixed by the limits (ids, positions,
-// slots, cu_seqlens_q, seq_lens_k, logits_indices, block tables), uploaded with one copy per step; a step never
-// allocates. On CUDA, all-decode steps run as CUDA graphs per batch-size bucket (runtime/cuda_graphs.h) unless
+// into a flattened ForwardBatch in backend memory, runs the model and samples (launch), or returns the logits
+// on the host (step). Staging is a pinned host buffer per parity and one device buffer laid out alike at
+// offsets fixed by the limits (ids, positions, slots, cu_seqlens_q, seq_lens_k, logits_indices, block tables),
+// uploaded with one asynchronous copy per step; a step never allocates. On CUDA, all-decode steps run as CUDA graphs per batch-size bucket (runtime/cuda_graphs.h) unless
 // enforce_eager: the batch is padded to the bucket with rows that write no KV (slot -1), read block 0 with
 // seq_len 1 and whose logits are never downloaded; rows never mix in any op, so padding cannot change real rows.
 #pragma once
@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "runtime/cuda_graphs.h"
 #include "runtime/kv_storage.h"
+#include "runtime/sampler.h"
 
 namespace rl {
 
@@ -26,6 +27,9 @@ struct SeqStep {
   int64_t num_blocks = 0;
   bool want_logits = true;             // compute logits for the last new token
   bool all_logits = false;             // compute logits for every new token (teacher-forced checks)
+  // A token id < 0 (kPendingToken) was sampled by the previous step and is read on the device from that
+  // step's sampled ids, row pending_source.
+  int32_t pending_source = -1;
 };
 
 struct RunnerLimits {
@@ -40,12 +44,19 @@ struct RunnerLimits {
 class ModelRunner {
  public:
   ModelRunner(Model* model, KvStorage* kv, const RunnerLimits& limits);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   // Runs one step. logits_out receives [num sequences with want_logits, vocab] f32 rows in order.
   void step(const std::vector<SeqStep>& seqs, std::vector<float>* logits_out);
-  // The same step, leaving the f32 logits [*num_logits, vocab] in backend memory (valid until the next step),
-  // so a device-side sampler can avoid downloading them.
-  Tensor step_device(const std::vector<SeqStep>& seqs, int64_t* num_logits);
+
+  // The pipelined step (design.md §8): enqueues the staging upload (pinned, parity's buffer), the pending input
+  // ids, the forward pass, the sampling of every want_logits row (rows[i] for the i-th such sequence) and the
+  // download of the sampled ids into the sampler's parity buffers, then returns without waiting. An all-decode
+  // step runs as one CUDA graph per batch bucket, sampling included. The parity's host buffers must be free
+  // (the step that last used them has passed its fence). Returns the number of sampled rows.
+  int64_t launch(const std::vector<SeqStep>& seqs, std::span<const SamplerRow> rows, Sampler* sampler, int parity);
 
   const RunnerLimits& limits() const { return limits_; }
   Model& model() { return *model_; }
@@ -59,8 +70,9 @@ class ModelRunner {
   };
   // Fills the host staging for seqs padded to num_rows sequences (num_rows == seqs.size() when not padding).
   // Returns the number of tokens; *num_logits, *max_q, *max_k and *all_decode describe the real rows.
-  int64_t stage(const std::vector<SeqStep>& seqs, int64_t num_rows, int64_t* num_logits, int64_t* max_q,
-                int64_t* max_k, bool* all_decode);
+  int64_t stage(int32_t* h, const std::vector<SeqStep>& seqs, int64_t num_rows, int64_t* num_logits,
+                int64_t* max_q, int64_t* max_k, bool* all_decode, bool* any_pending);
+  size_t upload_bytes(int64_t num_rows) const;
   ForwardBatch make_batch(int64_t num_tokens, int64_t num_seqs, int64_t num_logits, int64_t max_q,
                           int64_t max_k, bool all_decode) const;
 
@@ -68,10 +80,9 @@ class ModelRunner {
   KvStorage* kv_;
   RunnerLimits limits_;
   Offsets off_{};
-  std::vector<int32_t> h_staging_;
+  int32_t* h_staging_[2] = {nullptr, nullptr};  // pinned, by parity
   DeviceBuffer d_staging_;
   std::unique_ptr<DecodeGraphs> graphs_;  // null on CPU or with enforce_eager
-  void* graph_logits_ = nullptr;           // where every captured graph leaves its f32 logits
   int64_t num_graph_steps_ = 0;
 };
 

@@ -1,261 +1,234 @@
 #include "runtime/sampler.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
+#include <cstring>
 
 #include "core/check.h"
 
 namespace rl {
-namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Pinned staging of one parity. Layout mirrors the device buffers.
+struct Sampler::Host {
+  Backend* backend = nullptr;
+  SampleRowParams* params = nullptr;
+  int32_t* bias_ids = nullptr;
+  float* bias_values = nullptr;
+  int32_t* suppress = nullptr;
+  uint32_t* mask = nullptr;
+  int32_t* tokens = nullptr;
+  float* logprobs = nullptr;
+  int32_t* top_ids = nullptr;
+  float* top_logprobs = nullptr;
+  int32_t* init_ids = nullptr;
+  size_t init_cap = 0;  // int32 entries of init_ids
+  std::vector<void*> owned;
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+  template <typename T>
+  T* take(size_t n) {
+    void* p = backend->alloc_pinned(n * sizeof(T));
+    owned.push_back(p);
+    return static_cast<T*>(p);
+  }
+  ~Host() {
+    for (void* p : owned) backend->free_pinned(p);
+  }
+};
+
+bool needs_penalty_slot(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
-double to_unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
-
-// The lowest id among the largest logits (NaN never wins). Two passes: a branch-free, vectorizable max, then
-// the first match; a single branchy pass mispredicts too often on real logits.
-TokenId argmax(std::span<const float> row) {
-  float m = kNegInf;
-  for (float v : row) m = v > m ? v : m;
-  for (size_t i = 0; i < row.size(); ++i) {
-    if (row[i] == m) return static_cast<TokenId>(i);
+Sampler::Sampler(Backend* backend, int64_t max_rows, int64_t vocab, int64_t num_slots)
+    : backend_(backend), max_rows_(max_rows), vocab_(vocab), words_((vocab + 31) / 32), num_slots_(num_slots) {
+  RL_CHECK(max_rows > 0 && vocab > 0 && num_slots > 0);
+  bias_cap_ = max_rows * kMaxLogitBias;
+  suppress_cap_ = max_rows * (kMaxStopTokenIds + 64);
+  const auto rows = static_cast<size_t>(max_rows);
+  d_params_ = DeviceBuffer(backend, rows * sizeof(SampleRowParams));
+  d_bias_ids_ = DeviceBuffer(backend, static_cast<size_t>(bias_cap_) * 4);
+  d_bias_values_ = DeviceBuffer(backend, static_cast<size_t>(bias_cap_) * 4);
+  d_suppress_ = DeviceBuffer(backend, static_cast<size_t>(suppress_cap_) * 4);
+  d_mask_ = DeviceBuffer(backend, rows * static_cast<size_t>(words_) * 4);
+  d_counts_ = DeviceBuffer(backend, static_cast<size_t>(num_slots * vocab) * 4);
+  d_prompt_bits_ = DeviceBuffer(backend, static_cast<size_t>(num_slots * words_) * 4);
+  d_raw_ = DeviceBuffer(backend, rows * static_cast<size_t>(vocab) * 4);
+  d_tokens_ = DeviceBuffer(backend, rows * 4);
+  d_logprobs_ = DeviceBuffer(backend, rows * 4);
+  d_top_ids_ = DeviceBuffer(backend, rows * kMaxTopLogprobs * 4);
+  d_top_logprobs_ = DeviceBuffer(backend, rows * kMaxTopLogprobs * 4);
+  backend->fill_zero(d_tokens_.data(), d_tokens_.size());
+  for (int i = 0; i < 2; ++i) {
+    auto h = std::make_unique<Host>();
+    h->backend = backend;
+    h->params = h->take<SampleRowParams>(rows);
+    h->bias_ids = h->take<int32_t>(static_cast<size_t>(bias_cap_));
+    h->bias_values = h->take<float>(static_cast<size_t>(bias_cap_));
+    h->suppress = h->take<int32_t>(static_cast<size_t>(suppress_cap_));
+    h->mask = h->take<uint32_t>(rows * static_cast<size_t>(words_));
+    h->tokens = h->take<int32_t>(rows);
+    h->logprobs = h->take<float>(rows);
+    h->top_ids = h->take<int32_t>(rows * kMaxTopLogprobs);
+    h->top_logprobs = h->take<float>(rows * kMaxTopLogprobs);
+    host_.push_back(std::move(h));
+    num_logprobs_[i].assign(rows, -1);
   }
-  return 0;  // only NaN logits
+  batch_.params = static_cast<const SampleRowParams*>(d_params_.data());
+  batch_.bias_ids = static_cast<const int32_t*>(d_bias_ids_.data());
+  batch_.bias_values = static_cast<const float*>(d_bias_values_.data());
+  batch_.suppress_ids = static_cast<const int32_t*>(d_suppress_.data());
+  batch_.penalty_counts = static_cast<int32_t*>(d_counts_.data());
+  batch_.prompt_bits = static_cast<uint32_t*>(d_prompt_bits_.data());
+  batch_.allowed_mask = static_cast<const uint32_t*>(d_mask_.data());
+  batch_.raw_scratch = static_cast<float*>(d_raw_.data());
+  batch_.out_tokens = static_cast<int32_t*>(d_tokens_.data());
+  batch_.out_logprobs = static_cast<float*>(d_logprobs_.data());
+  batch_.out_top_ids = static_cast<int32_t*>(d_top_ids_.data());
+  batch_.out_top_logprobs = static_cast<float*>(d_top_logprobs_.data());
 }
 
-bool in_vocab(TokenId t, size_t vocab_size) { return t >= 0 && static_cast<size_t>(t) < vocab_size; }
+Sampler::~Sampler() = default;
 
-// Top-p buckets: bin b holds logits in (max - (b + 1) * w, max - b * w] with w = kBinRange / kNumBins; bin
-// kNumBins holds everything further below (negligible mass, but kept exact).
-constexpr int32_t kNumBins = 2048;
-constexpr float kBinRange = 32.0f;
-
-int32_t bin_of(float delta) {
-  if (!(delta < kBinRange)) return kNumBins;
-  return std::min(kNumBins - 1, static_cast<int32_t>(delta * (kNumBins / kBinRange)));
-}
-
-// Candidate order: descending logit, then ascending id.
-bool ranks_before(std::span<const float> logits, int32_t a, int32_t b) {
-  return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-}
-
-}  // namespace
-
-
-double sampler_uniform(uint64_t seed, uint64_t step) { return to_unit(splitmix64(splitmix64(seed) ^ step)); }
-
-Sampler::Sampler() : unseeded_rng_(std::random_device{}()) {}
-
-void Sampler::apply_processors(std::span<float> logits, const SamplerRow& row) {
-  const SamplingParams& p = *row.params;
-  const size_t vocab = logits.size();
-  for (const auto& [token, bias] : p.logit_bias) {
-    if (in_vocab(token, vocab)) logits[token] += bias;
+void Sampler::prepare(std::span<const SamplerRow> rows, int64_t num_rows, int parity) {
+  RL_CHECK(static_cast<int64_t>(rows.size()) <= num_rows && num_rows <= max_rows_);
+  Host& h = *host_[static_cast<size_t>(parity)];
+  int32_t nb = 0, ns = 0, nm = 0;
+  size_t init_len = 0;
+  for (const SamplerRow& row : rows) {
+    if (row.init_slot) init_len += row.prompt_token_ids.size() + row.output_token_ids.size();
   }
-  if (static_cast<int32_t>(row.output_token_ids.size()) < p.min_tokens) {
-    if (!p.ignore_eos) {
-      for (TokenId t : row.eos_token_ids) {
-        if (in_vocab(t, vocab)) logits[t] = kNegInf;
-      }
+  if (init_len > h.init_cap) {
+    // Grows both parities' staging and the device buffer; rare (the longest penalized request so far).
+    const size_t cap = std::max(init_len, h.init_cap * 2);
+    backend_->synchronize();  // enqueued copies and resets may still read the old buffers
+    for (auto& other : host_) {
+      std::erase(other->owned, static_cast<void*>(other->init_ids));
+      if (other->init_ids) backend_->free_pinned(other->init_ids);
+      other->init_ids = other->take<int32_t>(cap);
+      other->init_cap = cap;
     }
-    for (TokenId t : p.stop_token_ids) {
-      if (in_vocab(t, vocab)) logits[t] = kNegInf;
-    }
+    d_init_ids_ = DeviceBuffer(backend_, cap * 4);
   }
-  if (p.repetition_penalty != 1.0f) {
-    seen_.resize(vocab, 0);
-    const auto penalize = [&](std::span<const TokenId> ids) {
-      for (TokenId t : ids) {
-        if (!in_vocab(t, vocab) || seen_[t]) continue;
-        seen_[t] = 1;
-        logits[t] = logits[t] > 0.0f ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
-      }
-    };
-    penalize(row.prompt_token_ids);
-    penalize(row.output_token_ids);
-    for (TokenId t : row.prompt_token_ids) if (in_vocab(t, vocab)) seen_[t] = 0;
-    for (TokenId t : row.output_token_ids) if (in_vocab(t, vocab)) seen_[t] = 0;
-  }
-  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
-    counts_.resize(vocab, 0);
-    for (TokenId t : row.output_token_ids) if (in_vocab(t, vocab)) ++counts_[t];
-    for (TokenId t : row.output_token_ids) {
-      if (!in_vocab(t, vocab) || counts_[t] == 0) continue;
-      logits[t] -= p.frequency_penalty * static_cast<float>(counts_[t]) + p.presence_penalty;
-      counts_[t] = 0;  // each distinct token once; also restores the all-zero scratch
-    }
-  }
-}
-
-void Sampler::select_top(std::span<const float> logits, int32_t k) {
-  // One pass with a heap of the k best so far (its front is the worst of them): most tokens lose a single
-  // comparison against the front, so this is O(vocab) for small k, with no index array over the vocabulary.
-  const auto before = [&](int32_t a, int32_t b) { return ranks_before(logits, a, b); };
-  const int32_t vocab = static_cast<int32_t>(logits.size());
-  k = std::min(k, vocab);
-  idx_.clear();
-  if (k <= 0) return;
-  for (int32_t t = 0; t < vocab; ++t) {
-    if (static_cast<int32_t>(idx_.size()) < k) {
-      idx_.push_back(t);
-      std::push_heap(idx_.begin(), idx_.end(), before);
-    } else if (logits[t] > logits[idx_.front()]) {  // an equal logit has a larger id: it ranks after
-      std::pop_heap(idx_.begin(), idx_.end(), before);
-      idx_.back() = t;
-      std::push_heap(idx_.begin(), idx_.end(), before);
-    }
-  }
-  std::sort_heap(idx_.begin(), idx_.end(), before);
-}
-
-std::vector<TokenProb> Sampler::filtered_distribution(std::span<const float> scaled, int32_t top_k, float top_p,
-                                                      float min_p) {
-  const int32_t vocab = static_cast<int32_t>(scaled.size());
-  const float max_logit = scaled[argmax(scaled)];
-  RL_CHECK_MSG(max_logit > kNegInf, "every logit is -inf");
-  // weight(t) = p(t) / p_max, the unnormalized probability.
-  const auto weight = [&](int32_t t) { return std::exp(scaled[t] - max_logit); };
-  idx_.clear();
-  if (top_k > 0 && top_k < vocab) {
-    select_top(scaled, top_k);
-    // Ties with the k-th value are kept (HF/vLLM): those are the equal logits with larger ids, left out above.
-    const int32_t kth = idx_.back();
-    for (int32_t t = kth + 1; t < vocab; ++t) {
-      if (scaled[t] == scaled[kth]) idx_.push_back(t);
-    }
-    if (top_p < 1.0f) {
-      double total = 0.0;
-      for (int32_t t : idx_) total += weight(t);
-      double cum = 0.0;
-      size_t keep = 0;
-      while (keep < idx_.size() && cum < top_p * total) cum += weight(idx_[keep++]);
-      idx_.resize(std::max<size_t>(keep, 1));
-    }
-  } else if (top_p < 1.0f) {
-    // Top-p without sorting the vocabulary: bucket tokens by logit (bins are monotone in the logit), find the
-    // bin where the mass crosses top_p, and sort only that bin's tokens.
-    bin_mass_.assign(kNumBins + 1, 0.0);
-    double total = 0.0;
-    for (int32_t t = 0; t < vocab; ++t) {
-      const double w = weight(t);
-      bin_mass_[bin_of(max_logit - scaled[t])] += w;
-      total += w;
-    }
-    const double target = top_p * total;
-    double cum = 0.0;
-    int32_t crossing = 0;
-    while (crossing < kNumBins && cum + bin_mass_[crossing] < target) cum += bin_mass_[crossing++];
-    boundary_.clear();
-    for (int32_t t = 0; t < vocab; ++t) {
-      const int32_t b = bin_of(max_logit - scaled[t]);
-      if (b < crossing) {
-        idx_.push_back(t);
-      } else if (b == crossing) {
-        boundary_.push_back(t);
-      }
-    }
-    std::sort(boundary_.begin(), boundary_.end(), [&](int32_t a, int32_t b) { return ranks_before(scaled, a, b); });
-    for (int32_t t : boundary_) {
-      if (cum >= target && !idx_.empty()) break;
-      cum += weight(t);
-      idx_.push_back(t);
-    }
-  } else {
-    idx_.resize(vocab);
-    for (int32_t i = 0; i < vocab; ++i) idx_[i] = i;
-  }
-  std::vector<TokenProb> out;
-  out.reserve(idx_.size());
-  double total = 0.0;
-  for (int32_t t : idx_) {
-    const float w = weight(t);
-    if (w == 0.0f || w < min_p) continue;  // min-p: p(t) >= min_p * p_max
-    out.push_back(TokenProb{t, w});
-    total += w;
-  }
-  for (TokenProb& tp : out) tp.prob = static_cast<float>(tp.prob / total);
-  return out;
-}
-
-TokenId Sampler::draw_unfiltered(std::span<const float> scaled, float min_p, double u) const {
-  const float max_logit = scaled[argmax(scaled)];
-  RL_CHECK_MSG(max_logit > kNegInf, "every logit is -inf");
-  double total = 0.0;
-  for (float v : scaled) {
-    const float w = std::exp(v - max_logit);
-    if (w >= min_p) total += w;
-  }
-  const double target = u * total;
-  double cum = 0.0;
-  TokenId last = 0;
-  for (size_t t = 0; t < scaled.size(); ++t) {
-    const float w = std::exp(scaled[t] - max_logit);
-    if (w == 0.0f || w < min_p) continue;
-    cum += w;
-    last = static_cast<TokenId>(t);
-    if (target < cum) return last;
-  }
-  return last;  // rounding left the target at the very end
-}
-
-std::vector<SampleResult> Sampler::sample(std::span<float> logits, int32_t vocab_size,
-                                          std::span<const SamplerRow> rows) {
-  RL_CHECK(vocab_size > 0);
-  RL_CHECK(logits.size() == rows.size() * static_cast<size_t>(vocab_size));
-  std::vector<SampleResult> results(rows.size());
+  std::vector<PenaltySlotInit> inits;
+  size_t init_pos = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     const SamplerRow& row = rows[r];
-    RL_CHECK(row.params != nullptr);
     const SamplingParams& p = *row.params;
-    std::span<float> logit_row = logits.subspan(r * vocab_size, vocab_size);
-    SampleResult& res = results[r];
-    const int32_t num_top = p.logprobs ? std::min(*p.logprobs, vocab_size) : 0;
-    float log_normalizer = 0.0f;
-    if (p.logprobs) {
-      raw_.assign(logit_row.begin(), logit_row.end());
-      const float m = raw_[argmax(raw_)];
-      double sum = 0.0;
-      for (float v : raw_) sum += std::exp(v - m);
-      log_normalizer = m + static_cast<float>(std::log(sum));
-      select_top(raw_, num_top);
-      for (int32_t i = 0; i < num_top; ++i) {
-        res.top_logprobs.push_back(TokenLogprob{idx_[i], raw_[idx_[i]] - log_normalizer});
+    SampleRowParams& d = h.params[r];
+    d = SampleRowParams{};
+    d.temperature = p.temperature;
+    d.top_k = p.top_k;
+    d.top_p = p.top_p;
+    d.min_p = p.min_p;
+    d.seed = row.seed;
+    d.step = static_cast<uint64_t>(row.num_outputs);
+    d.num_logprobs = p.logprobs ? *p.logprobs : -1;
+    d.min_tokens = p.min_tokens;
+    d.bias_begin = nb;
+    for (const auto& [token, bias] : p.logit_bias) {
+      RL_CHECK(nb < bias_cap_);
+      h.bias_ids[nb] = token;
+      h.bias_values[nb++] = bias;
+    }
+    d.bias_end = nb;
+    d.suppress_begin = ns;
+    if (row.num_outputs < p.min_tokens) {
+      const auto add = [&](TokenId t) {
+        RL_CHECK(ns < suppress_cap_);
+        if (t >= 0 && t < vocab_) h.suppress[ns++] = t;
+      };
+      if (!p.ignore_eos) {
+        for (TokenId t : row.eos_token_ids) add(t);
+      }
+      for (TokenId t : p.stop_token_ids) add(t);
+    }
+    d.suppress_end = ns;
+    if (row.allowed_mask) {
+      std::memcpy(h.mask + static_cast<int64_t>(nm) * words_, row.allowed_mask, static_cast<size_t>(words_) * 4);
+      d.mask_row = nm++;
+    }
+    if (row.penalty_slot >= 0) {
+      RL_CHECK(row.penalty_slot < num_slots_);
+      d.penalty_slot = row.penalty_slot;
+      d.repetition_penalty = p.repetition_penalty;
+      d.presence_penalty = p.presence_penalty;
+      d.frequency_penalty = p.frequency_penalty;
+      if (row.init_slot) {
+        PenaltySlotInit in;
+        in.slot = row.penalty_slot;
+        int32_t* dev = static_cast<int32_t*>(d_init_ids_.data());
+        std::copy(row.prompt_token_ids.begin(), row.prompt_token_ids.end(), h.init_ids + init_pos);
+        in.prompt_ids = dev + init_pos;
+        in.num_prompt = static_cast<int64_t>(row.prompt_token_ids.size());
+        init_pos += row.prompt_token_ids.size();
+        std::copy(row.output_token_ids.begin(), row.output_token_ids.end(), h.init_ids + init_pos);
+        in.output_ids = dev + init_pos;
+        in.num_output = static_cast<int64_t>(row.output_token_ids.size());
+        init_pos += row.output_token_ids.size();
+        inits.push_back(in);
       }
     }
-    apply_processors(logit_row, row);
-    if (p.is_greedy()) {
-      res.token = argmax(logit_row);
-    } else {
-      const float inv_t = 1.0f / p.temperature;
-      for (float& v : logit_row) v *= inv_t;
-      const double u = p.seed ? sampler_uniform(*p.seed, row.output_token_ids.size()) : to_unit(unseeded_rng_());
-      if ((p.top_k <= 0 || p.top_k >= vocab_size) && p.top_p >= 1.0f) {
-        res.token = draw_unfiltered(logit_row, p.min_p, u);
-      } else {
-        const std::vector<TokenProb> dist = filtered_distribution(logit_row, p.top_k, p.top_p, p.min_p);
-        double cum = 0.0;
-        res.token = dist.back().token;  // guards against rounding leaving u above the last cumulative sum
-        for (const TokenProb& tp : dist) {
-          cum += tp.prob;
-          if (u < cum) {
-            res.token = tp.token;
-            break;
-          }
-        }
-      }
-    }
-    if (p.logprobs) res.logprob = raw_[res.token] - log_normalizer;
+    num_logprobs_[parity][r] = d.num_logprobs;
   }
-  return results;
+  for (int64_t r = static_cast<int64_t>(rows.size()); r < num_rows; ++r) {
+    h.params[r] = SampleRowParams{};
+    h.params[r].temperature = 0.0f;  // padding rows: plain argmax, no state touched
+    num_logprobs_[parity][static_cast<size_t>(r)] = -1;
+  }
+  any_logprobs_[parity] = std::any_of(rows.begin(), rows.end(), [](const SamplerRow& r) {
+    return r.params->logprobs.has_value();
+  });
+  backend_->upload_async(d_params_.data(), h.params, static_cast<size_t>(num_rows) * sizeof(SampleRowParams));
+  if (nb > 0) {
+    backend_->upload_async(d_bias_ids_.data(), h.bias_ids, static_cast<size_t>(nb) * 4);
+    backend_->upload_async(d_bias_values_.data(), h.bias_values, static_cast<size_t>(nb) * 4);
+  }
+  if (ns > 0) backend_->upload_async(d_suppress_.data(), h.suppress, static_cast<size_t>(ns) * 4);
+  if (nm > 0) backend_->upload_async(d_mask_.data(), h.mask, static_cast<size_t>(nm * words_) * 4);
+  if (!inits.empty()) {
+    backend_->upload_async(d_init_ids_.data(), h.init_ids, init_pos * 4);
+    backend_->init_penalty_slots(inits.data(), static_cast<int64_t>(inits.size()), batch_, vocab_);
+  }
 }
+
+void Sampler::sample(const Tensor& logits, int64_t num_rows) {
+  SampleBatch b = batch_;
+  b.num_rows = num_rows;
+  backend_->sample(logits, b);
+}
+
+void Sampler::fetch(int64_t num_rows, int parity) {
+  Host& h = *host_[static_cast<size_t>(parity)];
+  const auto n = static_cast<size_t>(num_rows);
+  if (n == 0) return;
+  backend_->download_async(h.tokens, d_tokens_.data(), n * 4);
+  if (any_logprobs_[parity]) {
+    backend_->download_async(h.logprobs, d_logprobs_.data(), n * 4);
+    backend_->download_async(h.top_ids, d_top_ids_.data(), n * kMaxTopLogprobs * 4);
+    backend_->download_async(h.top_logprobs, d_top_logprobs_.data(), n * kMaxTopLogprobs * 4);
+  }
+}
+
+SampleResult Sampler::result(int parity, int64_t row) const {
+  const Host& h = *host_[static_cast<size_t>(parity)];
+  SampleResult res;
+  res.token = h.tokens[row];
+  if (res.token == kSampleNonFinite) {
+    res.error = "the model produced non-finite logits (NaN or Inf) for this sequence";
+  } else if (res.token < 0) {
+    res.error = "no token can be sampled: every logit is -inf or non-finite after logit_bias, min_tokens, "
+                "penalties and the allowed-token mask";
+  }
+  const int32_t n = num_logprobs_[parity][static_cast<size_t>(row)];
+  if (n >= 0 && res.token >= 0) {
+    res.logprob = h.logprobs[row];
+    for (int32_t k = 0; k < std::min<int64_t>(n, vocab_); ++k) {
+      res.top_logprobs.push_back(
+          TokenLogprob{h.top_ids[row * kMaxTopLogprobs + k], h.top_logprobs[row * kMaxTopLogprobs + k]});
+    }
+  }
+  return res;
+}
+
+Tensor Sampler::sampled_ids() const { return Tensor(d_tokens_.data(), DType::kI32, {max_rows_}); }
 
 }  // namespace rl

@@ -1,36 +1,41 @@
-// CPU sampler over f32 logits rows. Per row, in this order:
-//   1. logit_bias is added;
-//   2. min_tokens: while fewer than min_tokens outputs exist, EOS (unless ignore_eos) and stop_token_ids get -inf;
-//   3. penalties: repetition (HF: over prompt + output tokens, positive logits divided, negative multiplied),
-//      then frequency and presence (OpenAI: logit -= frequency * count + presence * (count > 0), over outputs);
-//   4. temperature 0: argmax (ties → lowest id); otherwise logits / temperature, then top-k (ties at the k-th
-//      value are kept, as HF/vLLM), top-p (the smallest prefix by descending probability whose mass reaches
-//      top_p; the crossing token is kept), min-p (probability >= min_p * max probability), renormalize, draw.
-// The random draw for a row depends only on (seed, number of output tokens), via a counter-based generator, so
-// a seeded request samples the same tokens whatever else is in the batch. Unseeded rows use the sampler's own
-// randomly seeded generator.
+// The one sampling path (design.md §8): every row of every step, whatever its parameters, is sampled by
+// Backend::sample (ops.h, SampleRowParams) on the backend that computed the logits, with one counter-based RNG
+// keyed by (seed, output position). Only token ids (and logprobs when asked) come back to the host.
 //
-// Logprobs (NOTE: vLLM's default, "raw logprobs"): the chosen token's logprob and the top-N are taken from the
-// log-softmax of the RAW model logits, before bias, penalties, temperature and filters, so they describe the
-// model, not the sampling distribution.
+// The Sampler owns the device side: per-row parameters and sparse lists (bias, min_tokens suppression, the
+// allowed-token mask), the penalty state (output-token counts and prompt bits per penalty slot, updated on the
+// device as tokens are sampled, so the host need not know the last token to penalize it), and the outputs.
+// Host staging is pinned and double-buffered by parity: stage n+1 while the device still copies step n.
+//
+// Invariants: prepare(parity) only touches the parity's host buffers, whose previous use (two steps ago) has
+// passed its fence; sample() reads only device buffers at fixed addresses (graph-capturable); the penalty slot
+// of a row is initialized (init_slot) the first step it is sampled with that slot.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "kv/kv_types.h"
 #include "sched/sampling_params.h"
 
 namespace rl {
 
+// One row to sample, described on the host.
 struct SamplerRow {
   const SamplingParams* params = nullptr;
   std::span<const TokenId> prompt_token_ids;
-  std::span<const TokenId> output_token_ids;  // generated so far; its size is the RNG counter
+  std::span<const TokenId> output_token_ids;  // known outputs (only read to initialize a penalty slot)
+  int64_t num_outputs = 0;                    // outputs so far, pending ones included: the RNG counter
   std::span<const TokenId> eos_token_ids;
+  uint64_t seed = 0;                          // the request's seed (or its engine-chosen stream)
+  int32_t penalty_slot = -1;                  // >= 0 when the params have penalties
+  bool init_slot = false;                     // reset the slot from the known tokens first
+  // Structured-output hook: allowed tokens as bits [ceil(vocab / 32)] in host memory; null = all allowed.
+  const uint32_t* allowed_mask = nullptr;
 };
 
 struct TokenLogprob {
@@ -39,48 +44,48 @@ struct TokenLogprob {
 };
 
 struct SampleResult {
-  TokenId token = 0;
+  TokenId token = 0;                        // < 0 when error is set (ops.h, kSampleNonFinite / kSampleNothingLeft)
   std::optional<float> logprob;             // set when params->logprobs is set
   std::vector<TokenLogprob> top_logprobs;   // [min(params->logprobs, vocab_size)], descending
+  // Non-empty when the row cannot be sampled (NaN or +Inf logits from a numerically broken model, or nothing
+  // left above -inf after the processors): the request fails with this message, token is meaningless.
+  std::string error;
 };
 
-// A token of the filtered distribution and its renormalized probability.
-struct TokenProb {
-  TokenId token = 0;
-  float prob = 0.0f;
-};
+bool needs_penalty_slot(const SamplingParams& p);
 
 class Sampler {
  public:
-  Sampler();  // unseeded rows draw from a generator seeded by std::random_device
+  // max_rows: rows per step (graph buckets included); num_slots: penalty slots (one per running request).
+  Sampler(Backend* backend, int64_t max_rows, int64_t vocab_size, int64_t num_slots);
+  ~Sampler();
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
 
-  // logits: [rows.size()][vocab_size], row-major; processed in place (the rows hold garbage afterwards).
-  std::vector<SampleResult> sample(std::span<float> logits, int32_t vocab_size, std::span<const SamplerRow> rows);
-
-  // Steps 1-3 above on one row.
-  void apply_processors(std::span<float> logits, const SamplerRow& row);
-
-  // Step 4's filters on temperature-scaled logits: the kept tokens with renormalized probabilities, in a
-  // deterministic order (descending after top-k; id order, then the top-p boundary bin, otherwise).
-  std::vector<TokenProb> filtered_distribution(std::span<const float> scaled_logits, int32_t top_k, float top_p,
-                                               float min_p);
+  // Stages rows (padded with greedy rows up to num_rows) into the parity's pinned buffers and enqueues their
+  // uploads and the penalty slot resets. Before sample() of the same step.
+  void prepare(std::span<const SamplerRow> rows, int64_t num_rows, int parity);
+  // Enqueues sampling of logits [num_rows, vocab] (graph-capturable; num_rows as prepared).
+  void sample(const Tensor& logits, int64_t num_rows);
+  // Enqueues the download of the first num_rows results into the parity's pinned buffers.
+  void fetch(int64_t num_rows, int parity);
+  // The results of the parity's last fetch, once a fence recorded after it has passed.
+  SampleResult result(int parity, int64_t row) const;
+  // Device i32 [max_rows]: the tokens of the last sample(), read by the next step's pending input ids.
+  Tensor sampled_ids() const;
 
  private:
-  // Inverse-CDF draw over the whole vocabulary (only min-p filtering), in id order, without materializing it.
-  TokenId draw_unfiltered(std::span<const float> scaled_logits, float min_p, double u) const;
-  // idx_ = the k best token ids by (logit desc, id asc), in that order.
-  void select_top(std::span<const float> logits, int32_t k);
-
-  std::mt19937_64 unseeded_rng_;
-  std::vector<int32_t> counts_;   // [vocab_size] scratch: output token counts, zero between rows
-  std::vector<uint8_t> seen_;     // [vocab_size] scratch: prompt+output membership, zero between rows
-  std::vector<int32_t> idx_;      // [vocab_size] scratch: token ids for selection
-  std::vector<float> raw_;        // [vocab_size] scratch: raw logits kept for logprobs
-  std::vector<int32_t> boundary_; // scratch: tokens of the top-p crossing bin
-  std::vector<double> bin_mass_;  // scratch: probability mass per top-p bin
+  struct Host;  // pinned staging of one parity
+  Backend* backend_;
+  int64_t max_rows_, vocab_, words_, num_slots_;
+  int64_t bias_cap_, suppress_cap_;
+  DeviceBuffer d_params_, d_bias_ids_, d_bias_values_, d_suppress_, d_mask_;
+  DeviceBuffer d_counts_, d_prompt_bits_, d_raw_, d_tokens_, d_logprobs_, d_top_ids_, d_top_logprobs_;
+  DeviceBuffer d_init_ids_;  // slot-reset token ids, grown as needed (not used by captured graphs)
+  std::vector<std::unique_ptr<Host>> host_;  // [2]
+  SampleBatch batch_;
+  std::vector<int32_t> num_logprobs_[2];     // per fetched row: -1 or N (host side)
+  bool any_logprobs_[2] = {false, false};
 };
-
-// The counter-based uniform draw in [0, 1) used for a seeded row at a given step (exposed for tests).
-double sampler_uniform(uint64_t seed, uint64_t step);
 
 }  // namespace rl

@@ -38,6 +38,14 @@ Status SamplingParams::validate(int32_t vocab_size) const {
     return bad("min_tokens", "(" + std::to_string(min_tokens) + ") must not exceed max_tokens (" +
                                  std::to_string(*max_tokens) + ")");
   }
+  if (logit_bias.size() > static_cast<size_t>(kMaxLogitBias)) {
+    return bad("logit_bias", "has " + std::to_string(logit_bias.size()) + " entries, at most " +
+                                 std::to_string(kMaxLogitBias) + " are allowed");
+  }
+  if (stop_token_ids.size() > static_cast<size_t>(kMaxStopTokenIds)) {
+    return bad("stop_token_ids", "has " + std::to_string(stop_token_ids.size()) + " entries, at most " +
+                                     std::to_string(kMaxStopTokenIds) + " are allowed");
+  }
   for (const auto& [token, bias] : logit_bias) {
     if (!std::isfinite(bias)) return bad("logit_bias", "for token " + std::to_string(token) + " is not finite");
     if (token < 0 || (vocab_size > 0 && token >= vocab_size)) {

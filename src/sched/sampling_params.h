@@ -11,10 +11,13 @@
 
 #include "core/status.h"
 #include "kv/kv_types.h"
+#include "sched/token_constraint.h"
 
 namespace rl {
 
 inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr int32_t kMaxLogitBias = 1024;    // logit_bias entries per request (OpenAI allows 300)
+inline constexpr int32_t kMaxStopTokenIds = 256;  // stop_token_ids per request
 
 struct SamplingParams {
   int32_t n = 1;
@@ -34,6 +37,8 @@ struct SamplingParams {
   std::optional<int32_t> max_tokens;  // unset: up to max_model_len
   bool ignore_eos = false;
   std::string cache_salt;
+  // Structured outputs: when set, every sequence's tokens are constrained by its own TokenConstraint.
+  TokenConstraintFactory constraint;
 
   bool is_greedy() const { return temperature == 0.0f; }
 

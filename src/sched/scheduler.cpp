@@ -34,8 +34,15 @@ Scheduler::Scheduler(SchedulerConfig config, Clock clock)
   if (!clock_) clock_ = now_seconds;
 }
 
-KvRequestView Scheduler::kv_view(const Request& r) const {
-  return KvRequestView{r.arrival_seq, r.token_ids, r.num_computed_tokens, r.params.cache_salt};
+KvRequestView Scheduler::kv_view(const Request& r, bool known_only) const {
+  const int32_t known = r.num_known_tokens();
+  return KvRequestView{r.arrival_seq, std::span<const TokenId>(r.token_ids).first(static_cast<size_t>(known)),
+                       known_only ? std::min(r.num_computed_tokens, known) : r.num_computed_tokens,
+                       r.params.cache_salt};
+}
+
+bool Scheduler::length_done(const Request& r) const {
+  return r.num_output_tokens() >= r.max_tokens() || r.num_tokens() >= config_.max_model_len;
 }
 
 AddResult Scheduler::add_request(Request request) {
@@ -77,8 +84,10 @@ AddResult Scheduler::add_request(Request request) {
   owned->status = RequestStatus::kWaiting;
   owned->num_computed_tokens = 0;
   owned->arrival_seq = next_arrival_seq_++;
-  owned->arrival_time = clock_();
+  // The caller may have started the request's clock earlier (at submit); never later than now.
+  if (!(owned->arrival_time > 0.0)) owned->arrival_time = clock_();
   waiting_.push_back(owned.get());
+  by_seq_[owned->arrival_seq] = owned.get();
   requests_.emplace(owned->id, std::move(owned));
   return AddResult{};
 }
@@ -102,6 +111,7 @@ SchedulerOutput Scheduler::schedule() {
   const auto emit = [&](Request* r, int32_t num_new, bool is_new) {
     ScheduledRequest s;
     s.request = r;
+    s.arrival_seq = r->arrival_seq;
     s.num_computed_tokens = r->num_computed_tokens;
     s.num_scheduled_tokens = num_new;
     s.token_ids = std::span<const TokenId>(r->token_ids).subspan(r->num_computed_tokens, num_new);
@@ -109,6 +119,10 @@ SchedulerOutput Scheduler::schedule() {
     s.block_table.assign(table.begin(), table.end());
     s.samples = r->num_computed_tokens + num_new == r->num_tokens();
     s.is_new = is_new;
+    // Cache the blocks this step completes (their KV is written before any attention of the step reads it).
+    KvRequestView view = kv_view(*r, true);
+    view.num_computed_tokens = std::min(r->num_computed_tokens + num_new, r->num_known_tokens());
+    kv_.cache_full_blocks(view);
     out.scheduled.push_back(std::move(s));
     out.num_scheduled_tokens += num_new;
     budget -= num_new;
@@ -124,6 +138,11 @@ SchedulerOutput Scheduler::schedule() {
   bool preempted_any = false;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
+    // Its pending tokens already reach its length limit, or it has no token to compute: wait for resolve().
+    if ((r->num_pending > 0 && length_done(*r)) || r->num_computed_tokens >= r->num_tokens()) {
+      ++i;
+      continue;
+    }
     const int32_t num_new = clamp(r->num_tokens() - r->num_computed_tokens);
     RL_CHECK(num_new > 0);
     bool self_preempted = false;
@@ -147,6 +166,7 @@ SchedulerOutput Scheduler::schedule() {
   while (!preempted_any && !waiting_.empty() && budget > 0 && num_running() < config_.max_num_seqs) {
     Request* r = waiting_.front();
     RL_CHECK(r->num_computed_tokens == 0);
+    if (r->num_pending > 0) break;  // preempted with a token still in flight: resolve() first
     ComputedBlocks hit = kv_.get_computed_blocks(kv_view(*r));
     const int32_t num_remaining = r->num_tokens() - hit.num_computed_tokens;
     // Without chunked prefill a prompt waits for a step with room for all of it; only a resumed request that
@@ -171,34 +191,58 @@ SchedulerOutput Scheduler::schedule() {
 }
 
 std::optional<RequestStatus> Scheduler::stop_status(const Request& r) const {
-  const TokenId last = r.token_ids.back();
+  // Judged at the newest known token (later ones are still pending).
+  const int32_t num_known = r.num_known_tokens();
+  const TokenId last = r.token_ids[static_cast<size_t>(num_known - 1)];
+  const int32_t num_outputs = num_known - r.num_prompt_tokens;
   // The sampler suppresses EOS and stop ids while fewer than min_tokens outputs exist; agree with it here.
-  if (r.num_output_tokens() > r.params.min_tokens) {
+  if (num_outputs > r.params.min_tokens) {
     if (!r.params.ignore_eos && contains(r.eos_token_ids, last)) return RequestStatus::kFinishedStopped;
     if (contains(r.params.stop_token_ids, last)) return RequestStatus::kFinishedStopped;
   }
-  if (r.num_output_tokens() >= r.max_tokens()) return RequestStatus::kFinishedLength;
-  if (r.num_tokens() >= config_.max_model_len) return RequestStatus::kFinishedLength;
+  if (num_outputs >= r.max_tokens()) return RequestStatus::kFinishedLength;
+  if (num_known >= config_.max_model_len) return RequestStatus::kFinishedLength;
   return std::nullopt;
 }
 
 UpdateResult Scheduler::update_from_output(const SchedulerOutput& output,
                                            std::span<const TokenId> sampled_token_ids) {
+  advance(output);
+  return resolve(output, sampled_token_ids);
+}
+
+void Scheduler::advance(const SchedulerOutput& output) {
+  for (const ScheduledRequest& s : output.scheduled) {
+    Request* r = live(s);
+    if (r == nullptr) continue;
+    if (r->status != RequestStatus::kRunning || r->num_computed_tokens != s.num_computed_tokens) continue;
+    r->num_computed_tokens += s.num_scheduled_tokens;
+    if (s.samples) {
+      r->token_ids.push_back(kPendingToken);
+      ++r->num_pending;
+    }
+  }
+}
+
+UpdateResult Scheduler::resolve(const SchedulerOutput& output, std::span<const TokenId> sampled_token_ids) {
   RL_CHECK(sampled_token_ids.size() == output.scheduled.size());
   UpdateResult result;
   const double now = clock_();
   for (size_t i = 0; i < output.scheduled.size(); ++i) {
     const ScheduledRequest& s = output.scheduled[i];
-    auto it = requests_.find(s.request->id);
-    // Finished or preempted since this output was made: its chunk no longer counts.
-    if (it == requests_.end() || it->second.get() != s.request) continue;
-    Request* r = it->second.get();
-    if (r->status != RequestStatus::kRunning || r->num_computed_tokens != s.num_computed_tokens) continue;
-    r->num_computed_tokens += s.num_scheduled_tokens;
+    Request* r = live(s);
+    if (r == nullptr) continue;  // finished since this output was made: its chunk no longer counts
+    const size_t index = static_cast<size_t>(s.num_computed_tokens + s.num_scheduled_tokens);
     std::optional<RequestStatus> finished;
     if (s.samples) {
+      // The placeholder advance() appended for this row: the oldest pending one (a preempted request keeps it).
+      if (r->num_pending == 0 || index != static_cast<size_t>(r->num_known_tokens()) ||
+          r->token_ids[index] != kPendingToken) {
+        continue;
+      }
       const TokenId token = sampled_token_ids[i];
-      r->token_ids.push_back(token);
+      r->token_ids[index] = token;
+      --r->num_pending;
       if (!r->first_token_time) {
         r->first_token_time = now;
         num_prompt_tokens_ += r->num_prompt_tokens;
@@ -209,10 +253,10 @@ UpdateResult Scheduler::update_from_output(const SchedulerOutput& output,
       ++num_generation_tokens_;
       finished = stop_status(*r);
       if (finished && *finished == RequestStatus::kFinishedStopped) r->stop_token = token;
-      result.tokens.push_back(
-          TokenUpdate{r->id, token, finished.value_or(RequestStatus::kRunning), inter_token_latency});
+      result.tokens.push_back(TokenUpdate{r->id, static_cast<int32_t>(i), token,
+                                          finished.value_or(RequestStatus::kRunning), inter_token_latency});
     }
-    kv_.cache_full_blocks(kv_view(*r));
+    if (r->status == RequestStatus::kRunning) kv_.cache_full_blocks(kv_view(*r, true));
     if (finished) result.finished.push_back(release(r, *finished));
   }
   return result;
@@ -226,9 +270,14 @@ std::unique_ptr<Request> Scheduler::release(Request* r, RequestStatus status) {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r));
   }
   kv_.free(r->arrival_seq);
+  // Tokens still in flight for it are dropped: its outputs end at the last known token.
+  r->token_ids.resize(static_cast<size_t>(r->num_known_tokens()));
+  r->num_pending = 0;
+  r->num_computed_tokens = std::min(r->num_computed_tokens, r->num_tokens());
   r->status = status;
   r->finished_time = clock_();
   finished_since_schedule_.push_back(r->id);
+  by_seq_.erase(r->arrival_seq);
   auto it = requests_.find(r->id);
   std::unique_ptr<Request> owned = std::move(it->second);
   requests_.erase(it);
@@ -239,6 +288,11 @@ std::unique_ptr<Request> Scheduler::finish_request(const std::string& id, Reques
   auto it = requests_.find(id);
   if (it == requests_.end()) return nullptr;
   return release(it->second.get(), status);
+}
+
+Request* Scheduler::live(const ScheduledRequest& s) const {
+  auto it = by_seq_.find(s.arrival_seq);
+  return it == by_seq_.end() ? nullptr : it->second;
 }
 
 const Request* Scheduler::find(const std::string& id) const {

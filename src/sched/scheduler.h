@@ -4,8 +4,13 @@
 // blocks run out for a running request, the newest running request is preempted (recompute) and put back at
 // the front of the waiting queue; scheduling never fails. The scheduler owns no tensors.
 //
+// Prefix sharing within a step (vLLM): a request's full blocks are cached as soon as they are scheduled, since a
+// step writes every token's KV before any attention of that layer reads it; a request admitted later in the
+// same step hits them.
+//
 // Invariants: every live request is in exactly one of waiting_ (statuses waiting/preempted) or running_;
-// running_ is in admission order (oldest first); only running requests hold KV blocks.
+// running_ is in admission order (oldest first); only running requests hold KV blocks; only blocks whose tokens
+// are all known (no kPendingToken) are ever cached.
 #pragma once
 
 #include <cstdint>
@@ -72,8 +77,20 @@ class Scheduler {
 
   // sampled_token_ids[i] is the token sampled for output.scheduled[i]; entries whose `samples` is false are
   // ignored. Appends tokens, advances num_computed_tokens, caches newly full blocks, applies stop conditions and
-  // frees finished requests.
+  // frees finished requests. The same as advance() then resolve().
   UpdateResult update_from_output(const SchedulerOutput& output, std::span<const TokenId> sampled_token_ids);
+
+  // The step pipeline (design.md §8), in two halves:
+  // advance(): right after the step is launched, before the next schedule(): advances num_computed_tokens and
+  //   appends a kPendingToken for every sampling row, so the next step can be scheduled (its decode input is
+  //   read on the device from this step's output). A request whose length limit is reached by its pending
+  //   tokens is not scheduled again until they are resolved.
+  // resolve(): once the step's tokens are on the host, fills its placeholders in order, applies stop
+  //   conditions, caches newly full blocks and frees finished requests (dropping any later placeholders: the
+  //   work of a step already in flight for them is discarded). Preempted requests keep their resolved tokens;
+  //   a waiting request is not admitted while it has pending tokens.
+  void advance(const SchedulerOutput& output);
+  UpdateResult resolve(const SchedulerOutput& output, std::span<const TokenId> sampled_token_ids);
 
   // Finishes a request in any state (waiting, running mid-prefill, preempted) with a finished status, freeing
   // its blocks without caching anything not yet completely written. nullptr if the id is unknown.
@@ -83,6 +100,8 @@ class Scheduler {
   }
 
   const Request* find(const std::string& id) const;
+  // The live request a scheduled row refers to, or null once it finished.
+  Request* live(const ScheduledRequest& s) const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   bool has_unfinished() const { return !requests_.empty(); }
@@ -94,7 +113,9 @@ class Scheduler {
   Status check_integrity() const;
 
  private:
-  KvRequestView kv_view(const Request& r) const;
+  // known_only: the view ends at the last known token and num_computed_tokens is clamped to it (for hashing).
+  KvRequestView kv_view(const Request& r, bool known_only = false) const;
+  bool length_done(const Request& r) const;
   void preempt(Request* r);
   std::optional<RequestStatus> stop_status(const Request& r) const;
   std::unique_ptr<Request> release(Request* r, RequestStatus status);
@@ -103,6 +124,7 @@ class Scheduler {
   Clock clock_;
   KvCacheManager kv_;
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::unordered_map<uint64_t, Request*> by_seq_;  // live requests by arrival_seq
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;
   std::vector<std::string> finished_since_schedule_;

@@ -1,5 +1,6 @@
 // What one scheduling step decided, for the model runner (which flattens it into a ForwardBatch) and for
-// Scheduler::update_from_output. Spans and pointers stay valid until update_from_output for this output.
+// Scheduler::advance / resolve. token_ids spans stay valid until advance() for this output; `request` may
+// dangle once the request finished: identify it by arrival_seq (Scheduler::live).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@ namespace rl {
 
 struct ScheduledRequest {
   const Request* request = nullptr;
+  uint64_t arrival_seq = 0;  // unique per request: tells a live request from a finished one
   // The chunk covers positions [num_computed_tokens, num_computed_tokens + num_scheduled_tokens).
   int32_t num_computed_tokens = 0;
   int32_t num_scheduled_tokens = 0;
@@ -37,6 +39,7 @@ struct SchedulerOutput {
 // One sampled token applied by update_from_output.
 struct TokenUpdate {
   std::string request_id;
+  int32_t scheduled_index = 0;  // the row of SchedulerOutput::scheduled that sampled it
   TokenId token = 0;
   RequestStatus status = RequestStatus::kRunning;  // a finished status if this token ended the request
   std::optional<double> inter_token_latency;        // seconds since the request's previous token

@@ -154,11 +154,7 @@ MaybeError to_chat_inputs(const OrderedJson& body, const ChatLimits& limits, Cha
     in.messages.push_back(std::move(msg));
   }
   if (MaybeError e = convert_tools(body, limits, &in.tools)) return e;
-  if (const OrderedJson* choice = field(body, "tool_choice")) {
-    if (!choice->is_string() || (*choice != "none" && *choice != "auto")) {
-      return invalid_param("tool_choice", "only \"none\" and \"auto\" are supported for 'tool_choice'");
-    }
-  }
+  // tool_choice is read with the structured-output fields (server/structured_output.cpp).
   in.add_generation_prompt = true;
   if (MaybeError e = read_bool(body, "add_generation_prompt", &in.add_generation_prompt)) return e;
   if (const OrderedJson* kw = field(body, "chat_template_kwargs")) {

@@ -42,14 +42,12 @@ struct ResponseWriter {
   bool emit(HttpResponder& sink, std::vector<ChoiceDelta>& deltas) {
     for (ChoiceDelta& d : deltas) {
       const size_t i = static_cast<size_t>(d.index);
-      if (d.text.empty() && !d.finish && d.logprobs.empty()) continue;  // e.g. a skipped special token
+      if (d.text.empty() && !d.finish && d.logprobs.empty() && d.reasoning.empty() && d.tool_calls.empty())
+        continue;  // e.g. a skipped special token
       if (stream) {
         if (!write(sink, sse(delta_chunk(meta, d, &text_offsets[i])))) return false;
       } else {
-        ChoiceResult& r = results[i];
-        r.text += d.text;
-        for (LogprobEntry& e : d.logprobs) r.logprobs.push_back(std::move(e));
-        if (d.finish) r.finish = *d.finish;
+        accumulate(&results[i], std::move(d));
       }
     }
     return true;
@@ -120,6 +118,7 @@ void handle_generate(ServerState& state, Endpoint endpoint, const HttpRequest& r
   w->meta.model = state.model.served_model_name;
   w->meta.endpoint = endpoint;
   w->meta.want_logprobs = greq.want_logprobs;
+  w->meta.system_fingerprint = state.engine->system_fingerprint();
   w->stream = greq.stream;
   w->include_usage = greq.include_usage;
   const size_t num_choices = greq.prompts.size() * static_cast<size_t>(greq.params.n);

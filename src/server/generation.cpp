@@ -11,8 +11,16 @@ Generation::Generation(Engine* engine, const Tokenizer* tokenizer, std::string i
     : engine_(engine), tokenizer_(tokenizer), id_(std::move(id)), request_(std::move(request)) {
   const size_t num_choices = request_.prompts.size() * static_cast<size_t>(request_.params.n);
   choices_.resize(num_choices);
-  for (Choice& c : choices_) {
-    c.text = std::make_unique<TextStream>(*tokenizer_, request_.params.stop, request_.skip_special_tokens);
+  const bool parsed = request_.parse_mode.active();
+  if (parsed) eos_ids_ = engine_->eos_token_ids();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    // Tool-call markers are often special tokens: a parsed choice keeps them in its text.
+    c.text = std::make_unique<TextStream>(*tokenizer_, request_.params.stop, request_.skip_special_tokens && !parsed);
+    if (parsed) c.parse = std::make_unique<tools::ToolStream>(request_.parse_mode, id_ + "-" + std::to_string(i));
+    // echo: the prompt text leads the choice's first delta.
+    const size_t prompt = i / static_cast<size_t>(request_.params.n);
+    if (prompt < request_.echo_text.size()) c.echo = request_.echo_text[prompt];
   }
 }
 
@@ -21,27 +29,15 @@ Generation::~Generation() { abort(); }
 void Generation::start() {
   if (started_) return;
   started_ = true;
+  // n > 1 fans out in the engine (one submit per prompt, choices stopped one by one).
   const int32_t n = request_.params.n;
-  const bool split = n > 1 && !request_.params.stop.empty();
   for (size_t p = 0; p < request_.prompts.size(); ++p) {
-    const int32_t base = static_cast<int32_t>(p) * n;
-    const std::string prompt_id = id_ + "-" + std::to_string(p);
-    for (int32_t i = 0; i < (split ? n : 1); ++i) {
-      Sub sub;
-      sub.prompt_index = static_cast<int32_t>(p);
-      sub.first_choice = base + i;
-      SamplingParams params = request_.params;
-      if (split) {
-        // The engine seeds choice i with seed + i; one-choice requests keep that.
-        params.n = 1;
-        if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(i);
-        sub.engine_id = prompt_id + "-" + std::to_string(i);
-      } else {
-        sub.engine_id = prompt_id;
-      }
-      sub.channel = engine_->submit(sub.engine_id, request_.prompts[p], std::move(params));
-      subs_.push_back(std::move(sub));
-    }
+    Sub sub;
+    sub.prompt_index = static_cast<int32_t>(p);
+    sub.first_choice = static_cast<int32_t>(p) * n;
+    sub.engine_id = id_ + "-" + std::to_string(p);
+    sub.channel = engine_->submit(sub.engine_id, request_.prompts[p], request_.params);
+    subs_.push_back(std::move(sub));
   }
 }
 
@@ -120,6 +116,39 @@ LogprobEntry Generation::logprob_entry(const TokenOutput& t) const {
   return e;
 }
 
+void Generation::add_text(Choice& c, const std::string& text, ChoiceDelta* d) {
+  if (!c.parse) {
+    d->text += text;
+    return;
+  }
+  if (text.empty()) return;
+  tools::StreamDelta sd = c.parse->push(text);
+  d->text += sd.content;
+  d->reasoning += sd.reasoning;
+  for (tools::ToolCallDelta& t : sd.tool_calls) {
+    if (!d->tool_calls.empty() && d->tool_calls.back().index == t.index && t.id.empty()) {
+      d->tool_calls.back().arguments += t.arguments;
+    } else {
+      d->tool_calls.push_back(std::move(t));
+    }
+  }
+}
+
+void Generation::finish_text(Choice& c, ChoiceDelta* d) {
+  if (!c.parse) return;
+  tools::StreamDelta sd = c.parse->finish();
+  d->text += sd.content;
+  d->reasoning += sd.reasoning;
+  for (tools::ToolCallDelta& t : sd.tool_calls) {
+    if (!d->tool_calls.empty() && d->tool_calls.back().index == t.index && t.id.empty()) {
+      d->tool_calls.back().arguments += t.arguments;
+    } else {
+      d->tool_calls.push_back(std::move(t));
+    }
+  }
+  d->tool_calls_finish = !c.parse->snapshot().calls.empty();
+}
+
 void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>* deltas) {
   if (out.finish == FinishReason::kError) {
     if (out.add_error == AddError::kRejected) {
@@ -140,16 +169,22 @@ void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>*
   for (const TokenOutput& t : out.tokens) {
     if (c.finished) break;
     ChoiceDelta& d = delta_for(index, deltas);
+    if (!c.echo.empty()) {
+      d.text += c.echo;
+      c.echo.clear();
+    }
     c.num_tokens++;
-    TextStream::Piece piece = c.text->push(t.token);
-    d.text += piece.text;
     if (request_.want_logprobs) d.logprobs.push_back(logprob_entry(t));
+    // The token that ended a parsed choice (EOS, <|im_end|>, <|call|>, ...) is not part of its text.
+    if (c.parse && std::find(eos_ids_.begin(), eos_ids_.end(), t.token) != eos_ids_.end()) continue;
+    TextStream::Piece piece = c.text->push(t.token);
+    add_text(c, piece.text, &d);
     if (piece.stopped) {
+      finish_text(c, &d);
       c.finished = true;
       c.finish = FinishReason::kStop;
       d.finish = FinishReason::kStop;
-      engine_->abort(sub.engine_id, FinishReason::kStop);
-      sub.aborted = true;
+      engine_->abort(sub.engine_id, FinishReason::kStop, out.index);
     }
   }
   if (out.finish == FinishReason::kNone) return;
@@ -162,7 +197,8 @@ void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>*
       return;
     }
     ChoiceDelta& d = delta_for(index, deltas);
-    d.text += c.text->finish();
+    add_text(c, c.text->finish(), &d);
+    finish_text(c, &d);
     c.finished = true;
     c.finish = out.finish;
     d.finish = out.finish;

@@ -16,6 +16,7 @@
 #include "runtime/text_stream.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "tools/tool_stream.h"
 
 namespace rl::server {
 
@@ -27,7 +28,10 @@ struct LogprobEntry {
 
 struct ChoiceDelta {
   int32_t index = 0;
-  std::string text;
+  std::string text;  // chat with a parse mode: the content part only
+  std::string reasoning;                         // chat: reasoning_content
+  std::vector<tools::ToolCallDelta> tool_calls;  // chat: tool-call fragments
+  bool tool_calls_finish = false;                // the finished choice made tool calls ("tool_calls")
   std::vector<LogprobEntry> logprobs;  // one per token consumed by this delta (when requested)
   std::optional<FinishReason> finish;  // kStop or kLength when the choice ended
 };
@@ -72,6 +76,8 @@ class Generation {
   };
   struct Choice {
     std::unique_ptr<TextStream> text;
+    std::unique_ptr<tools::ToolStream> parse;  // chat with a parse mode
+    std::string echo;                          // completions echo: the prompt text, until the first delta
     int32_t num_tokens = 0;
     bool finished = false;
     std::optional<FinishReason> finish;
@@ -80,6 +86,9 @@ class Generation {
   void handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>* deltas);
   ChoiceDelta& delta_for(int32_t index, std::vector<ChoiceDelta>* deltas);
   LogprobEntry logprob_entry(const TokenOutput& t) const;
+  // Text of a choice into its delta: through the choice's parser when it has one.
+  static void add_text(Choice& c, const std::string& text, ChoiceDelta* d);
+  static void finish_text(Choice& c, ChoiceDelta* d);
 
   Engine* engine_;
   const Tokenizer* tokenizer_;
@@ -91,6 +100,7 @@ class Generation {
   bool admitted_ = false;
   bool started_ = false;
   int64_t cached_tokens_ = 0;
+  std::vector<TokenId> eos_ids_;  // parsed choices drop their ending token
 };
 
 }  // namespace rl::server

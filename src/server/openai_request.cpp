@@ -1,5 +1,8 @@
 #include "server/openai_request.h"
 
+#include "server/completion_extras.h"
+#include "server/structured_output.h"
+
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -222,10 +225,7 @@ MaybeError parse_completion_request(const OrderedJson& body, const ModelContext&
   GenerationRequest r;
   r.endpoint = Endpoint::kCompletions;
   if (MaybeError e = parse_common(body, ctx, &r)) return e;
-  bool echo = false;
-  if (MaybeError e = read_bool(body, "echo", &echo)) return e;
-  if (echo) return invalid_param("echo", "'echo' is not supported");
-  if (field(body, "suffix")) return invalid_param("suffix", "'suffix' is not supported");
+  if (MaybeError e = parse_structured(body, ctx, &r)) return e;
   std::optional<int64_t> logprobs;
   if (MaybeError e = read_int(body, "logprobs", 0, kMaxLogprobs, &logprobs)) return e;
   if (logprobs) {
@@ -234,7 +234,11 @@ MaybeError parse_completion_request(const OrderedJson& body, const ModelContext&
   }
   std::optional<int64_t> max_tokens = 16;
   if (MaybeError e = read_int(body, "max_tokens", 1, INT32_MAX, &max_tokens)) return e;
-  if (MaybeError e = parse_prompts(body, ctx, &r.prompts)) return e;
+  if (MaybeError e = apply_suffix(body, ctx, &r)) return e;
+  if (!r.fim) {
+    if (MaybeError e = parse_prompts(body, ctx, &r.prompts)) return e;
+  }
+  if (MaybeError e = apply_echo(body, ctx, &r)) return e;
   if (MaybeError e = finish_request(ctx, max_tokens, "max_tokens", "prompt", &r)) return e;
   *out = std::move(r);
   return std::nullopt;
@@ -250,12 +254,7 @@ MaybeError parse_chat_request(const OrderedJson& body, const ModelContext& ctx, 
   if (MaybeError e = read_int(body, "top_logprobs", 0, kMaxLogprobs, &top)) return e;
   if (top && !r.want_logprobs) return invalid_param("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   if (r.want_logprobs) r.params.logprobs = static_cast<int32_t>(top.value_or(0));
-  if (const OrderedJson* rf = field(body, "response_format")) {
-    const OrderedJson* type = rf->is_object() ? field(*rf, "type") : nullptr;
-    if (!type || *type != "text") {
-      return invalid_param("response_format", "only {\"type\": \"text\"} is supported for 'response_format'");
-    }
-  }
+  if (MaybeError e = parse_structured(body, ctx, &r)) return e;
   std::optional<int64_t> max_tokens;
   const char* max_param = "max_completion_tokens";
   if (MaybeError e = read_int(body, "max_completion_tokens", 1, INT32_MAX, &max_tokens)) return e;

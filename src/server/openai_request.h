@@ -14,8 +14,11 @@
 #include "server/chat_messages.h"
 #include "server/json_fields.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/tool_stream.h"
 
 namespace rl::server {
+
+class StructuredContext;
 
 struct RequestLimits {
   int32_t max_n = 16;                 // choices per prompt
@@ -36,6 +39,7 @@ struct ModelContext {
   int32_t max_model_len = 0;
   int32_t vocab_size = 0;
   RequestLimits limits;
+  const StructuredContext* structured = nullptr;  // null: no grammars, no tool-call parsing
 };
 
 enum class Endpoint { kCompletions, kChat };
@@ -50,6 +54,11 @@ struct GenerationRequest {
   // Chat: logprobs is a bool and top_logprobs a count; completions: logprobs is the count. Either way
   // params.logprobs holds the number of top alternatives when logprobs are wanted.
   bool want_logprobs = false;
+  // Chat: how each choice's text becomes content, reasoning_content and tool_calls (structured_output.h).
+  tools::ParseMode parse_mode;
+  // Completions (completion_extras.h): the prompt text to echo, per prompt (empty: no echo); a FIM prompt.
+  std::vector<std::string> echo_text;
+  bool fim = false;
 };
 
 // model: the "model" field (absent: the served model); an unknown name is a 404 with code "model_not_found".

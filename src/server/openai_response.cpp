@@ -66,6 +66,7 @@ OrderedJson envelope(const ResponseMeta& meta, bool chunk) {
   }
   r["created"] = meta.created;
   r["model"] = meta.model;
+  if (!meta.system_fingerprint.empty()) r["system_fingerprint"] = meta.system_fingerprint;
   return r;
 }
 
@@ -97,14 +98,22 @@ OrderedJson full_response(const ResponseMeta& meta, const std::vector<ChoiceResu
     if (meta.endpoint == Endpoint::kChat) {
       OrderedJson msg = OrderedJson::object();
       msg["role"] = "assistant";
-      msg["content"] = c.text;
+      msg["content"] = c.text.empty() && !c.tool_calls.empty() ? OrderedJson() : OrderedJson(c.text);
+      if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
+      if (!c.tool_calls.empty()) {
+        OrderedJson calls = OrderedJson::array();
+        for (const ToolCallResult& t : c.tool_calls)
+          calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+        msg["tool_calls"] = std::move(calls);
+      }
       choice["message"] = std::move(msg);
       choice["logprobs"] = meta.want_logprobs ? chat_logprobs(c.logprobs) : OrderedJson();
     } else {
       choice["text"] = c.text;
       choice["logprobs"] = meta.want_logprobs ? completion_logprobs(c.logprobs, &offset) : OrderedJson();
     }
-    choice["finish_reason"] = finish_reason_json(c.finish);
+    const bool calls = c.tool_calls_finish && c.finish == FinishReason::kStop;
+    choice["finish_reason"] = calls ? "tool_calls" : finish_reason_json(c.finish);
     list.push_back(std::move(choice));
   }
   r["choices"] = std::move(list);
@@ -118,16 +127,49 @@ OrderedJson delta_chunk(const ResponseMeta& meta, const ChoiceDelta& d, int64_t*
   choice["index"] = d.index;
   if (meta.endpoint == Endpoint::kChat) {
     OrderedJson delta = OrderedJson::object();
-    if (!d.text.empty() || !d.finish) delta["content"] = d.text;
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.text.empty() || (!d.finish && d.reasoning.empty() && d.tool_calls.empty())) delta["content"] = d.text;
+    if (!d.tool_calls.empty()) {
+      // As OpenAI streams them: the first fragment of a call carries id, type and name with empty arguments.
+      OrderedJson calls = OrderedJson::array();
+      for (const tools::ToolCallDelta& t : d.tool_calls) {
+        OrderedJson c = {{"index", t.index}};
+        OrderedJson fn = OrderedJson::object();
+        if (!t.id.empty()) {
+          c["id"] = t.id;
+          c["type"] = "function";
+          fn["name"] = t.name;
+        }
+        fn["arguments"] = t.arguments;
+        c["function"] = std::move(fn);
+        calls.push_back(std::move(c));
+      }
+      delta["tool_calls"] = std::move(calls);
+    }
     choice["delta"] = std::move(delta);
     choice["logprobs"] = meta.want_logprobs ? chat_logprobs(d.logprobs) : OrderedJson();
   } else {
     choice["text"] = d.text;
     choice["logprobs"] = meta.want_logprobs ? completion_logprobs(d.logprobs, text_offset) : OrderedJson();
   }
-  choice["finish_reason"] = d.finish ? OrderedJson(finish_reason_json(*d.finish)) : OrderedJson();
+  choice["finish_reason"] = !d.finish ? OrderedJson()
+                            : d.tool_calls_finish && *d.finish == FinishReason::kStop ? OrderedJson("tool_calls")
+                                                  : OrderedJson(finish_reason_json(*d.finish));
   r["choices"] = OrderedJson::array({std::move(choice)});
   return r;
+}
+
+void accumulate(ChoiceResult* r, ChoiceDelta&& d) {
+  r->text += d.text;
+  r->reasoning += d.reasoning;
+  for (tools::ToolCallDelta& t : d.tool_calls) {
+    if (!t.id.empty()) r->tool_calls.push_back({t.id, t.name, ""});
+    if (t.index >= 0 && t.index < static_cast<int32_t>(r->tool_calls.size()))
+      r->tool_calls[static_cast<size_t>(t.index)].arguments += t.arguments;
+  }
+  for (LogprobEntry& e : d.logprobs) r->logprobs.push_back(std::move(e));
+  if (d.finish) r->finish = *d.finish;
+  if (d.tool_calls_finish) r->tool_calls_finish = true;
 }
 
 OrderedJson role_chunk(const ResponseMeta& meta, int32_t index) {

@@ -19,11 +19,19 @@ struct ResponseMeta {
   std::string model;
   Endpoint endpoint = Endpoint::kCompletions;
   bool want_logprobs = false;
+  std::string system_fingerprint;  // Engine::system_fingerprint(); omitted when empty
 };
 
 // One choice of a whole response, accumulated from its deltas.
+struct ToolCallResult {
+  std::string id, name, arguments;
+};
+
 struct ChoiceResult {
   std::string text;
+  std::string reasoning;
+  std::vector<ToolCallResult> tool_calls;
+  bool tool_calls_finish = false;
   std::vector<LogprobEntry> logprobs;
   FinishReason finish = FinishReason::kNone;
 };
@@ -38,6 +46,8 @@ OrderedJson usage_chunk(const ResponseMeta& meta, const Usage& usage);
 // Serializes; token text may end mid-character (byte-level BPE), so invalid UTF-8 becomes U+FFFD instead of
 // throwing (the chat logprobs' bytes fields keep the exact bytes).
 std::string dump_json(const OrderedJson& j);
+// Accumulates a delta into a whole-response choice.
+void accumulate(ChoiceResult* r, ChoiceDelta&& d);
 // "stop" / "length" (anything else as "stop").
 const char* finish_reason_json(FinishReason r);
 

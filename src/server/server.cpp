@@ -136,7 +136,16 @@ Result<std::unique_ptr<Server>> Server::create(Engine* engine, ServerConfig conf
   } else {
     log_warn("no chat template (" + tmpl.message() + "): /v1/chat/completions will answer 400");
   }
+  auto structured = StructuredContext::create(*engine->tokenizer(), engine->tokenizer()->chat_template(),
+                                              engine->eos_token_ids(), config.tool_call_parser,
+                                              config.reasoning_parser);
+  if (!structured) return structured.status();
+  st->structured = std::move(structured).value();
+  log_info(std::string("tool-call parser: ") + tools::tool_parser_name(st->structured->tool_parser()) +
+           ", reasoning parser: " +
+           (st->structured->reasoning() == tools::ReasoningKind::kThinkTags ? "think tags" : "none"));
   ModelContext& m = st->model;
+  m.structured = st->structured.get();
   m.served_model_name = config.served_model_name;
   m.tokenizer = engine->tokenizer();
   m.chat_template = st->chat_template.get();

@@ -29,6 +29,8 @@ struct ServerConfig {
   int max_num_seqs = 64;
   double health_timeout_s = 10.0;        // /health is 503 when the engine loop's heartbeat is older
   RequestLimits limits;
+  std::string tool_call_parser = "auto";  // a tools::ToolParserKind name, "auto" (from template/vocab) or "none"
+  std::string reasoning_parser = "auto";  // "qwen3" / "deepseek_r1", "auto" or "none"
 };
 
 struct ServerState;

@@ -13,6 +13,7 @@
 #include "server/api_error.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
+#include "server/structured_output.h"
 
 namespace rl::server {
 
@@ -20,6 +21,7 @@ struct ServerState {
   Engine* engine = nullptr;
   std::string model_dir;
   std::unique_ptr<ChatTemplate> chat_template;  // null when the model has none
+  std::unique_ptr<StructuredContext> structured;  // grammars (their cache) and the tool/reasoning parsers
   ModelContext model;
   std::string id_prefix;  // random per server start, so ids never repeat across restarts
   std::atomic<uint64_t> next_id{1};

@@ -4,6 +4,7 @@
 #include <queue>
 
 #include "tokenizer/unicode.h"
+#include "tokenizer/limits.h"
 
 namespace rl::tok {
 
@@ -46,7 +47,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::
   model->vocab_.reserve(vit->size());
   for (const auto& [token, id] : vit->items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      return Status::error(what + ": vocab entry \"" + token + "\" has an invalid id " + id.dump());
+      return Status::error(what + ": vocab entry \"" + token + "\" has an invalid id " + json_brief(id));
     }
     model->vocab_.emplace(token, static_cast<int32_t>(id.get<int64_t>()));
   }
@@ -60,7 +61,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::
   };
   if (auto it = j.find("dropout"); it != j.end() && !it->is_null()) {
     if (!it->is_number() || it->get<double>() != 0.0) {
-      return Status::error(what + ": BPE dropout " + it->dump() + " is not supported (only null)");
+      return Status::error(what + ": BPE dropout " + json_brief(*it) + " is not supported (only null)");
     }
   }
   model->fuse_unk_ = flag("fuse_unk");
@@ -112,7 +113,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const Json& j, const std::
       b = m[1].get<std::string>();
     } else {
       return Status::error(what + ": merges[" + std::to_string(rank) +
-                           "] must be \"a b\" or [a, b], got " + m.dump());
+                           "] must be \"a b\" or [a, b], got " + json_brief(m));
     }
     auto ida = model->lookup(a);
     auto idb = model->lookup(b);

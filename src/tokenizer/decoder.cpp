@@ -2,6 +2,7 @@
 
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/limits.h"
 
 namespace rl::tok {
 namespace {
@@ -152,7 +153,7 @@ class SequenceDecoder final : public Decoder {
 
 }  // namespace
 
-Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string& what) {
+Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string& what, int depth) {
   using Ptr = std::unique_ptr<Decoder>;
   if (j.is_null()) return Ptr();
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
@@ -193,13 +194,17 @@ Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string&
     return Ptr(new ReplaceDecoder(std::move(pattern), str("content", "")));
   }
   if (type == "Sequence") {
+    if (depth >= kMaxComponentNesting) {
+      return Status::error(what + ": Sequence nested deeper than " + std::to_string(kMaxComponentNesting) +
+                           " levels");
+    }
     auto it = j.find("decoders");
     if (it == j.end() || !it->is_array())
       return Status::error(what + ": Sequence needs an array \"decoders\"");
     std::vector<Ptr> parts;
     for (size_t i = 0; i < it->size(); ++i) {
       RL_ASSIGN_OR_RETURN(Ptr part,
-                          parse_decoder((*it)[i], what + ".decoders[" + std::to_string(i) + "]"));
+                          parse_decoder((*it)[i], what + ".decoders[" + std::to_string(i) + "]", depth + 1));
       if (part) parts.push_back(std::move(part));
     }
     return Ptr(new SequenceDecoder(std::move(parts)));

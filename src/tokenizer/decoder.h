@@ -25,7 +25,8 @@ class Decoder {
 };
 
 // JSON null gives nullptr (tokens are then joined with spaces).
-Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string& what);
+// `depth`: Sequence nesting so far (at most kMaxComponentNesting, limits.h).
+Result<std::unique_ptr<Decoder>> parse_decoder(const Json& j, const std::string& what, int depth = 0);
 
 // transformers' clean_up_tokenization: " ." → ".", " n't" → "n't", ... (ten literal replacements,
 // in order).

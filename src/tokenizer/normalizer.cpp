@@ -7,6 +7,7 @@
 
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/limits.h"
 
 namespace rl::tok {
 namespace {
@@ -127,7 +128,7 @@ class SequenceNormalizer final : public Normalizer {
 
 }  // namespace
 
-Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& j, const std::string& what) {
+Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& j, const std::string& what, int depth) {
   if (j.is_null()) return std::unique_ptr<Normalizer>();
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
     return Status::error(what + ": must be an object with a string \"type\"");
@@ -170,13 +171,17 @@ Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& j, const std::s
     return std::unique_ptr<Normalizer>(new ReplaceNormalizer(std::move(pattern), str("content")));
   }
   if (type == "Sequence") {
+    if (depth >= kMaxComponentNesting) {
+      return Status::error(what + ": Sequence nested deeper than " + std::to_string(kMaxComponentNesting) +
+                           " levels");
+    }
     auto it = j.find("normalizers");
     if (it == j.end() || !it->is_array())
       return Status::error(what + ": Sequence needs an array \"normalizers\"");
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (size_t i = 0; i < it->size(); ++i) {
       RL_ASSIGN_OR_RETURN(
-          auto part, parse_normalizer((*it)[i], what + ".normalizers[" + std::to_string(i) + "]"));
+          auto part, parse_normalizer((*it)[i], what + ".normalizers[" + std::to_string(i) + "]", depth + 1));
       if (part) parts.push_back(std::move(part));
     }
     return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(parts)));

@@ -20,6 +20,7 @@ class Normalizer {
 // Builds the normalizer described by `j`; JSON null gives nullptr. `what` names the location in
 // errors
 // ("tokenizer.json: normalizer").
-Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& j, const std::string& what);
+// `depth`: Sequence nesting so far (at most kMaxComponentNesting, limits.h).
+Result<std::unique_ptr<Normalizer>> parse_normalizer(const Json& j, const std::string& what, int depth = 0);
 
 }  // namespace rl::tok

@@ -1,4 +1,5 @@
 #include "tokenizer/post_processor.h"
+#include "tokenizer/limits.h"
 
 namespace rl::tok {
 namespace {
@@ -81,7 +82,7 @@ Result<std::vector<TemplateItem>> parse_template(const Json& j, const std::strin
     for (const Json& id : (*specials)[name]["ids"]) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
         return Status::error(where + ": special token \"" + name + "\" has an invalid id " +
-                             id.dump());
+                             json_brief(id));
       }
       t.ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
@@ -107,8 +108,7 @@ Result<std::vector<TemplateItem>> parse_cls_sep(const Json& j, const std::string
 
 }  // namespace
 
-Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& j,
-                                                            const std::string& what) {
+Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& j, const std::string& what, int depth) {
   using Ptr = std::unique_ptr<PostProcessor>;
   if (j.is_null()) return Ptr();
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
@@ -125,13 +125,17 @@ Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& j,
     return Ptr(new TemplateProcessor(std::move(items)));
   }
   if (type == "Sequence") {
+    if (depth >= kMaxComponentNesting) {
+      return Status::error(what + ": Sequence nested deeper than " + std::to_string(kMaxComponentNesting) +
+                           " levels");
+    }
     auto it = j.find("processors");
     if (it == j.end() || !it->is_array())
       return Status::error(what + ": Sequence needs an array \"processors\"");
     std::vector<Ptr> parts;
     for (size_t i = 0; i < it->size(); ++i) {
       RL_ASSIGN_OR_RETURN(Ptr part, parse_post_processor(
-                                        (*it)[i], what + ".processors[" + std::to_string(i) + "]"));
+                                        (*it)[i], what + ".processors[" + std::to_string(i) + "]", depth + 1));
       if (part) parts.push_back(std::move(part));
     }
     return Ptr(new SequenceProcessor(std::move(parts)));

@@ -21,6 +21,7 @@ class PostProcessor {
 };
 
 // JSON null gives nullptr; unknown types and malformed templates are errors naming `what`.
-Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& j, const std::string& what);
+// `depth`: Sequence nesting so far (at most kMaxComponentNesting, limits.h).
+Result<std::unique_ptr<PostProcessor>> parse_post_processor(const Json& j, const std::string& what, int depth = 0);
 
 }  // namespace rl::tok

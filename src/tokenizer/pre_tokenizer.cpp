@@ -7,6 +7,7 @@
 
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/limits.h"
 
 namespace rl::tok {
 namespace {
@@ -22,7 +23,7 @@ Result<Behavior> parse_behavior(const Json& j, const std::string& what, Behavior
   if (b == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
   if (b == "MergedWithNext") return Behavior::kMergedWithNext;
   if (b == "Contiguous") return Behavior::kContiguous;
-  return Status::error(what + ": unknown split behavior " + it->dump());
+  return Status::error(what + ": unknown split behavior " + json_brief(*it));
 }
 
 // Splits `text` at the given match spans following the Rust tokenizers' SplitDelimiterBehavior;
@@ -258,7 +259,7 @@ constexpr const char* kGpt2Regex =
 
 }  // namespace
 
-Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const std::string& what) {
+Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const std::string& what, int depth) {
   using Ptr = std::unique_ptr<PreTokenizer>;
   if (j.is_null()) return Ptr();
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
@@ -304,7 +305,7 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const s
       else if (s == "never")
         scheme = PrependScheme::kNever;
       else
-        return Status::error(what + ": Metaspace: unknown prepend_scheme " + it->dump());
+        return Status::error(what + ": Metaspace: unknown prepend_scheme " + json_brief(*it));
     }
     return Ptr(new MetaspacePreTokenizer(replacement, scheme, flag("split", true)));
   }
@@ -327,13 +328,17 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const s
     return Ptr(new RegexPreTokenizer(std::move(re).value(), true, Behavior::kRemoved));
   }
   if (type == "Sequence") {
+    if (depth >= kMaxComponentNesting) {
+      return Status::error(what + ": Sequence nested deeper than " + std::to_string(kMaxComponentNesting) +
+                           " levels");
+    }
     auto it = j.find("pretokenizers");
     if (it == j.end() || !it->is_array())
       return Status::error(what + ": Sequence needs an array \"pretokenizers\"");
     std::vector<Ptr> parts;
     for (size_t i = 0; i < it->size(); ++i) {
       RL_ASSIGN_OR_RETURN(Ptr part, parse_pre_tokenizer((*it)[i], what + ".pretokenizers[" +
-                                                                      std::to_string(i) + "]"));
+                                                                      std::to_string(i) + "]", depth + 1));
       if (part) parts.push_back(std::move(part));
     }
     return Ptr(new SequencePreTokenizer(std::move(parts)));

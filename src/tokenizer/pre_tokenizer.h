@@ -21,6 +21,7 @@ class PreTokenizer {
 };
 
 // JSON null gives nullptr; unknown types and bad fields are errors naming `what`.
-Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const std::string& what);
+// `depth`: Sequence nesting so far (at most kMaxComponentNesting, limits.h).
+Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& j, const std::string& what, int depth = 0);
 
 }  // namespace rl::tok

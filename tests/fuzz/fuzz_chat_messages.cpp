@@ -16,9 +16,8 @@ namespace {
 
 const rl::ChatTemplate* chat_template() {
   static const rl::ChatTemplate* t = [] {
-    std::string f = __FILE__;  // <root>/tests/fuzz/fuzz_chat_messages.cpp
-    for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-    auto tmpl = rl::ChatTemplate::from_model_dir(f + "/models/ridgeline-tiny");
+    // The default model in the source tree (RIDGELINE_SOURCE_DIR: tests/fuzz/tests.cmake).
+    auto tmpl = rl::ChatTemplate::from_model_dir(std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny");
     return tmpl ? new rl::ChatTemplate(std::move(*tmpl)) : nullptr;
   }();
   return t;

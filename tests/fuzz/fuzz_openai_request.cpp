@@ -17,11 +17,9 @@
 
 namespace {
 
-std::string model_dir() {
-  std::string f = __FILE__;  // <root>/tests/fuzz/fuzz_openai_request.cpp
-  for (int i = 0; i < 3; ++i) f = f.substr(0, f.find_last_of('/'));
-  return f + "/models/ridgeline-tiny";
-}
+// The default model in the source tree (RIDGELINE_SOURCE_DIR is set by tests/fuzz/tests.cmake: __FILE__ can be a
+// relative path, which breaks when the test runs from another directory).
+std::string model_dir() { return std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny"; }
 
 struct Context {
   std::unique_ptr<rl::Tokenizer> tokenizer;

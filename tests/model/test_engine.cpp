@@ -1,9 +1,13 @@
-// Engine-level tests on the CPU with the embedded default model (models/ridgeline-tiny): batching does not
+// Engine-level tests with the embedded default model (models/ridgeline-tiny), on the CPU in ctest and on CUDA
+// when RIDGELINE_TEST_DEVICE=cuda (scripts/device/runtime.sh, with the deterministic kernels): batching does not
 // change greedy output, seeds reproduce, n > 1 shares the prompt's blocks, preemption and resume give the same
-// tokens, stop strings cut across token boundaries, aborts and admission errors, and every block comes back.
+// tokens, stop strings cut across token boundaries, aborts and admission errors, every block comes back, and
+// 1,000 mixed requests (issue 13) give every request the tokens it gets alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "runtime/engine.h"
@@ -11,12 +15,23 @@
 namespace rl {
 namespace {
 
-const std::string kTiny = std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny";
+// RIDGELINE_TINY_MODEL overrides the path on machines where the source folder sits elsewhere (the GPU machine).
+const std::string kTiny = std::getenv("RIDGELINE_TINY_MODEL") ? std::getenv("RIDGELINE_TINY_MODEL")
+                                                               : std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny";
+
+std::string test_device() {
+  const char* d = std::getenv("RIDGELINE_TEST_DEVICE");
+  return d && *d ? d : "cpu";
+}
 
 std::unique_ptr<Engine> make_engine(int64_t num_kv_blocks = 0, int32_t max_num_seqs = 64,
                                     int32_t max_batched = 2048) {
   EngineConfig c;
   c.model_dir = kTiny;
+  c.device = test_device();
+  c.deterministic = true;
+  c.max_waiting = 4096;
+  c.gpu_memory_utilization = 0.1;
   c.weight_dtype = DType::kF32;
   c.num_threads = 2;
   c.num_kv_blocks = num_kv_blocks;
@@ -159,6 +174,44 @@ TEST(EngineTest, AbortFreesEverything) {
   EXPECT_EQ(engine->num_free_kv_blocks(), engine->num_kv_blocks() - 1);
 }
 
+// A row that cannot be sampled (here a finite bias of 3e38 that temperature 0.5 scales to +Inf; a numerically
+// broken model gives NaN/Inf logits the same way)
+// fails its own request with a clear error; the other requests of the same batch finish normally, the engine
+// keeps serving, and every block comes back.
+TEST(EngineTest, AnUnsamplableRowFailsOnlyItsRequest) {
+  auto engine = make_engine();
+  auto prompts = random_prompts(3, 10, 20, 9);
+  SamplingParams bad = greedy(6);
+  bad.logit_bias[5] = std::numeric_limits<float>::infinity();  // the processed row is not finite
+  bad.temperature = 0.5f;
+  auto c0 = engine->submit("ok-0", prompts[0], greedy(6));
+  auto cb = engine->submit("bad", prompts[1], bad);
+  auto c1 = engine->submit("ok-1", prompts[2], greedy(6));
+  const auto drain = [](const std::shared_ptr<OutputChannel>& ch, std::string* error) {
+    FinishReason last = FinishReason::kNone;
+    size_t tokens = 0;
+    while (auto m = ch->pop()) {
+      tokens += m->tokens.size();
+      if (!m->error.empty()) *error = m->error;
+      if (m->finish != FinishReason::kNone) last = m->finish;
+    }
+    return std::make_pair(last, tokens);
+  };
+  std::string e0, eb, e1;
+  auto r0 = drain(c0, &e0), rb = drain(cb, &eb), r1 = drain(c1, &e1);
+  EXPECT_EQ(rb.first, FinishReason::kError);
+  EXPECT_NE(eb.find("no token can be sampled"), std::string::npos) << eb;
+  EXPECT_EQ(r0.first, FinishReason::kLength);
+  EXPECT_EQ(r0.second, 6u);
+  EXPECT_EQ(r1.first, FinishReason::kLength);
+  EXPECT_TRUE(e0.empty() && e1.empty());
+  // The engine goes on serving.
+  auto again = engine->generate({prompts[0]}, greedy(4));
+  EXPECT_EQ(again[0][0].token_ids.size(), 4u);
+  EXPECT_TRUE(engine->check_integrity().is_ok()) << engine->check_integrity().message();
+  EXPECT_EQ(engine->num_free_kv_blocks(), engine->num_kv_blocks() - 1);
+}
+
 TEST(EngineTest, AdmissionErrorsAreReported) {
   auto engine = make_engine();
   std::vector<TokenId> too_long(static_cast<size_t>(engine->max_model_len() + 1), 11);
@@ -174,6 +227,99 @@ TEST(EngineTest, AdmissionErrorsAreReported) {
   auto bm = bad->pop();
   ASSERT_TRUE(bm.has_value());
   EXPECT_EQ(bm->finish, FinishReason::kError);
+}
+
+TEST(EngineTest, SystemFingerprintFollowsWhatChangesTokens) {
+  auto a = make_engine(/*num_kv_blocks=*/64), b = make_engine(/*num_kv_blocks=*/64);
+  EXPECT_EQ(a->system_fingerprint(), b->system_fingerprint());
+  EXPECT_EQ(a->system_fingerprint().rfind("fp_", 0), 0u);
+  EXPECT_EQ(a->system_fingerprint().size(), 15u);
+  EngineConfig c;
+  c.model_dir = kTiny;
+  c.device = test_device();
+  c.weight_dtype = DType::kBF16;
+  c.num_kv_blocks = 64;
+  c.deterministic = !a->backend().deterministic();
+  auto other = Engine::create(c);
+  ASSERT_TRUE(other.is_ok()) << other.message();
+  // CPU: bf16 weights instead of f32; CUDA (always bf16): the other kernel family.
+  EXPECT_NE((*other)->system_fingerprint(), a->system_fingerprint());
+}
+
+// Issue 13: 1,000 random requests (mixed prompt and output lengths, greedy and seeded sampling with every
+// parameter, shared prefixes) through an engine whose KV pool forces preemption give every request exactly the
+// tokens it gets alone on a roomy engine.
+TEST(EngineDeterminism, ThousandMixedRequestsMatchThemselvesAlone) {
+  const char* n_env = std::getenv("RIDGELINE_DETERMINISM_N");
+  const int n = n_env ? std::atoi(n_env) : 1000;
+  std::mt19937_64 rng(13);
+  const auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<std::vector<TokenId>> prefixes;
+  for (int i = 0; i < 24; ++i) prefixes.push_back(random_prompts(1, 16, 48, 100 + static_cast<uint64_t>(i))[0]);
+  std::vector<std::vector<TokenId>> prompts;
+  std::vector<SamplingParams> params;
+  for (int i = 0; i < n; ++i) {
+    std::vector<TokenId> p;
+    if (uni(0, 9) < 6) p = prefixes[static_cast<size_t>(uni(0, 23))];
+    const int suffix = uni(p.empty() ? 1 : 0, 40);
+    for (int k = 0; k < suffix; ++k) p.push_back(uni(10, 6000));
+    if (p.empty()) p.push_back(11);
+    prompts.push_back(std::move(p));
+    SamplingParams sp;
+    sp.max_tokens = uni(1, 16);
+    sp.ignore_eos = uni(0, 1) == 1;
+    const int kind = uni(0, 9);
+    if (kind < 4) {
+      sp.temperature = 0.0f;
+    } else {
+      sp.temperature = 0.5f + 0.1f * static_cast<float>(uni(0, 8));
+      sp.seed = static_cast<uint64_t>(uni(0, 1 << 30));
+      if (uni(0, 1)) sp.top_k = uni(1, 100);
+      if (uni(0, 1)) sp.top_p = 0.8f + 0.01f * static_cast<float>(uni(0, 19));
+      if (uni(0, 3) == 0) sp.min_p = 0.05f;
+    }
+    if (kind == 6) {
+      sp.repetition_penalty = 1.2f;
+      sp.frequency_penalty = 0.3f;
+      sp.presence_penalty = 0.1f;
+    }
+    if (kind == 7) sp.logprobs = uni(0, 5);
+    if (kind == 8) {
+      sp.logit_bias = {{static_cast<TokenId>(uni(10, 6000)), 3.0f}, {static_cast<TokenId>(uni(10, 6000)), -5.0f}};
+      sp.min_tokens = std::min(*sp.max_tokens, uni(0, 8));
+    }
+    params.push_back(sp);
+  }
+  const auto collect = [](const std::shared_ptr<OutputChannel>& ch) {
+    std::vector<TokenId> toks;
+    while (auto m = ch->pop()) {
+      EXPECT_TRUE(m->error.empty()) << m->error;
+      for (const TokenOutput& t : m->tokens) toks.push_back(t.token);
+    }
+    return toks;
+  };
+  // 24 blocks of 16 = 384 tokens of KV for up to 32 running sequences of up to 104 tokens.
+  auto tight = make_engine(/*num_kv_blocks=*/24, /*max_num_seqs=*/32, /*max_batched=*/256);
+  std::vector<std::shared_ptr<OutputChannel>> chans;
+  for (int i = 0; i < n; ++i) chans.push_back(tight->submit(std::to_string(i) + "-batched", prompts[i], params[i]));
+  std::vector<std::vector<TokenId>> batched;
+  for (auto& ch : chans) batched.push_back(collect(ch));
+  EXPECT_GT(tight->stats().num_preemptions, 0);
+  EXPECT_GT(tight->stats().prefix_cache_hits, 0);
+  EXPECT_TRUE(tight->check_integrity().is_ok()) << tight->check_integrity().message();
+  EXPECT_EQ(tight->num_free_kv_blocks(), tight->num_kv_blocks() - 1);
+
+  auto roomy = make_engine();
+  int mismatches = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<TokenId> alone = collect(roomy->submit(std::to_string(i) + "-alone", prompts[i], params[i]));
+    if (alone != batched[static_cast<size_t>(i)]) {
+      if (++mismatches <= 5) ADD_FAILURE() << "request " << i << " differs from itself alone";
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << mismatches << " of " << n << " requests differ";
+  std::printf("determinism: %d requests, %lld preemptions, %d differ from themselves alone\n", n,
+              static_cast<long long>(tight->stats().num_preemptions), mismatches);
 }
 
 }  // namespace

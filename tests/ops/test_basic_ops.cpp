@@ -212,12 +212,15 @@ TEST(CudaOps, ArgmaxRowsMatchesCpuWithTiesAndNaN) {
   std::vector<float> x(static_cast<size_t>(rows * vocab));
   std::normal_distribution<float> d(0, 3);
   for (auto& v : x) v = d(rng());
-  // Row 1: a tie between two maxima (the lower id must win); row 2: NaNs around the maximum.
+  // Row 1: a tie between two maxima (the lower id must win); row 2: NaNs around the maximum (a broken row:
+  // -1); row 3: +Inf (broken); row 4: all -inf (broken).
   x[1 * vocab + 500] = 100.0f;
   x[1 * vocab + 90000] = 100.0f;
   x[2 * vocab + 7] = NAN;
   x[2 * vocab + 8] = 50.0f;
   x[2 * vocab + 9] = NAN;
+  x[3 * vocab + 11] = INFINITY;
+  for (int64_t i = 0; i < vocab; ++i) x[static_cast<size_t>(4 * vocab + i)] = -INFINITY;
   auto c_x = make_f32(cuda(), x, {rows, vocab});
   auto h_x = make_f32(cpu(), x, {rows, vocab});
   auto c_out = make(cuda(), DType::kI32, {rows});
@@ -228,7 +231,11 @@ TEST(CudaOps, ArgmaxRowsMatchesCpuWithTiesAndNaN) {
   cuda().download(got.data(), c_out.t.data, got.size() * 4);
   for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], h_out.t.i32()[r]) << r;
   EXPECT_EQ(got[1], 500);
-  EXPECT_EQ(got[2], 8);
+  EXPECT_EQ(got[2], -1);
+  EXPECT_EQ(got[3], -1);
+  EXPECT_EQ(got[4], -1);
+  EXPECT_EQ(got[5], h_out.t.i32()[5]);
+  EXPECT_GE(got[5], 0);
 }
 
 }  // namespace

@@ -1,50 +1,115 @@
-// Backend::sample_rows on the GPU against the CPU backend's implementation of the same filters and the same
-// random streams (the CPU one is checked against the exact filtered distribution in tests/unit). Float rounding
-// of exp/log may flip a near-tie race now and then, so 99 % of rows must agree; greedy rows must all agree.
+// The one sampling path (runtime/sampler + Backend::sample) on the GPU against the CPU backend's reference, with
+// every parameter mixed in one batch: temperature, top-k, top-p, min-p, logit_bias, min_tokens suppression,
+// repetition/frequency/presence penalties (device penalty slots), logprobs, the allowed-token mask, and a row
+// whose logits are all -inf. Float rounding of exp/log may flip a near-tie race now and then, so 99 % of sampled
+// rows must agree; greedy rows must all agree; logprobs agree to 1e-3.
 #include "ops_test_util.h"
+#include "runtime/sampler.h"
 
 namespace rl::ops_test {
 namespace {
 
-TEST(CudaSampling, SampleRowsMatchesTheCpuReference) {
+TEST(CudaSampling, EveryParameterMatchesTheCpuReference) {
   const int64_t rows = 256, vocab = 151936;
   std::vector<float> x(static_cast<size_t>(rows * vocab));
   std::normal_distribution<float> d(0, 2.5f);
   for (auto& v : x) v = d(rng());
-  x[5 * vocab + 17] = NAN;
-  auto c_x = make_f32(cuda(), x, {rows, vocab});
-  auto h_x = make_f32(cpu(), x, {rows, vocab});
-  auto c_out = make(cuda(), DType::kI32, {rows});
-  auto h_out = make(cpu(), DType::kI32, {rows});
-  std::vector<DeviceSampleParams> ps(static_cast<size_t>(rows));
-  const DeviceSampleParams kinds[] = {{1.0f, 0, 1.0f, 0.0f, 0, 0}, {0.7f, 50, 1.0f, 0.0f, 0, 0},
-                                      {0.8f, 0, 0.95f, 0.0f, 0, 0}, {1.1f, 40, 0.9f, 0.05f, 0, 0},
-                                      {0.0f, 0, 1.0f, 0.0f, 0, 0},  {1.0f, 1, 1.0f, 0.0f, 0, 0}};
+  x[5 * vocab + 17] = NAN;  // row 5 fails alone
+  for (int64_t i = 0; i < vocab; ++i) x[static_cast<size_t>(9 * vocab + i)] = -INFINITY;  // row 9 fails alone
+  std::vector<SamplingParams> params(static_cast<size_t>(rows));
+  std::vector<std::vector<TokenId>> outputs(static_cast<size_t>(rows));
+  const std::vector<TokenId> prompt{1, 2, 3, 500, 600};
+  const std::vector<TokenId> eos{7, 8};
+  std::vector<uint32_t> mask(static_cast<size_t>((vocab + 31) / 32), 0u);
+  for (int64_t t = 0; t < vocab; t += 3) mask[static_cast<size_t>(t >> 5)] |= 1u << (t & 31);
+  std::vector<SamplerRow> sr(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    ps[static_cast<size_t>(r)] = kinds[r % 6];
-    ps[static_cast<size_t>(r)].seed = 1000 + static_cast<uint64_t>(r);
-    ps[static_cast<size_t>(r)].step = static_cast<uint64_t>(r * 7);
+    SamplingParams& p = params[static_cast<size_t>(r)];
+    const int kind = static_cast<int>(r % 8);
+    p.temperature = kind == 4 ? 0.0f : 0.7f + 0.1f * static_cast<float>(kind);
+    if (kind == 1) p.top_k = 50;
+    if (kind == 2) p.top_p = 0.95f;
+    if (kind == 3) {
+      p.top_k = 40;
+      p.top_p = 0.9f;
+      p.min_p = 0.05f;
+    }
+    if (kind == 5) {
+      p.repetition_penalty = 1.3f;
+      p.frequency_penalty = 0.5f;
+      p.presence_penalty = 0.2f;
+      p.logprobs = 5;
+    }
+    if (kind == 6) {
+      p.logit_bias = {{11, 4.0f}, {12, -100.0f}};
+      p.min_tokens = 10;
+      p.stop_token_ids = {13};
+    }
+    outputs[static_cast<size_t>(r)] = {static_cast<TokenId>(r), 42, 42, static_cast<TokenId>(r * 3)};
+    SamplerRow& row = sr[static_cast<size_t>(r)];
+    row.params = &p;
+    row.prompt_token_ids = prompt;
+    row.output_token_ids = outputs[static_cast<size_t>(r)];
+    row.num_outputs = 4;
+    row.eos_token_ids = eos;
+    row.seed = 1000 + static_cast<uint64_t>(r);
+    if (needs_penalty_slot(p)) {
+      row.penalty_slot = static_cast<int32_t>(r);
+      row.init_slot = true;
+    }
+    if (kind == 7) row.allowed_mask = mask.data();
   }
-  cuda().sample_rows(c_x.t, ps.data(), c_out.t);
-  cpu().sample_rows(h_x.t, ps.data(), h_out.t);
-  std::vector<int32_t> got(static_cast<size_t>(rows));
-  cuda().download(got.data(), c_out.t.data, got.size() * 4);
+  const auto run = [&](Backend& be) {
+    Sampler s(&be, rows, vocab, rows);
+    auto lx = make_f32(be, x, {rows, vocab});
+    s.prepare(sr, rows, 0);
+    s.sample(lx.t, rows);
+    s.fetch(rows, 0);
+    be.synchronize();
+    std::vector<SampleResult> res;
+    for (int64_t r = 0; r < rows; ++r) res.push_back(s.result(0, r));
+    return res;
+  };
+  const std::vector<SampleResult> got = run(cuda()), want = run(cpu());
   int same = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const bool eq = got[static_cast<size_t>(r)] == h_out.t.i32()[r];
-    same += eq;
-    if (r % 6 == 4 || r % 6 == 5) {
-      EXPECT_TRUE(eq) << "greedy/top-1 row " << r;
+    const SampleResult& g = got[static_cast<size_t>(r)];
+    const SampleResult& w = want[static_cast<size_t>(r)];
+    same += g.token == w.token;
+    if (r == 5 || r == 9) {  // a NaN logit: the model is broken; every logit -inf: nothing to sample
+      const int32_t code = r == 5 ? kSampleNonFinite : kSampleNothingLeft;
+      EXPECT_EQ(g.token, code) << r;
+      EXPECT_EQ(w.token, code) << r;
+      EXPECT_FALSE(g.error.empty()) << r;
+      continue;
     }
-    EXPECT_GE(got[static_cast<size_t>(r)], 0);
-    EXPECT_LT(got[static_cast<size_t>(r)], vocab);
+    if (r % 8 == 4) {
+      EXPECT_EQ(g.token, w.token) << "greedy row " << r;
+    }
+    ASSERT_GE(g.token, 0) << r;
+    ASSERT_LT(g.token, vocab) << r;
+    if (r % 8 == 6) {
+      EXPECT_NE(g.token, 12);
+      EXPECT_NE(g.token, 13);
+      EXPECT_NE(g.token, 7);
+    }
+    if (r % 8 == 7) {
+      EXPECT_EQ(g.token % 3, 0) << "masked row " << r;
+    }
+    ASSERT_EQ(g.logprob.has_value(), w.logprob.has_value());
+    if (g.logprob && g.token == w.token) {
+      EXPECT_NEAR(*g.logprob, *w.logprob, 1e-3);
+      ASSERT_EQ(g.top_logprobs.size(), 5u);
+      for (size_t k = 0; k < 5; ++k) {
+        EXPECT_EQ(g.top_logprobs[k].token, w.top_logprobs[k].token);
+        EXPECT_NEAR(g.top_logprobs[k].logprob, w.top_logprobs[k].logprob, 1e-3);
+      }
+    }
   }
   EXPECT_GE(same, rows * 99 / 100) << same << " of " << rows << " rows agree";
   // Deterministic: the same call gives the same tokens.
-  std::vector<int32_t> again(static_cast<size_t>(rows));
-  cuda().sample_rows(c_x.t, ps.data(), c_out.t);
-  cuda().download(again.data(), c_out.t.data, again.size() * 4);
-  EXPECT_EQ(again, got);
+  const std::vector<SampleResult> again = run(cuda());
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(again[static_cast<size_t>(r)].token, got[static_cast<size_t>(r)].token);
 }
 
 }  // namespace

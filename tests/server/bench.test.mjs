@@ -81,18 +81,25 @@ async function nodeClient(url, { prompts, concurrency, inputLen, outputLen }) {
 test("bench serve agrees with an independent client (node fetch) on the same server", async () => {
   const cfg = { prompts: 48, concurrency: 16, inputLen: 32, outputLen: 16 };
   const json = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ridgeline-bench-")), "serve.json");
-  execFileSync(BIN, ["bench", "serve", "--url", server.url, "--max-concurrency", String(cfg.concurrency),
-                     "--num-prompts", String(cfg.prompts), "--input-len", String(cfg.inputLen),
-                     "--output-len", String(cfg.outputLen), "--json", json], { encoding: "utf8" });
-  const ours = JSON.parse(fs.readFileSync(json, "utf8"));
-  const theirs = await nodeClient(server.url, cfg);
-  assert.equal(ours.failed, 0);
-  assert.equal(theirs.failed, 0);
-  assert.equal(ours.total_output_tokens, cfg.prompts * cfg.outputLen);
-  assert.equal(theirs.tokens, ours.total_output_tokens);
-  const ratio = ours.output_throughput / theirs.throughput;
-  assert.ok(ratio > 0.5 && ratio < 2, `bench serve ${ours.output_throughput.toFixed(1)} tok/s vs node ` +
-            `${theirs.throughput.toFixed(1)} tok/s`);
+  // Token counts must agree exactly every round. Throughput is measured in two different time windows, so on a
+  // loaded 2-core CI machine one round can land on a busy moment: up to 3 rounds, each running both clients
+  // back to back, and the two must agree within 2x in at least one of them.
+  let ratio = 0, msg = "";
+  for (let round = 0; round < 3; ++round) {
+    execFileSync(BIN, ["bench", "serve", "--url", server.url, "--max-concurrency", String(cfg.concurrency),
+                       "--num-prompts", String(cfg.prompts), "--input-len", String(cfg.inputLen),
+                       "--output-len", String(cfg.outputLen), "--json", json], { encoding: "utf8" });
+    const ours = JSON.parse(fs.readFileSync(json, "utf8"));
+    const theirs = await nodeClient(server.url, cfg);
+    assert.equal(ours.failed, 0);
+    assert.equal(theirs.failed, 0);
+    assert.equal(ours.total_output_tokens, cfg.prompts * cfg.outputLen);
+    assert.equal(theirs.tokens, ours.total_output_tokens);
+    ratio = ours.output_throughput / theirs.throughput;
+    msg = `bench serve ${ours.output_throughput.toFixed(1)} tok/s vs node ${theirs.throughput.toFixed(1)} tok/s`;
+    if (ratio > 0.5 && ratio < 2) break;
+  }
+  assert.ok(ratio > 0.5 && ratio < 2, msg);
 });
 
 // A stand-in server (node:http): each stream sends one chunk, then is held until `holdUntil` streams are open at

@@ -124,7 +124,10 @@ TEST_F(OpenAiRequestTest, InvalidValuesNameTheirParam) {
       {R"({"prompt": {}})", "prompt"},
       {R"({"prompt": ""})", "prompt"},
       {R"({})", "prompt"},
-      {R"({"prompt": "x", "echo": true})", "echo"},
+      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
+      {R"({"prompt": "x", "suffix": "y"})", "suffix"},
+      {R"({"prompt": [1, 2], "suffix": "y"})", "suffix"},
+      {R"({"prompt": "x", "prompt_logprobs": 2})", "prompt_logprobs"},
       {R"({"prompt": "x", "min_tokens": 20, "max_tokens": 4})", "min_tokens"},
   };
   for (const BadCase& c : cases) {

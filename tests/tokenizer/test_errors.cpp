@@ -69,6 +69,25 @@ TEST(TokenizerErrors, UnknownComponents) {
       "tokenizer.json: pre_tokenizer.pretokenizers[1] type \"FixedLength\" is not supported");
 }
 
+// Sequence components nested 100,000 deep are refused at a fixed depth (each level is a recursion), with the
+// path of the offending level; the file is built as text (nlohmann's copy constructor recurses).
+TEST(TokenizerErrors, DeeplyNestedSequencesAreRefused) {
+  const auto nested = [&](const char* field, const char* list, int depth) {
+    std::string v;
+    for (int k = 0; k < depth; ++k) v += std::string(R"({"type":"Sequence",")") + list + "\":[";
+    for (int k = 0; k < depth; ++k) v += "]}";
+    std::string j = tokenizer_json(Json{{field, nullptr}});  // the base without `field`
+    j.insert(1, std::string("\"") + field + "\":" + v + ",");
+    return j;
+  };
+  for (const auto& [field, list] : {std::pair{"normalizer", "normalizers"}, std::pair{"pre_tokenizer", "pretokenizers"},
+                                    std::pair{"decoder", "decoders"}, std::pair{"post_processor", "processors"}}) {
+    std::string msg = load_error(nested(field, list, 100000));
+    EXPECT_NE(msg.find("Sequence nested deeper than 32 levels"), std::string::npos) << field << ": " << msg.substr(0, 300);
+    EXPECT_EQ(load_error(nested(field, list, 3)), "(loaded)") << field;
+  }
+}
+
 TEST(TokenizerErrors, MergesNamingUnknownTokens) {
   EXPECT_EQ(load_error(tokenizer_json(Json::parse(R"({"model": {"merges": ["a c"]}})"))),
             "tokenizer.json: model: merges[0] names a token not in the vocab: \"c\"");

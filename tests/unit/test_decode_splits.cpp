@@ -1,5 +1,6 @@
-// The decode split heuristic (src/backend/cuda/kernel_config.h) is host-only C++: its choices at the shapes it
-// was measured on (H200: 132 SMs, 3 resident blocks of the G=4 D=128 instance per SM = 396 slots).
+// Host-only parts of src/backend/cuda/kernel_config.h: the decode split heuristic at the shapes it was measured on
+// (H200: 132 SMs, 3 resident blocks of the G=4 D=128 instance per SM = 396 slots), and which attention shapes
+// have fast kernels (CudaBackend::attention_slow_path).
 #include <gtest/gtest.h>
 
 #include "backend/cuda/kernel_config.h"
@@ -27,6 +28,20 @@ TEST(DecodeSplits, StaysWithinLimits) {
   EXPECT_LE(4096 * 32 * s, kDecodeWorkspaceRows);
   // Degenerate slot counts do not divide by zero.
   EXPECT_GE(decode_num_splits(1, 1, 4096, 1, 64, 0), 1);
+}
+
+TEST(AttentionCoverage, FastShapesAreEmptyAndSlowOnesSaySo) {
+  EXPECT_EQ(attention_slow_path(128, 32, 8, 16), "");
+  EXPECT_EQ(attention_slow_path(64, 16, 16, 16), "");
+  const std::string d256 = attention_slow_path(256, 8, 4, 16);
+  EXPECT_NE(d256.find("decode steps run the prefill kernel"), std::string::npos) << d256;
+  EXPECT_NE(attention_slow_path(128, 32, 8, 32).find("decode steps"), std::string::npos);
+  const std::string d80 = attention_slow_path(80, 8, 2, 16);
+  EXPECT_NE(d80.find("head_dim 80"), std::string::npos) << d80;
+  EXPECT_NE(d80.find("naive kernel"), std::string::npos) << d80;
+  EXPECT_NE(attention_slow_path(128, 32, 8, 24).find("naive kernel"), std::string::npos);
+  EXPECT_NE(attention_slow_path(512, 8, 8, 16).find("unsupported"), std::string::npos);
+  EXPECT_NE(attention_slow_path(128, 30, 8, 16).find("unsupported"), std::string::npos);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Backend::sample_rows on the CPU backend (the reference the CUDA kernel is checked against): the empirical
+// Backend::sample on the CPU backend (the reference the CUDA kernel is checked against): the empirical
 // distribution of its draws equals the filtered distribution (temperature, top-k, top-p, min-p), the same
 // (seed, step) gives the same token wherever the row sits in the batch, and temperature 0 is the argmax.
 #include <gtest/gtest.h>
@@ -13,8 +13,31 @@
 namespace rl {
 namespace {
 
+SampleRowParams make(float t, int32_t k, float p, float min_p, uint64_t seed, uint64_t step) {
+  SampleRowParams r;
+  r.temperature = t;
+  r.top_k = k;
+  r.top_p = p;
+  r.min_p = min_p;
+  r.seed = seed;
+  r.step = step;
+  return r;
+}
+
+// Samples logits (copied: sample() processes rows in place) with params into out.
+void sample(CpuBackend& be, const std::vector<float>& logits, int64_t vocab, const std::vector<SampleRowParams>& ps,
+            std::vector<int32_t>& out) {
+  std::vector<float> work = logits;
+  const int64_t rows = static_cast<int64_t>(ps.size());
+  SampleBatch b;
+  b.num_rows = rows;
+  b.params = ps.data();
+  b.out_tokens = out.data();
+  be.sample(Tensor(work.data(), DType::kF32, {rows, vocab}), b);
+}
+
 // The filtered, renormalised distribution, computed the plain way (full sort).
-std::vector<double> filtered(const std::vector<float>& logits, const DeviceSampleParams& p) {
+std::vector<double> filtered(const std::vector<float>& logits, const SampleRowParams& p) {
   const size_t v = logits.size();
   std::vector<int> order(v);
   std::iota(order.begin(), order.end(), 0);
@@ -56,19 +79,16 @@ TEST(DeviceSamplingReference, DrawsFollowTheFilteredDistribution) {
   for (auto& x : logits) x = d(rng);
   std::vector<float> batch;
   for (int64_t r = 0; r < rows; ++r) batch.insert(batch.end(), logits.begin(), logits.end());
-  Tensor lt(batch.data(), DType::kF32, {rows, vocab});
   std::vector<int32_t> out(static_cast<size_t>(rows));
-  Tensor ot(out.data(), DType::kI32, {rows});
-  const DeviceSampleParams cases[] = {
-      {1.0f, 0, 1.0f, 0.0f, 11, 0}, {0.7f, 10, 1.0f, 0.0f, 12, 0}, {1.3f, 0, 0.8f, 0.0f, 13, 0},
-      {1.0f, 20, 0.9f, 0.1f, 14, 0}};
-  for (const DeviceSampleParams& c : cases) {
+  const SampleRowParams cases[] = {make(1.0f, 0, 1.0f, 0.0f, 11, 0), make(0.7f, 10, 1.0f, 0.0f, 12, 0),
+                                   make(1.3f, 0, 0.8f, 0.0f, 13, 0), make(1.0f, 20, 0.9f, 0.1f, 14, 0)};
+  for (const SampleRowParams& c : cases) {
     std::vector<double> want = filtered(logits, c);
     std::vector<double> got(static_cast<size_t>(vocab), 0.0);
-    std::vector<DeviceSampleParams> ps(static_cast<size_t>(rows), c);
+    std::vector<SampleRowParams> ps(static_cast<size_t>(rows), c);
     for (int64_t k = 0; k < rounds; ++k) {
       for (int64_t r = 0; r < rows; ++r) ps[static_cast<size_t>(r)].step = static_cast<uint64_t>(k * rows + r);
-      be.sample_rows(lt, ps.data(), ot);
+      sample(be, batch, vocab, ps, out);
       for (int32_t t : out) got[static_cast<size_t>(t)] += 1.0 / (rows * rounds);
     }
     double tv = 0;
@@ -91,14 +111,36 @@ TEST(DeviceSamplingReference, SameSeedAndStepSameTokenAnywhereInTheBatch) {
   for (auto& x : batch) x = d(rng);
   std::copy(batch.begin(), batch.begin() + vocab, batch.begin() + 2 * vocab);  // row 2 = row 0
   std::vector<int32_t> out(3);
-  Tensor lt(batch.data(), DType::kF32, {3, vocab}), ot(out.data(), DType::kI32, {3});
-  std::vector<DeviceSampleParams> ps(3, DeviceSampleParams{1.0f, 0, 0.95f, 0.0f, 42, 7});
+  std::vector<SampleRowParams> ps(3, make(1.0f, 0, 0.95f, 0.0f, 42, 7));
   ps[1].seed = 43;
-  be.sample_rows(lt, ps.data(), ot);
+  sample(be, batch, vocab, ps, out);
   EXPECT_EQ(out[0], out[2]);
   ps[0].temperature = 0.0f;
-  be.sample_rows(lt, ps.data(), ot);
+  sample(be, batch, vocab, ps, out);
   EXPECT_EQ(out[0], std::max_element(batch.begin(), batch.begin() + vocab) - batch.begin());
+}
+
+// A row with NaN or +Inf is numerically broken (kSampleNonFinite from sample, -1 from argmax_rows); a row with
+// nothing above -inf has nothing to sample (kSampleNothingLeft). The engine fails those requests instead of
+// emitting an arbitrary token.
+TEST(DeviceSamplingReference, BrokenRowsGiveNegativeCodes) {
+  CpuBackend be(1);
+  const std::vector<float> batch = {1.0f,      NAN,       2.0f,       // NaN
+                                    1.0f,      INFINITY,  2.0f,       // +Inf
+                                    -INFINITY, -INFINITY, -INFINITY,  // nothing
+                                    1.0f,      3.0f,      2.0f};
+  std::vector<float> work = batch;
+  std::vector<int32_t> out(4);
+  Tensor lt(work.data(), DType::kF32, {4, 3}), ot(out.data(), DType::kI32, {4});
+  be.argmax_rows(lt, ot);
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, -1, -1, 1}));
+  for (float t : {0.0f, 1.0f}) {
+    sample(be, batch, 3, std::vector<SampleRowParams>(4, make(t, 0, 0.95f, 0.0f, 42, 7)), out);
+    EXPECT_EQ(out[0], kSampleNonFinite) << "temperature " << t;
+    EXPECT_EQ(out[1], kSampleNonFinite) << "temperature " << t;
+    EXPECT_EQ(out[2], kSampleNothingLeft) << "temperature " << t;
+    EXPECT_GE(out[3], 0) << "temperature " << t;
+  }
 }
 
 }  // namespace

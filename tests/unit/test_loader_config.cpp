@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/json.h"
+#include "loader/config_fields.h"
 #include "loader/model_config.h"
 #include "model/model.h"
 
@@ -139,6 +140,87 @@ TEST(GenerationConfigTest, EosListOrSingle) {
   EXPECT_EQ(parse_generation_config(*j2)->eos_token_ids, (std::vector<int64_t>{7}));
   auto j3 = parse_json(R"({"eos_token_id":"x"})", "g");
   EXPECT_FALSE(parse_generation_config(*j3).is_ok());
+}
+
+// Every numeric field is range-checked and the error names the key, the range and the value.
+TEST(ModelConfigTest, RangesNamedInErrors) {
+  const std::string arch = R"({"architectures":["LlamaForCausalLM"],)";
+  const std::string base =
+      R"("hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100)";
+  const auto err = [&](const std::string& extra) { return parse_error(arch + extra + base + "}"); };
+  EXPECT_NE(err(R"("head_dim":0,)").find("\"head_dim\" must be an integer in [1, 1024], got 0"), std::string::npos);
+  EXPECT_NE(err(R"("max_position_embeddings":0,)").find("\"max_position_embeddings\" must be an integer in [1, "),
+            std::string::npos);
+  EXPECT_NE(err(R"("max_position_embeddings":-5,)").find("got -5"), std::string::npos);
+  EXPECT_NE(err(R"("rope_parameters":"fast",)").find("\"rope_parameters\" must be an object or null"),
+            std::string::npos);
+  EXPECT_NE(err(R"("rope_scaling":[1],)").find("\"rope_scaling\" must be an object"), std::string::npos);
+  EXPECT_NE(err(R"("rope_theta":-1,)").find("\"rope_theta\" must be a number in (0, "), std::string::npos);
+  EXPECT_NE(err(R"("rms_norm_eps":0,)").find("rms_norm_eps"), std::string::npos);
+  EXPECT_NE(err(R"("sliding_window":-1,)").find("sliding_window"), std::string::npos);
+  EXPECT_NE(err(R"("num_key_value_heads":0,)").find("[1, 1024]"), std::string::npos);
+  EXPECT_NE(err(R"("eos_token_id":[1,-2],)").find("eos_token_id"), std::string::npos);
+  EXPECT_NE(err(R"("bos_token_id":1e300,)").find("bos_token_id"), std::string::npos);
+  EXPECT_NE(err(R"("model_type":7,)").find("\"model_type\" must be a string"), std::string::npos);
+  EXPECT_NE(err(R"("rope_parameters":{"rope_type":"llama3","factor":8,"low_freq_factor":1,"high_freq_factor":4,)"
+                R"("original_max_position_embeddings":0},)")
+                .find("original_max_position_embeddings"),
+            std::string::npos);
+  EXPECT_NE(parse_error(arch + R"("hidden_size":99999999,"intermediate_size":128,"num_hidden_layers":2,)"
+                               R"("num_attention_heads":4,"vocab_size":100})")
+                .find("\"hidden_size\" must be an integer in [1, 131072]"),
+            std::string::npos);
+  EXPECT_NE(parse_error(arch + R"("hidden_size":4096,"intermediate_size":128,"num_hidden_layers":2,)"
+                               R"("num_attention_heads":2,"vocab_size":100})")
+                .find("head_dim (hidden_size / num_attention_heads)"),
+            std::string::npos);
+  EXPECT_NE(parse_error(arch + R"("hidden_size":64,"intermediate_size":128,"num_hidden_layers":18446744073709551615,)"
+                               R"("num_attention_heads":4,"vocab_size":100})")
+                .find("num_hidden_layers"),
+            std::string::npos);
+}
+
+TEST(ConfigFieldsTest, ReadsAndRejects) {
+  auto j = parse_json(R"({"a":3,"b":4.0,"c":"x","d":null,"e":1.5,"f":{"g":1},"h":[1,2],"i":true})", "t");
+  ASSERT_TRUE(j.is_ok());
+  int64_t v = -1;
+  EXPECT_TRUE(read_int_in_range(*j, "a", 1, 3, &v, "t").is_ok());
+  EXPECT_EQ(v, 3);
+  EXPECT_TRUE(read_int_in_range(*j, "b", 1, 4, &v, "t").is_ok());
+  EXPECT_EQ(v, 4);
+  EXPECT_EQ(read_int_in_range(*j, "a", 4, 9, &v, "t").message(), "t: \"a\" must be an integer in [4, 9], got 3");
+  EXPECT_FALSE(read_int_in_range(*j, "e", 0, 9, &v, "t").is_ok());
+  EXPECT_FALSE(read_int_in_range(*j, "c", 0, 9, &v, "t").is_ok());
+  EXPECT_TRUE(read_int_in_range(*j, "d", 0, 9, &v, "t").is_ok());  // null: optional, untouched
+  EXPECT_EQ(v, 4);
+  EXPECT_EQ(read_int_in_range(*j, "zz", 0, 9, &v, "t", Presence::kRequired).message(),
+            "t: missing required key \"zz\"");
+  double d = 0;
+  EXPECT_TRUE(read_double_in_range(*j, "e", 0, 2, &d, "t").is_ok());
+  EXPECT_EQ(d, 1.5);
+  EXPECT_FALSE(read_double_in_range(*j, "e", 0, 1, &d, "t").is_ok());
+  EXPECT_FALSE(read_positive_double(*j, "c", 1, &d, "t").is_ok());
+  const Json* obj = nullptr;
+  EXPECT_TRUE(read_object(*j, "f", &obj, "t").is_ok());
+  ASSERT_NE(obj, nullptr);
+  EXPECT_FALSE(read_object(*j, "h", &obj, "t").is_ok());
+  std::vector<int64_t> ids;
+  EXPECT_TRUE(read_id_list(*j, "h", 10, &ids, "t").is_ok());
+  EXPECT_EQ(ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_FALSE(read_id_list(*j, "h", 1, &ids, "t").is_ok());
+  bool b = false;
+  EXPECT_TRUE(read_bool(*j, "i", &b, "t").is_ok());
+  EXPECT_TRUE(b);
+  EXPECT_FALSE(read_bool(*j, "a", &b, "t").is_ok());
+  EXPECT_TRUE(require_int_range(5, "k", 0, 5, "t").is_ok());
+  EXPECT_FALSE(require_int_range(6, "k", 0, 5, "t").is_ok());
+}
+
+TEST(GenerationConfigTest, Ranges) {
+  auto j = parse_json(R"({"top_p":1.5})", "g");
+  EXPECT_NE(parse_generation_config(*j).message().find("\"top_p\" must be a number in [0, 1]"), std::string::npos);
+  auto j2 = parse_json(R"({"temperature":-1})", "g");
+  EXPECT_FALSE(parse_generation_config(*j2).is_ok());
 }
 
 }  // namespace

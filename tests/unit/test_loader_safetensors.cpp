@@ -2,6 +2,7 @@
 // never a crash (this suite also runs under the asan preset).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -104,6 +105,39 @@ TEST_F(SafetensorsTest, OverlappingTensors) {
                   R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
   std::string e = open_error(write("ov.safetensors", h, std::string(12, '\0')));
   EXPECT_NE(e.find("overlap"), std::string::npos) << e;
+}
+
+// An empty tensor between two overlapping ones hides nothing (the overlap is checked against the furthest end
+// so far, not only the previous tensor).
+TEST_F(SafetensorsTest, OverlapAcrossAnEmptyTensorAndAContainedOne) {
+  std::string h = R"({"big":{"dtype":"F32","shape":[25],"data_offsets":[0,100]},)"
+                  R"("empty":{"dtype":"F32","shape":[0],"data_offsets":[10,10]},)"
+                  R"("inner":{"dtype":"F32","shape":[2],"data_offsets":[50,58]}})";
+  std::string e = open_error(write("ov2.safetensors", h, std::string(100, '\0')));
+  EXPECT_NE(e.find("tensors \"big\" and \"inner\" overlap"), std::string::npos) << e;
+  std::string h2 = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                   R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
+                   R"("c":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})";
+  e = open_error(write("ov3.safetensors", h2, std::string(16, '\0')));
+  EXPECT_NE(e.find("overlap"), std::string::npos) << e;
+}
+
+// 200,000 tiny tensors: the validation is O(n log n) (it was quadratic).
+TEST_F(SafetensorsTest, TwoHundredThousandTensorsLoadQuickly) {
+  const int n = 200000;
+  std::string h = "{";
+  for (int i = 0; i < n; ++i) {
+    if (i) h += ",";
+    h += "\"t" + std::to_string(i) + "\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[" +
+         std::to_string(2 * i) + "," + std::to_string(2 * i + 2) + "]}";
+  }
+  h += "}";
+  const std::string path = write("many.safetensors", h, std::string(2 * n, '\0'));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = SafetensorsFile::open(path);
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ((*r)->tensors().size(), static_cast<size_t>(n));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
 }
 
 TEST_F(SafetensorsTest, DuplicateNames) {

@@ -242,20 +242,23 @@ TEST(SchedScheduler, PreemptedRequestHitsItsOwnCachedPrefix) {
   EXPECT_EQ(entry(o4, "b").block_table, (Ids{3, 4, 2}));
 }
 
-TEST(SchedScheduler, AbortMidPrefillCachesNothingHalfWritten) {
+// Blocks are cached when the chunk that completes them is scheduled (the engine launches every scheduled step,
+// and a step writes its KV before any attention reads it); an abort afterwards keeps them.
+TEST(SchedScheduler, AScheduledChunkCachesItsBlocksAndAnAbortKeepsThem) {
   Scheduler s(small_config(11, 4));
   add(s, make_request("a", iota_tokens(12, 0), 3));
   SchedulerOutput o1 = s.schedule();
-  step_with(s, o1, 50);
   EXPECT_EQ(s.kv().pool().num_cached_blocks(), 1);
+  EXPECT_TRUE(s.kv().pool().is_cached(1));
+  step_with(s, o1, 50);
   SchedulerOutput o2 = s.schedule();
   EXPECT_EQ(chunks(o2), (std::vector<Chunk>{{"a", 4, 4, false}}));
-  std::unique_ptr<Request> aborted = s.abort("a");  // the forward of o2 never completed
+  EXPECT_TRUE(s.kv().pool().is_cached(2));
+  std::unique_ptr<Request> aborted = s.abort("a");
   ASSERT_NE(aborted, nullptr);
   EXPECT_EQ(aborted->status, RequestStatus::kFinishedAborted);
   EXPECT_TRUE(step_with(s, o2, 50).tokens.empty());  // a late update for it is ignored
-  EXPECT_EQ(s.kv().pool().num_cached_blocks(), 1);
-  EXPECT_FALSE(s.kv().pool().is_cached(2));
+  EXPECT_EQ(s.kv().pool().num_cached_blocks(), 2);
   EXPECT_EQ(s.kv().num_free_blocks(), 10);
   EXPECT_EQ(s.abort("a"), nullptr);
 
@@ -263,18 +266,75 @@ TEST(SchedScheduler, AbortMidPrefillCachesNothingHalfWritten) {
   add(s, make_request("w", iota_tokens(12, 0), 3));
   EXPECT_NE(s.abort("w"), nullptr);  // aborting a waiting request
   SchedulerOutput o3 = s.schedule();
-  EXPECT_EQ(chunks(o3), (std::vector<Chunk>{{"b", 4, 4, false}}));
+  EXPECT_EQ(chunks(o3), (std::vector<Chunk>{{"b", 8, 4, true}}));
+  // a freed 2 then 1 to the queue's tail (3..10, 2, 1): b takes both back and the head, 3.
+  EXPECT_EQ(entry(o3, "b").block_table, (std::vector<BlockId>{1, 2, 3}));
   EXPECT_EQ(o3.finished_request_ids, (std::vector<std::string>{"a", "w"}));
 }
 
-TEST(SchedScheduler, AbortBeforeTheFirstChunkCompletesCachesNothing) {
+TEST(SchedScheduler, ABlockNotCompletedByAScheduledChunkIsNeverCached) {
   Scheduler s(small_config(11, 100));
-  add(s, make_request("a", iota_tokens(12, 0), 3));
+  add(s, make_request("a", iota_tokens(10, 0), 3));
   SchedulerOutput o1 = s.schedule();
-  EXPECT_EQ(chunks(o1), (std::vector<Chunk>{{"a", 0, 12, true}}));
+  EXPECT_EQ(chunks(o1), (std::vector<Chunk>{{"a", 0, 10, true}}));
+  EXPECT_EQ(entry(o1, "a").block_table, (std::vector<BlockId>{1, 2, 3}));
   EXPECT_NE(s.abort("a"), nullptr);
-  EXPECT_EQ(s.kv().pool().num_cached_blocks(), 0);
+  EXPECT_EQ(s.kv().pool().num_cached_blocks(), 2);
+  EXPECT_FALSE(s.kv().pool().is_cached(3));  // tokens 8, 9 only
   EXPECT_EQ(s.kv().num_free_blocks(), 10);
+  EXPECT_TRUE(s.check_integrity().is_ok());
+}
+
+// Issue 12.3: a request admitted in the same step as its prefix's first writer hits it.
+TEST(SchedScheduler, APrefixIsSharedWithinTheStepThatWritesIt) {
+  Scheduler s(small_config(20, 100));
+  Tokens b_prompt = iota_tokens(8, 0);
+  b_prompt.push_back(50);
+  b_prompt.push_back(51);
+  add(s, make_request("a", iota_tokens(10, 0), 3));
+  add(s, make_request("b", b_prompt, 3));
+  SchedulerOutput o1 = s.schedule();
+  EXPECT_EQ(chunks(o1), (std::vector<Chunk>{{"a", 0, 10, true}, {"b", 8, 2, true}}));
+  EXPECT_EQ(entry(o1, "a").block_table, (std::vector<BlockId>{1, 2, 3}));
+  EXPECT_EQ(entry(o1, "b").block_table, (std::vector<BlockId>{1, 2, 4}));
+  EXPECT_EQ(s.stats().prefix_cache_hits, 8);
+  step_with(s, o1, 60);
+  EXPECT_TRUE(s.check_integrity().is_ok());
+}
+
+// The step pipeline: advance() right after launch lets the next step be scheduled with the sampled token still
+// pending on the device; resolve() fills it in order and applies stop conditions.
+TEST(SchedScheduler, PipelinedStepsAdvanceThenResolve) {
+  Scheduler s(small_config(20, 100));
+  add(s, make_request("a", iota_tokens(5, 0), 2));
+  add(s, make_request("e", iota_tokens(6, 20), 5));
+  SchedulerOutput o1 = s.schedule();
+  EXPECT_EQ(chunks(o1), (std::vector<Chunk>{{"a", 0, 5, true}, {"e", 0, 6, true}}));
+  s.advance(o1);
+  SchedulerOutput o2 = s.schedule();  // decodes of the pending tokens
+  EXPECT_EQ(chunks(o2), (std::vector<Chunk>{{"a", 5, 1, true}, {"e", 6, 1, true}}));
+  EXPECT_EQ(entry(o2, "a").token_ids[0], kPendingToken);
+  s.advance(o2);
+  // a's two pending outputs reach its max_tokens: it is not scheduled again before they resolve.
+  SchedulerOutput o3 = s.schedule();
+  EXPECT_EQ(chunks(o3), (std::vector<Chunk>{{"e", 7, 1, true}}));
+  s.advance(o3);
+  UpdateResult r1 = s.resolve(o1, std::vector<TokenId>{7, 8});
+  ASSERT_EQ(r1.tokens.size(), 2u);
+  EXPECT_EQ(s.find("a")->token_ids[5], 7);
+  EXPECT_EQ(s.find("a")->num_pending, 1);
+  UpdateResult r2 = s.resolve(o2, std::vector<TokenId>{9, 99});  // e's second token is EOS
+  ASSERT_EQ(r2.finished.size(), 2u);
+  EXPECT_EQ(r2.finished[0]->id, "a");
+  EXPECT_EQ(r2.finished[0]->status, RequestStatus::kFinishedLength);
+  EXPECT_EQ(Tokens(r2.finished[0]->output_token_ids().begin(), r2.finished[0]->output_token_ids().end()), (Tokens{7, 9}));
+  EXPECT_EQ(r2.finished[1]->id, "e");
+  EXPECT_EQ(r2.finished[1]->status, RequestStatus::kFinishedStopped);
+  // e's third token was in flight (o3): it is dropped, and the late resolve ignores it.
+  EXPECT_EQ(Tokens(r2.finished[1]->output_token_ids().begin(), r2.finished[1]->output_token_ids().end()), (Tokens{8, 99}));
+  EXPECT_TRUE(s.resolve(o3, std::vector<TokenId>{5}).tokens.empty());
+  EXPECT_FALSE(s.has_unfinished());
+  EXPECT_EQ(s.kv().num_free_blocks(), 19);
   EXPECT_TRUE(s.check_integrity().is_ok());
 }
 

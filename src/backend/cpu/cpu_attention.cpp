@@ -8,8 +8,8 @@
 
 namespace rl {
 
-void cpu_paged_attention(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
-                         const Tensor& out) {
+void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor& qkv, const KvLayer& cache,
+                         const AttentionMetadata& meta, const Tensor& out) {
   const QkvLayout& l = meta.layout;
   const int64_t num_heads = l.num_heads, d = l.head_dim, row = l.row();
   const int64_t num_kv_heads = cache.num_kv_heads(), bs = cache.block_size();
@@ -44,9 +44,7 @@ void cpu_paged_attention(ThreadPool& pool, const Tensor& qkv, const KvLayer& cac
       for (int64_t j = 0; j < nk; ++j) {
         int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
         const float* kv = kc + (slot * num_kv_heads + kvh) * d;
-        float dot = 0;
-        for (int64_t c = 0; c < d; ++c) dot += qv[c] * kv[c];
-        scores[static_cast<size_t>(j)] = dot * meta.scale;
+        scores[static_cast<size_t>(j)] = kern.dot_f32(qv, kv, d) * meta.scale;
         mx = std::max(mx, scores[static_cast<size_t>(j)]);
       }
       float sum = 0;
@@ -59,8 +57,7 @@ void cpu_paged_attention(ThreadPool& pool, const Tensor& qkv, const KvLayer& cac
       for (int64_t j = 0; j < nk; ++j) {
         int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
         const float* vv = vc + (slot * num_kv_heads + kvh) * d;
-        float p = scores[static_cast<size_t>(j)];
-        for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p * vv[c];
+        kern.axpy_f32(scores[static_cast<size_t>(j)], vv, acc.data(), d);
       }
       float* o = out.f32() + (tok * num_heads + h) * d;
       float inv = 1.0f / sum;

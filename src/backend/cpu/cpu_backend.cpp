@@ -14,9 +14,15 @@
 
 namespace rl {
 
-CpuBackend::CpuBackend(int num_threads) : pool_(num_threads) {}
+CpuBackend::CpuBackend(int num_threads, CpuIsa isa) : pool_(num_threads), kern_(&cpu_kernels(isa)) {
+  RL_CHECK_MSG(isa <= detect_cpu_isa(), "CPU kernel tier %s is above this CPU's",
+               std::string(cpu_isa_name(isa)).c_str());
+}
 
-std::string CpuBackend::name() const { return "cpu (" + std::to_string(pool_.num_threads()) + " threads)"; }
+std::string CpuBackend::name() const {
+  return "cpu (" + std::to_string(pool_.num_threads()) + " threads, " + std::string(cpu_isa_name(kern_->isa)) +
+         " kernels)";
+}
 
 void* CpuBackend::alloc(size_t nbytes) {
   size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
@@ -37,9 +43,12 @@ void CpuBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {
 
 namespace {
 
-// Reads row `r` of a [rows, cols] f32/bf16 tensor into f32.
+// Reads row `r` of a [rows, cols] f32/bf16/int8 tensor into f32.
 inline void load_row(const Tensor& t, int64_t r, float* dst, int64_t cols) {
-  if (t.dtype == DType::kF32) {
+  if (t.dtype == DType::kI8) {
+    I8WeightView v = i8_weight_view(t.data, t.dim(0), cols);
+    for (int64_t i = 0; i < cols; ++i) dst[i] = static_cast<float>(v.q[r * cols + i]) * v.scale[r];
+  } else if (t.dtype == DType::kF32) {
     std::memcpy(dst, t.as<float>() + r * cols, static_cast<size_t>(cols) * 4);
   } else {
     convert_to_f32(t.as<uint16_t>() + r * cols, t.dtype, dst, static_cast<size_t>(cols));
@@ -97,24 +106,6 @@ void CpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Ten
   });
 }
 
-void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
-  int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
-  RL_CHECK(w.dim(1) == k && y.dim(-1) == n && y.rows() == m);
-  if (w.dtype == DType::kF32) {
-    cpu_gemm_f32(pool_, x.f32(), w.as<float>(), y.f32(), m, n, k);
-  } else {
-    RL_CHECK(w.dtype == DType::kBF16);
-    cpu_gemm_bf16(pool_, x.f32(), w.as<uint16_t>(), y.f32(), m, n, k);
-  }
-  if (bias.data) {
-    std::vector<float> b(static_cast<size_t>(n));
-    load_row(bias, 0, b.data(), n);
-    float* ys = y.f32();
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) ys[r * n + j] += b[static_cast<size_t>(j)];
-  }
-}
-
 void CpuBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
                               const Tensor& positions, const RopeParams& rope, const NormParams& norm) {
   const QkvLayout& l = rope.layout;
@@ -170,7 +161,7 @@ void CpuBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& s
 void CpuBackend::attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
                            const Tensor& out) {
   if (!meta.plain()) return cpu_paged_attention_window(pool_, qkv, cache, meta, out);
-  cpu_paged_attention(pool_, qkv, cache, meta, out);
+  cpu_paged_attention(pool_, *kern_, qkv, cache, meta, out);
 }
 
 void CpuBackend::fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) {
@@ -214,8 +205,9 @@ void CpuBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
     const float* row = logits.f32() + r * vocab;
     int32_t best = 0;
     float bv = -INFINITY;
-    bool found = false;
+    bool found = false, broken = false;
     for (int64_t i = 0; i < vocab; ++i) {
+      broken |= !(row[i] < INFINITY);  // NaN or +Inf
       if (row[i] != row[i]) continue;
       if (!found || row[i] > bv) {
         bv = row[i];
@@ -223,65 +215,7 @@ void CpuBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
         found = true;
       }
     }
-    out.i32()[r] = best;
-  }
-}
-
-void CpuBackend::sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) {
-  const int64_t vocab = logits.dim(1);
-  std::vector<float> v(static_cast<size_t>(vocab));
-  std::vector<int32_t> order;
-  for (int64_t r = 0; r < logits.dim(0); ++r) {
-    const DeviceSampleParams& p = params[r];
-    for (int64_t i = 0; i < vocab; ++i) {
-      const float x = logits.f32()[r * vocab + i];
-      v[static_cast<size_t>(i)] = x != x ? -3.4028235e38f : x;
-    }
-    const int32_t top = static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-    if (!(p.temperature > 0.0f)) {
-      out.i32()[r] = top;
-      continue;
-    }
-    const float m = v[static_cast<size_t>(top)], inv_t = 1.0f / p.temperature;
-    // Descending by logit; thresholds keep every token tied with the boundary one, as the device kernel does.
-    order.resize(static_cast<size_t>(vocab));
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return v[static_cast<size_t>(a)] > v[static_cast<size_t>(b)]; });
-    float floor = -3.4028235e38f;
-    if (p.top_k > 0 && p.top_k < vocab) floor = v[static_cast<size_t>(order[static_cast<size_t>(p.top_k - 1)])];
-    if (p.top_p < 1.0f) {
-      double total = 0;
-      for (int32_t i : order) {
-        if (v[static_cast<size_t>(i)] < floor) break;
-        total += std::exp((v[static_cast<size_t>(i)] - m) * inv_t);
-      }
-      double cum = 0;
-      for (int32_t i : order) {
-        if (v[static_cast<size_t>(i)] < floor) break;
-        cum += std::exp((v[static_cast<size_t>(i)] - m) * inv_t);
-        if (cum >= p.top_p * total) {
-          floor = v[static_cast<size_t>(i)];
-          break;
-        }
-      }
-    }
-    const uint64_t stream = mix64(p.seed ^ mix64(p.step + 0x5851f42d4c957f2dull));
-    float best = -3.4028235e38f;
-    int32_t best_i = top;
-    for (int64_t i = 0; i < vocab; ++i) {
-      const float x = v[static_cast<size_t>(i)];
-      if (x < floor) continue;
-      const float logp = (x - m) * inv_t;
-      if (p.min_p > 0.0f && std::exp(logp) < p.min_p) continue;
-      const uint64_t bits = mix64(stream ^ mix64(static_cast<uint64_t>(i)));
-      const float u = (static_cast<float>(bits >> 40) + 0.5f) * (1.0f / 16777216.0f);
-      const float score = logp - std::log(-std::log(u));
-      if (score > best) {
-        best = score;
-        best_i = static_cast<int32_t>(i);
-      }
-    }
-    out.i32()[r] = best_i;
+    out.i32()[r] = broken || !(bv > -INFINITY) ? -1 : best;
   }
 }
 

@@ -1,22 +1,30 @@
 // The CPU backend: the correctness reference for every other backend, multithreaded over a ThreadPool.
-// Activations are f32; weights f32 (OpenBLAS sgemm) or bf16 (our own converting GEMV/GEMM).
+// Activations are f32; weights f32, bf16 or int8 (core/quant.h). The linear layers and attention run the
+// kernels of one instruction-set tier (cpu_kernels.h), chosen at construction from cpuid (cpu_isa.h); the
+// kScalar tier is the readable reference the others are tested against.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "core/thread_pool.h"
 
 namespace rl {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int num_threads);
+  // isa: the kernel tier; it must not exceed detect_cpu_isa().
+  explicit CpuBackend(int num_threads, CpuIsa isa = selected_cpu_isa());
 
   DeviceKind device() const override { return DeviceKind::kCpu; }
   std::string name() const override;
   DType act_dtype() const override { return DType::kF32; }
-  bool supports_weight_dtype(DType dt) const override { return dt == DType::kF32 || dt == DType::kBF16; }
+  bool supports_weight_dtype(DType dt) const override {
+    return dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kI8;
+  }
 
   void* alloc(size_t nbytes) override;
   void free(void* p) override;
@@ -42,7 +50,11 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
-  void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
+  void sample(const Tensor& logits, const SampleBatch& batch) override;
+  void init_penalty_slots(const PenaltySlotInit* inits, int64_t num_inits, const SampleBatch& batch,
+                          int64_t vocab_size) override;
+  void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
+  void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
   // Layer-library ops (cpu_layer_ops.cpp).
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                   const NormParams& p) override;
@@ -56,17 +68,20 @@ class CpuBackend final : public Backend {
                    void* scratch, const Tensor& out) override;
 
   ThreadPool& pool() { return pool_; }
+  const CpuKernels& kernels() const { return *kern_; }
 
  private:
   ThreadPool pool_;
+  const CpuKernels* kern_;
+  // Activations prepared once per linear call (bf16-rounded or int8-quantised rows), reused across calls.
+  std::vector<uint16_t> act_bf16_;
+  std::vector<int8_t> act_i8_;
+  std::vector<float> act_scale_;
 };
 
-// GEMM kernels shared by CpuBackend::linear (cpu_gemm.cpp). y: [M, N] f32 = x [M, K] f32 · wᵀ (w [N, K]).
-void cpu_gemm_f32(ThreadPool& pool, const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k);
-void cpu_gemm_bf16(ThreadPool& pool, const float* x, const uint16_t* w, float* y, int64_t m, int64_t n, int64_t k);
-// Causal paged attention (cpu_attention.cpp).
-void cpu_paged_attention(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
-                         const Tensor& out);
+// Causal paged attention (cpu_attention.cpp), its dot products and sums through `kern`.
+void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor& qkv, const KvLayer& cache,
+                         const AttentionMetadata& meta, const Tensor& out);
 // The same with a sliding window and/or attention sinks (cpu_attention_window.cpp).
 void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache,
                                 const AttentionMetadata& meta, const Tensor& out);

@@ -1,14 +1,16 @@
-// CPU GEMM for linear layers: y [M, N] = x [M, K] · wᵀ, w [N, K] (the PyTorch/HF weight layout).
-// Work is split over N (output features) across the pool; each thread calls single-threaded OpenBLAS on its
-// slice, so the pool is the only source of threads. bf16 weights: for small M (decode) a fused
-// convert-and-dot GEMV streams the weights once; for larger M each thread converts a panel of weight rows to f32
-// and runs sgemm on it, so conversion cost is amortised over M.
+// The readable reference kernels (the kScalar tier of cpu_kernels.h): y [M, N] = x [M, K] · wᵀ, w [N, K] (the
+// PyTorch/HF weight layout), for output columns [n0, n1). f32 weights: for small M a streaming GEMV, else
+// single-threaded OpenBLAS sgemm on the slice (the pool is the only source of threads). bf16 weights: the same
+// GEMV widening each weight, or a panel of weight rows converted to f32 and handed to sgemm. int8 weights:
+// integer dot products of the per-row quantised activations with the int8 rows, then both scales.
+// The fast tiers (cpu_kernels_<tier>.cpp) must agree with these within rounding.
 #include <cblas.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "core/dtype.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
@@ -18,8 +20,6 @@ namespace {
 
 // Row panel for the bf16 → f32 conversion path: 64 rows × K stays in L2 for K up to a few thousand.
 constexpr int64_t kPanelRows = 64;
-// Up to this many input rows, the streaming GEMV path is used (f32 and bf16 weights).
-constexpr int64_t kGemvMaxRows = 4;
 
 void ensure_blas_single_threaded() {
   static const bool once = [] {
@@ -29,12 +29,11 @@ void ensure_blas_single_threaded() {
   (void)once;
 }
 
-inline float bf16f(uint16_t h) { return bf16_to_f32(h); }
 inline float widen(float v) { return v; }
-inline float widen(uint16_t v) { return bf16f(v); }
+inline float widen(uint16_t v) { return bf16_to_f32(v); }
 
 // Dot products of `m` input rows with weight rows [n0, n1), 4 weight rows at a time for memory-level
-// parallelism. The inner loops vectorise (shift + fma) under -O3.
+// parallelism; 8 partial sums per dot product.
 template <typename W>
 void gemv_rows(const float* x, const W* w, float* y, int64_t m, int64_t n, int64_t k, int64_t n0, int64_t n1) {
   for (int64_t j = n0; j < n1; j += 4) {
@@ -64,39 +63,88 @@ void gemv_rows(const float* x, const W* w, float* y, int64_t m, int64_t n, int64
   }
 }
 
-}  // namespace
-
-void cpu_gemm_f32(ThreadPool& pool, const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) {
-  if (m <= kGemvMaxRows) {  // decode: stream the weights once; sgemm's packing does not pay at M this small
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int) { gemv_rows(x, w, y, m, n, k, b, e); }, 16);
+void linear_f32_ref(const LinearActs& a, const float* w, float* y, int64_t m, int64_t n, int64_t k, int64_t n0,
+                    int64_t n1) {
+  if (m <= kGemvMaxRows) {
+    gemv_rows(a.x, w, y, m, n, k, n0, n1);
     return;
   }
-  ensure_blas_single_threaded();
-  // Slices of N in multiples of 16 keep each thread's output columns cache-line aligned.
-  pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(e - b),
-                static_cast<int>(k), 1.0f, x, static_cast<int>(k), w + b * k, static_cast<int>(k), 0.0f, y + b,
-                static_cast<int>(n));
-  }, 16);
+  cpu_sgemm_slice(a.x, w, y, m, n, k, n0, n1);
 }
 
-void cpu_gemm_bf16(ThreadPool& pool, const float* x, const uint16_t* w, float* y, int64_t m, int64_t n,
-                   int64_t k) {
+void linear_bf16_ref(const LinearActs& a, const uint16_t* w, float* y, int64_t m, int64_t n, int64_t k,
+                     int64_t n0, int64_t n1) {
   if (m <= kGemvMaxRows) {
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int) { gemv_rows(x, w, y, m, n, k, b, e); }, 16);
+    gemv_rows(a.x, w, y, m, n, k, n0, n1);
     return;
   }
   ensure_blas_single_threaded();
-  pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-    std::vector<float> panel(static_cast<size_t>(kPanelRows * k));
-    for (int64_t j = b; j < e; j += kPanelRows) {
-      int64_t rows = std::min(kPanelRows, e - j);
-      convert_to_f32(w + j * k, DType::kBF16, panel.data(), static_cast<size_t>(rows * k));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
-                  static_cast<int>(k), 1.0f, x, static_cast<int>(k), panel.data(), static_cast<int>(k), 0.0f,
-                  y + j, static_cast<int>(n));
+  std::vector<float> panel(static_cast<size_t>(kPanelRows * k));
+  for (int64_t j = n0; j < n1; j += kPanelRows) {
+    int64_t rows = std::min(kPanelRows, n1 - j);
+    convert_to_f32(w + j * k, DType::kBF16, panel.data(), static_cast<size_t>(rows * k));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
+                static_cast<int>(k), 1.0f, a.x, static_cast<int>(k), panel.data(), static_cast<int>(k), 0.0f,
+                y + j, static_cast<int>(n));
+  }
+}
+
+void linear_i8_ref(const LinearActs& a, const I8WeightView& w, float* y, int64_t m, int64_t n, int64_t k,
+                   int64_t n0, int64_t n1) {
+  for (int64_t r = 0; r < m; ++r) {
+    const int8_t* xr = a.x_i8 + r * a.ld;
+    for (int64_t j = n0; j < n1; ++j) {
+      const int8_t* wr = w.q + j * k;
+      int32_t acc = 0;
+      for (int64_t i = 0; i < k; ++i) acc += static_cast<int32_t>(xr[i]) * wr[i];
+      y[r * n + j] = static_cast<float>(acc) * a.x_scale[r] * w.scale[j];
     }
-  }, kPanelRows);
+  }
+}
+
+float dot_f32_ref(const float* a, const float* b, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void axpy_f32_ref(float s, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
+}
+
+}  // namespace
+
+void cpu_sgemm_slice(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, int64_t n0,
+                     int64_t n1) {
+  ensure_blas_single_threaded();
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n1 - n0),
+              static_cast<int>(k), 1.0f, x, static_cast<int>(k), w + n0 * k, static_cast<int>(k), 0.0f, y + n0,
+              static_cast<int>(n));
+}
+
+const CpuKernels& cpu_kernels_scalar() {
+  static const CpuKernels k = [] {
+    CpuKernels t;
+    t.isa = CpuIsa::kScalar;
+    t.linear_f32 = linear_f32_ref;
+    t.linear_bf16 = linear_bf16_ref;
+    t.linear_i8 = linear_i8_ref;
+    t.dot_f32 = dot_f32_ref;
+    t.axpy_f32 = axpy_f32_ref;
+    return t;
+  }();
+  return k;
+}
+
+const CpuKernels& cpu_kernels(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar: return cpu_kernels_scalar();
+    case CpuIsa::kAvx2: return cpu_kernels_avx2();
+    case CpuIsa::kAvx512: return cpu_kernels_avx512();
+    case CpuIsa::kAvx512Bf16: return cpu_kernels_avx512_bf16();
+    case CpuIsa::kAvx512Fp16: return cpu_kernels_avx512_fp16();
+  }
+  return cpu_kernels_scalar();
 }
 
 }  // namespace rl

@@ -1,5 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include "core/log.h"
+
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -32,7 +34,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_partials_), partial_floats * sizeof(float)));
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), cuda::kDecodeWorkspaceRows * sizeof(int)));
   RL_CUDA_CHECK(cudaMemset(decode_counters_, 0, cuda::kDecodeWorkspaceRows * sizeof(int)));
-  RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&sample_params_), kMaxSampleRows * sizeof(DeviceSampleParams)));
+  for (cudaEvent_t& e : events_) RL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
 }
 
@@ -41,7 +43,9 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   cudaFree(decode_partials_);
   cudaFree(decode_counters_);
-  cudaFree(sample_params_);
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  for (auto& [id, e] : markers_) cudaEventDestroy(e);
+  if (marker_ref_) cudaEventDestroy(marker_ref_);
   cudaFree(gemm_workspace_);
   cudaStreamDestroy(stream_);
 }
@@ -235,14 +239,81 @@ void CudaBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
   cuda::launch_argmax_rows(logits.as<float>(), logits.dim(0), logits.dim(1), out.as<int32_t>(), stream_);
 }
 
-void CudaBackend::sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) {
-  RL_CHECK(logits.dtype == DType::kF32 && out.dtype == DType::kI32 && logits.ndim == 2);
-  const int64_t rows = logits.dim(0);
-  RL_CHECK(rows <= kMaxSampleRows && out.numel() == rows);
-  if (rows == 0) return;
-  RL_CUDA_CHECK(cudaMemcpyAsync(sample_params_, params, static_cast<size_t>(rows) * sizeof(DeviceSampleParams),
-                                cudaMemcpyHostToDevice, stream_));
-  cuda::launch_sample_rows(logits.as<float>(), rows, logits.dim(1), sample_params_, out.as<int32_t>(), stream_);
+void CudaBackend::sample(const Tensor& logits, const SampleBatch& batch) {
+  RL_CHECK(logits.dtype == DType::kF32 && logits.ndim == 2 && logits.dim(0) >= batch.num_rows);
+  cuda::launch_sample(logits.as<float>(), logits.dim(1), batch, stream_);
+}
+
+void CudaBackend::init_penalty_slots(const PenaltySlotInit* inits, int64_t num_inits, const SampleBatch& batch,
+                                     int64_t vocab_size) {
+  for (int64_t i = 0; i < num_inits; ++i) {
+    cuda::launch_init_penalty_slot(inits[i], batch.penalty_counts, batch.prompt_bits, vocab_size, stream_);
+  }
+}
+
+void CudaBackend::resolve_pending_ids(const Tensor& ids, const Tensor& sampled) {
+  RL_CHECK(ids.dtype == DType::kI32 && sampled.dtype == DType::kI32);
+  cuda::launch_resolve_pending_ids(ids.as<int32_t>(), ids.numel(), sampled.as<int32_t>(), stream_);
+}
+
+void* CudaBackend::alloc_pinned(size_t nbytes) {
+  void* p = nullptr;
+  RL_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(nbytes, 1), cudaHostAllocDefault));
+  return p;
+}
+
+void CudaBackend::free_pinned(void* p) {
+  if (p) RL_CUDA_CHECK(cudaFreeHost(p));
+}
+
+void CudaBackend::upload_async(void* dst, const void* src, size_t n) {
+  RL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::download_async(void* dst, const void* src, size_t n) {
+  RL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_));
+}
+
+uint64_t CudaBackend::record_fence() {
+  const uint64_t f = next_fence_++;
+  RL_CUDA_CHECK(cudaEventRecord(events_[f % kNumFences], stream_));
+  return f;
+}
+
+void CudaBackend::wait_fence(uint64_t fence) {
+  if (fence == 0) return;
+  RL_CHECK_MSG(fence + kNumFences >= next_fence_, "fence %llu was overwritten", static_cast<unsigned long long>(fence));
+  RL_CUDA_CHECK(cudaEventSynchronize(events_[fence % kNumFences]));
+}
+
+uint64_t CudaBackend::record_marker() {
+  if (marker_ref_ == nullptr) {
+    RL_CUDA_CHECK(cudaEventCreate(&marker_ref_));
+    RL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RL_CUDA_CHECK(cudaEventRecord(marker_ref_, stream_));
+    RL_CUDA_CHECK(cudaEventSynchronize(marker_ref_));
+    marker_ref_seconds_ = now_seconds();
+  }
+  cudaEvent_t e = nullptr;
+  RL_CUDA_CHECK(cudaEventCreate(&e));
+  RL_CUDA_CHECK(cudaEventRecord(e, stream_));
+  markers_[next_marker_] = e;
+  return next_marker_++;
+}
+
+double CudaBackend::marker_seconds(uint64_t marker) {
+  auto it = markers_.find(marker);
+  RL_CHECK_MSG(it != markers_.end(), "unknown profiling marker %llu", static_cast<unsigned long long>(marker));
+  RL_CUDA_CHECK(cudaEventSynchronize(it->second));
+  float ms = 0.0f;
+  RL_CUDA_CHECK(cudaEventElapsedTime(&ms, marker_ref_, it->second));
+  cudaEventDestroy(it->second);
+  markers_.erase(it);
+  return marker_ref_seconds_ + ms * 1e-3;
+}
+
+std::string CudaBackend::attention_slow_path(const QkvLayout& l, int64_t block_size) const {
+  return cuda::attention_slow_path(l.head_dim, l.num_heads, l.num_kv_heads, block_size);
 }
 
 Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
@@ -256,6 +327,17 @@ Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
                          std::to_string(count) + " device(s) present)");
   }
   return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device_index));
+}
+
+}  // namespace rl
+
+namespace rl {
+
+void CudaBackend::apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) {
+  RL_CHECK(logits.dtype == DType::kF32 && bitmask.dtype == DType::kI32 && logits.ndim == 2 && bitmask.ndim == 2);
+  RL_CHECK(bitmask.dim(0) == logits.dim(0) && bitmask.dim(1) * 32 >= logits.dim(1));
+  cuda::launch_apply_token_bitmask(logits.as<float>(), logits.dim(0), logits.dim(1), bitmask.as<int32_t>(),
+                                   bitmask.dim(1), stream_);
 }
 
 }  // namespace rl

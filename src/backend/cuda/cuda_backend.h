@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <unordered_map>
 
 #include "backend/backend.h"
 #include "core/status.h"
@@ -52,7 +53,20 @@ class CudaBackend final : public Backend {
   void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
-  void sample_rows(const Tensor& logits, const DeviceSampleParams* params, const Tensor& out) override;
+  void sample(const Tensor& logits, const SampleBatch& batch) override;
+  void init_penalty_slots(const PenaltySlotInit* inits, int64_t num_inits, const SampleBatch& batch,
+                          int64_t vocab_size) override;
+  void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
+
+  void* alloc_pinned(size_t nbytes) override;
+  void free_pinned(void* p) override;
+  void upload_async(void* dst, const void* pinned_src, size_t nbytes) override;
+  void download_async(void* pinned_dst, const void* src, size_t nbytes) override;
+  uint64_t record_fence() override;
+  void wait_fence(uint64_t fence) override;
+  uint64_t record_marker() override;
+  double marker_seconds(uint64_t marker) override;
+  void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
   // Layer-library ops (cuda_layer_ops.cpp).
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                   const NormParams& p) override;
@@ -70,6 +84,7 @@ class CudaBackend final : public Backend {
   // included, with the prefill kernel family (one pass over 64-key tiles from key 0, no batch-dependent KV split).
   // Norms and the element-wise ops are row-local in both modes.
   void set_deterministic(bool on) override { deterministic_ = on; }
+  std::string attention_slow_path(const QkvLayout& layout, int64_t block_size) const override;
   bool deterministic() const override { return deterministic_; }
 
   // The stream every op runs on (for CUDA-graph capture by the runtime).
@@ -88,7 +103,15 @@ class CudaBackend final : public Backend {
   void* gemm_workspace_ = nullptr;
   float* decode_partials_ = nullptr;  // [kDecodeWorkspaceRows * 128] o then [kDecodeWorkspaceRows] lse
   int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
-  DeviceSampleParams* sample_params_ = nullptr;  // [kMaxSampleRows]: sample_rows' per-row parameters
+  // Fences: a ring of events; fence f is events_[f % kNumFences], recorded at most kNumFences fences ago.
+  static constexpr int kNumFences = 8;
+  cudaEvent_t events_[kNumFences] = {};
+  uint64_t next_fence_ = 1;
+  // Profiling markers: timing events by id, relative to a reference event whose host time is known.
+  cudaEvent_t marker_ref_ = nullptr;
+  double marker_ref_seconds_ = 0.0;
+  std::unordered_map<uint64_t, cudaEvent_t> markers_;
+  uint64_t next_marker_ = 1;
   std::unique_ptr<cuda::LtGemm> gemm_;
   AttentionImpl attention_impl_ = AttentionImpl::kAuto;
   bool deterministic_ = false;

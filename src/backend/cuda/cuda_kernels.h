@@ -47,9 +47,15 @@ void launch_gather_rows(const void* x, int64_t num_rows_x, const int32_t* indice
 void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n, cudaStream_t stream);
 // out[r] = argmax of logits row r (f32 [rows, vocab]); ties → lowest id (sampling.cu).
 void launch_argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
-// Device sampling of each row (DeviceSampleParams, device memory) into out (sampling.cu).
-void launch_sample_rows(const float* logits, int64_t rows, int64_t vocab, const DeviceSampleParams* params,
-                        int32_t* out, cudaStream_t stream);
+// The one sampling path (ops.h, SampleRowParams) over logits f32 [batch.num_rows, vocab] (sampling.cu).
+void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, cudaStream_t stream);
+void launch_init_penalty_slot(const PenaltySlotInit& init, int32_t* counts, uint32_t* bits, int64_t vocab,
+                              cudaStream_t stream);
+// ids[t] < 0 → sampled[-ids[t] - 1].
+void launch_resolve_pending_ids(int32_t* ids, int64_t n, const int32_t* sampled, cudaStream_t stream);
+// logits[r, t] = -inf where bit t of bitmask row r is clear (token_mask.cu).
+void launch_apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const int32_t* bitmask, int64_t words,
+                                cudaStream_t stream);
 // t[i] = lo + (hi - lo) * uniform_from_counter(seed, i) (core/random.h), stored as f32 or bf16.
 void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
 

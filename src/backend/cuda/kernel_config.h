@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 namespace rl::cuda {
 
@@ -111,5 +112,26 @@ constexpr int kPrefillBlockN128 = 64;
 constexpr int kPrefillMTiles256 = 1;
 // Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
 // group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
+
+// Which attention shapes have fast kernels (the dispatch in cuda_backend.cpp and prefill_attention_supported /
+// decode_attention_supported in the .cu files; host-only so it is unit-tested without a GPU). Empty when the
+// FA2 prefill kernel and the split-KV decode kernel both serve the shape; otherwise what serves it instead.
+inline std::string attention_slow_path(int64_t head_dim, int64_t num_heads, int64_t num_kv_heads, int64_t block_size) {
+  const std::string shape = "head_dim " + std::to_string(head_dim) + ", block size " + std::to_string(block_size);
+  if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0 || head_dim > 256 || head_dim <= 0) {
+    return shape + ": unsupported attention shape (heads " + std::to_string(num_heads) + " / kv heads " +
+           std::to_string(num_kv_heads) + "; head_dim at most 256)";
+  }
+  const bool pow2 = block_size > 0 && (block_size & (block_size - 1)) == 0;
+  if ((head_dim != 64 && head_dim != 128 && head_dim != 256) || !pow2 || head_dim % 8 != 0) {
+    return shape + ": no fast CUDA attention kernel (head_dim 64, 128 or 256 with a power-of-two block size); " +
+           "the naive kernel (one warp per token and head, far slower) serves prefill and decode";
+  }
+  if (head_dim == 256 || block_size != kDecodePageSize) {
+    return shape + ": decode steps run the prefill kernel (no split-KV decode kernel for this shape: it needs " +
+           "head_dim 64 or 128 and block size " + std::to_string(kDecodePageSize) + "), slow at small batch";
+  }
+  return "";
+}
 
 }  // namespace rl::cuda

@@ -1,7 +1,8 @@
-// Greedy sampling on the device: the argmax of each f32 logits row (ties → the lowest id, as the CPU sampler),
-// so a greedy decode step downloads num_seqs ids instead of num_seqs × vocab logits.
+// Sampling on the device: the argmax of f32 logits rows (ties → the lowest id), and the one sampling path of
+// ops.h (SampleRowParams) for every parameter, so a step downloads token ids, never num_seqs × vocab logits.
 #include <cfloat>
 #include <climits>
+#include <cmath>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -20,14 +21,17 @@ __global__ void argmax_rows_kernel(const float* logits, int64_t vocab, int32_t* 
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float bv = -FLT_MAX;
   int bi = INT_MAX;
+  bool broken = false;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
     float v = row[i];
-    if (v != v) continue;  // NaN never wins
+    broken |= !(v < INFINITY);  // NaN or +Inf
+    if (v != v) continue;
     if (better(v, static_cast<int>(i), bv, bi)) {
       bv = v;
       bi = static_cast<int>(i);
     }
   }
+  const bool row_broken = __syncthreads_or(broken);
   for (int off = 16; off > 0; off >>= 1) {
     float ov = __shfl_down_sync(0xffffffffu, bv, off);
     int oi = __shfl_down_sync(0xffffffffu, bi, off);
@@ -56,7 +60,8 @@ __global__ void argmax_rows_kernel(const float* logits, int64_t vocab, int32_t* 
         bi = oi;
       }
     }
-    if (lane == 0) out[blockIdx.x] = bi == INT_MAX ? 0 : bi;
+    // -1: NaN or +Inf in the row, or nothing above -inf (Backend::argmax_rows).
+    if (lane == 0) out[blockIdx.x] = row_broken || bi == INT_MAX ? -1 : bi;
   }
 }
 
@@ -65,132 +70,280 @@ __device__ __forceinline__ float load_logit(const float* row, int64_t i) {
   return v != v ? -FLT_MAX : v;  // NaN never wins and is never kept
 }
 
-// Sums v over the block; every thread gets the total. Deterministic (fixed reduction tree).
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// Probabilities are accumulated in 2^-40 fixed point so the top-p histogram is exact and order-independent.
+constexpr double kMassScale = 1099511627776.0;
+
+__device__ __forceinline__ float ld(const float* row, int64_t i) {
+  const float v = row[i];
+  return v != v ? -INFINITY : v;  // NaN never wins and is never kept
+}
+
+__device__ __forceinline__ unsigned long long mass_of(float logp) {
+  return static_cast<unsigned long long>(static_cast<double>(expf(logp)) * kMassScale);
+}
+
+__device__ __forceinline__ bool ranks_before(float va, int a, float vb, int b) {
+  return va > vb || (va == vb && a < b);
+}
+
+// Sums v over the block; every thread gets the total. scratch: >= 32 entries of shared memory.
+__device__ __forceinline__ unsigned long long block_sum_u64(unsigned long long v, unsigned long long* scratch) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < static_cast<int>(blockDim.x / 32) ? scratch[lane] : 0.0f;
+  v = lane < static_cast<int>(blockDim.x / 32) ? scratch[lane] : 0ull;
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-// Probabilities are accumulated in 2^-40 fixed point so the top-p histogram is exact and order-independent.
-constexpr double kMassScale = 1099511627776.0;
+__device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x / 32) ? scratch[lane] : 0.0;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
 
-// One block per row (DeviceSampleParams in ops.h): top-k and top-p thresholds by MSB-first radix select over
-// order-preserving keys of the logits (4 passes of 8 bits each; counts for top-k, fixed-point mass for top-p),
-// then an exponential race among the kept tokens.
-__global__ void sample_rows_kernel(const float* logits, int64_t vocab, const DeviceSampleParams* params,
-                                   int32_t* out) {
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
-  const DeviceSampleParams p = params[blockIdx.x];
+// One block per row: the steps of ops.h (SampleRowParams) in order, as the CPU reference (cpu_sampling.cpp).
+// Top-k and top-p thresholds come from an MSB-first radix select over order-preserving keys (4 passes of 8 bits;
+// counts for top-k, fixed-point mass for top-p), then an exponential race among the kept tokens.
+__global__ void sample_kernel(float* logits, int64_t vocab, SampleBatch b) {
+  float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  const SampleRowParams p = b.params[blockIdx.x];
+  const int64_t words = (vocab + 31) / 32;
   __shared__ float sv[32];
   __shared__ int si[32];
+  __shared__ double sd[32];
   __shared__ unsigned long long hist[256];
   __shared__ uint32_t s_prefix, s_mask;
   __shared__ unsigned long long s_rest;
   const int tid = threadIdx.x;
 
-  float local_max = -FLT_MAX;
+  // 0. A numerically broken model (NaN or +Inf among the raw logits) fails the row (ops.h, kSampleNonFinite).
+  bool raw_bad = false;
+  for (int64_t i = tid; i < vocab; i += blockDim.x) raw_bad |= !(row[i] < INFINITY);
+  if (__syncthreads_or(raw_bad)) {
+    if (tid == 0) {
+      b.out_tokens[blockIdx.x] = kSampleNonFinite;
+      if (p.num_logprobs >= 0) b.out_logprobs[blockIdx.x] = 0.0f;
+    }
+    return;
+  }
+
+  // 1. Raw logprobs.
+  float lse = 0.0f;
+  if (p.num_logprobs >= 0) {
+    float lm = -INFINITY;
+    for (int64_t i = tid; i < vocab; i += blockDim.x) lm = fmaxf(lm, ld(row, i));
+    const float m = block_max(lm, sv);
+    double part = 0.0;
+    float* raw = b.raw_scratch + static_cast<int64_t>(blockIdx.x) * vocab;
+    for (int64_t i = tid; i < vocab; i += blockDim.x) {
+      const float v = ld(row, i);
+      raw[i] = v;
+      part += exp(static_cast<double>(v - m));
+    }
+    lse = m + static_cast<float>(log(block_sum_f64(part, sd)));
+    float pv = INFINITY;
+    int pi = -1;
+    const int n = static_cast<int>(p.num_logprobs < vocab ? p.num_logprobs : vocab);
+    for (int k = 0; k < n; ++k) {
+      float bv = -INFINITY;
+      int bi = INT_MAX;
+      for (int64_t i = tid; i < vocab; i += blockDim.x) {
+        const float v = ld(row, i);
+        if (pi >= 0 && !ranks_before(pv, pi, v, static_cast<int>(i))) continue;
+        if (bi == INT_MAX || ranks_before(v, static_cast<int>(i), bv, bi)) {
+          bv = v;
+          bi = static_cast<int>(i);
+        }
+      }
+      const int best = block_argmax(bv, bi, sv, si);
+      pv = ld(row, best);
+      pi = best;
+      if (tid == 0) {
+        b.out_top_ids[blockIdx.x * kMaxTopLogprobs + k] = best;
+        b.out_top_logprobs[blockIdx.x * kMaxTopLogprobs + k] = pv - lse;
+      }
+    }
+  }
+  // 2. Bias, min_tokens suppression (sparse), then the allowed mask and 3. penalties (one dense pass).
+  for (int j = p.bias_begin + tid; j < p.bias_end; j += blockDim.x) {
+    row[b.bias_ids[j]] = ld(row, b.bias_ids[j]) + b.bias_values[j];
+  }
+  __syncthreads();
+  if (static_cast<int64_t>(p.step) < p.min_tokens) {
+    for (int j = p.suppress_begin + tid; j < p.suppress_end; j += blockDim.x) row[b.suppress_ids[j]] = -INFINITY;
+  }
+  __syncthreads();
+  if (p.mask_row >= 0 || p.penalty_slot >= 0) {
+    const uint32_t* mask = p.mask_row >= 0 ? b.allowed_mask + p.mask_row * words : nullptr;
+    const int32_t* counts = p.penalty_slot >= 0 ? b.penalty_counts + p.penalty_slot * vocab : nullptr;
+    const uint32_t* prompt = p.penalty_slot >= 0 ? b.prompt_bits + p.penalty_slot * words : nullptr;
+    for (int64_t i = tid; i < vocab; i += blockDim.x) {
+      float v = ld(row, i);
+      if (mask && !((mask[i >> 5] >> (i & 31)) & 1u)) v = -INFINITY;
+      if (counts) {
+        const int32_t c = counts[i];
+        if (p.repetition_penalty != 1.0f && (c > 0 || ((prompt[i >> 5] >> (i & 31)) & 1u))) {
+          v = v > 0.0f ? v / p.repetition_penalty : v * p.repetition_penalty;
+        }
+        if (c > 0) v -= p.frequency_penalty * static_cast<float>(c) + p.presence_penalty;
+      }
+      row[i] = v;
+    }
+    __syncthreads();
+  }
+
+  // 4. Choose.
+  float local_max = -INFINITY;
   int local_arg = INT_MAX;
+  bool broken = false;  // +Inf or NaN after the processors (an infinite bias)
   for (int64_t i = tid; i < vocab; i += blockDim.x) {
-    const float v = load_logit(row, i);
+    const float x = row[i];
+    broken |= !(x < INFINITY);
+    const float v = x != x ? -INFINITY : x;
     if (v > local_max) {
       local_max = v;
       local_arg = static_cast<int>(i);
     }
   }
-  if (!(p.temperature > 0.0f)) {
-    const int best = block_argmax(local_max, local_arg, sv, si);
-    if (tid == 0) out[blockIdx.x] = best == INT_MAX ? 0 : best;
-    return;
-  }
-  const float m = block_max(local_max, sv);
-  const float inv_t = 1.0f / p.temperature;
-
-  // Radix select of a threshold key: the largest key t such that the weight (count or mass) of keys >= t among
-  // the candidates (key >= floor) reaches `target`.
-  auto select = [&](uint32_t floor, bool by_mass, unsigned long long target) -> uint32_t {
-    if (tid == 0) {
-      s_prefix = 0;
-      s_mask = 0;
-      s_rest = target;
-    }
-    for (int shift = 24; shift >= 0; shift -= 8) {
-      for (int b = tid; b < 256; b += blockDim.x) hist[b] = 0;
-      __syncthreads();
-      const uint32_t prefix = s_prefix, mask = s_mask;
-      for (int64_t i = tid; i < vocab; i += blockDim.x) {
-        const float v = load_logit(row, i);
-        const uint32_t key = order_key(v);
-        if (key < floor || (key & mask) != prefix) continue;
-        const unsigned long long w =
-            by_mass ? static_cast<unsigned long long>(__expf((v - m) * inv_t) * kMassScale) : 1ull;
-        atomicAdd(&hist[(key >> shift) & 255u], w);
-      }
-      __syncthreads();
+  const bool processed_bad = __syncthreads_or(broken);
+  const int top = block_argmax(local_max, local_arg, sv, si);
+  int token = processed_bad || top == INT_MAX ? kSampleNothingLeft : top;
+  if (token >= 0 && p.temperature > 0.0f) {
+    const float m = ld(row, top);
+    const float inv_t = 1.0f / p.temperature;
+    // The largest key t such that the weight (count or mass) of candidate keys >= t (key >= floor) reaches
+    // target; the smallest candidate key when rounding never reaches it.
+    auto select = [&](uint32_t floor, bool by_mass, unsigned long long target) -> uint32_t {
       if (tid == 0) {
-        unsigned long long cum = 0;
-        int chosen = -1, lowest = -1;
-        for (int b = 255; b >= 0; --b) {
-          if (hist[b] == 0) continue;
-          lowest = b;
-          if (cum + hist[b] >= s_rest) {
-            chosen = b;
-            break;
-          }
-          cum += hist[b];
-        }
-        if (chosen < 0) chosen = lowest < 0 ? 0 : lowest;  // rounding: keep the whole prefix
-        s_rest = s_rest > cum ? s_rest - cum : 0;
-        s_prefix = prefix | (static_cast<uint32_t>(chosen) << shift);
-        s_mask = mask | (255u << shift);
+        s_prefix = 0;
+        s_mask = 0;
+        s_rest = target;
       }
-      __syncthreads();
+      for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int h = tid; h < 256; h += blockDim.x) hist[h] = 0;
+        __syncthreads();
+        const uint32_t prefix = s_prefix, mask = s_mask;
+        for (int64_t i = tid; i < vocab; i += blockDim.x) {
+          const float v = ld(row, i);
+          const uint32_t key = order_key(v);
+          if (key < floor || (key & mask) != prefix) continue;
+          atomicAdd(&hist[(key >> shift) & 255u], by_mass ? mass_of((v - m) * inv_t) : 1ull);
+        }
+        __syncthreads();
+        if (tid == 0) {
+          unsigned long long cum = 0;
+          int chosen = -1, lowest = -1;
+          for (int h = 255; h >= 0; --h) {
+            if (hist[h] == 0) continue;
+            lowest = h;
+            if (cum + hist[h] >= s_rest) {
+              chosen = h;
+              break;
+            }
+            cum += hist[h];
+          }
+          if (chosen < 0) chosen = lowest < 0 ? 0 : lowest;
+          s_rest = s_rest > cum ? s_rest - cum : 0;
+          s_prefix = prefix | (static_cast<uint32_t>(chosen) << shift);
+          s_mask = mask | (255u << shift);
+        }
+        __syncthreads();
+      }
+      return s_prefix;
+    };
+    uint32_t floor_key = order_key(-FLT_MAX);  // -inf is never a candidate
+    if (p.top_k > 0 && p.top_k < vocab) floor_key = select(floor_key, false, static_cast<unsigned long long>(p.top_k));
+    if (p.top_p < 1.0f) {
+      unsigned long long part = 0;
+      for (int64_t i = tid; i < vocab; i += blockDim.x) {
+        const float v = ld(row, i);
+        if (order_key(v) >= floor_key) part += mass_of((v - m) * inv_t);
+      }
+      const unsigned long long total = block_sum_u64(part, reinterpret_cast<unsigned long long*>(sd));
+      unsigned long long target =
+          static_cast<unsigned long long>(static_cast<double>(p.top_p) * static_cast<double>(total));
+      floor_key = select(floor_key, true, target < 1 ? 1 : target);
     }
-    return s_prefix;
-  };
-
-  uint32_t floor_key = 0;
-  if (p.top_k > 0 && p.top_k < vocab) floor_key = select(0, false, static_cast<unsigned long long>(p.top_k));
-  if (p.top_p < 1.0f) {
-    float part = 0.0f;
+    const uint64_t stream = mix64_sample(p.seed ^ mix64_sample(p.step + 0x5851f42d4c957f2dull));
+    float best = -INFINITY;
+    int best_i = INT_MAX;
     for (int64_t i = tid; i < vocab; i += blockDim.x) {
-      const float v = load_logit(row, i);
-      if (order_key(v) >= floor_key) part += static_cast<float>(
-          static_cast<double>(static_cast<unsigned long long>(__expf((v - m) * inv_t) * kMassScale)));
+      const float v = ld(row, i);
+      if (order_key(v) < floor_key) continue;
+      const float logp = (v - m) * inv_t;
+      if (p.min_p > 0.0f && expf(logp) < p.min_p) continue;
+      const float score = logp - logf(-logf(uniform_open(stream, static_cast<uint64_t>(i))));
+      if (score > best) {
+        best = score;
+        best_i = static_cast<int>(i);
+      }
     }
-    const double total = static_cast<double>(block_sum(part, sv));
-    const auto target = static_cast<unsigned long long>(fmax(1.0, static_cast<double>(p.top_p) * total));
-    floor_key = select(floor_key, true, target);
+    const int chosen = block_argmax(best, best_i, sv, si);
+    token = chosen == INT_MAX ? top : chosen;
   }
-  const uint64_t stream = mix64_sample(p.seed ^ mix64_sample(p.step + 0x5851f42d4c957f2dull));
-  float best = -FLT_MAX;
-  int best_i = INT_MAX;
-  for (int64_t i = tid; i < vocab; i += blockDim.x) {
-    const float v = load_logit(row, i);
-    if (order_key(v) < floor_key) continue;
-    const float logp = (v - m) * inv_t;  // log of the probability relative to the top token
-    if (p.min_p > 0.0f && __expf(logp) < p.min_p) continue;
-    const float score = logp - __logf(-__logf(uniform_open(stream, static_cast<uint64_t>(i))));
-    if (score > best) {
-      best = score;
-      best_i = static_cast<int>(i);
+  if (tid == 0) {
+    b.out_tokens[blockIdx.x] = token;
+    if (token >= 0 && p.penalty_slot >= 0) b.penalty_counts[p.penalty_slot * vocab + token] += 1;
+    if (p.num_logprobs >= 0) {
+      b.out_logprobs[blockIdx.x] =
+          token >= 0 ? b.raw_scratch[static_cast<int64_t>(blockIdx.x) * vocab + token] - lse : 0.0f;
     }
   }
-  const int chosen = block_argmax(best, best_i, sv, si);
-  if (tid == 0) out[blockIdx.x] = chosen == INT_MAX ? local_arg : chosen;
+}
+
+// One block: resets a penalty slot to the request's known tokens.
+__global__ void init_penalty_slot_kernel(PenaltySlotInit in, int32_t* counts_all, uint32_t* bits_all,
+                                         int64_t vocab) {
+  const int64_t words = (vocab + 31) / 32;
+  int32_t* counts = counts_all + in.slot * vocab;
+  uint32_t* bits = bits_all + in.slot * words;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) counts[i] = 0;
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) bits[i] = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < in.num_prompt; i += blockDim.x) {
+    const int32_t t = in.prompt_ids[i];
+    if (t >= 0 && t < vocab) atomicOr(&bits[t >> 5], 1u << (t & 31));
+  }
+  for (int64_t i = threadIdx.x; i < in.num_output; i += blockDim.x) {
+    const int32_t t = in.output_ids[i];
+    if (t >= 0 && t < vocab) atomicAdd(&counts[t], 1);
+  }
+}
+
+__global__ void resolve_pending_ids_kernel(int32_t* ids, int64_t n, const int32_t* sampled) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const int32_t v = ids[t];
+  // A failed row's code (< 0) becomes token 0: that request is finished when the step is processed, and its
+  // pending input must still be a valid embedding row meanwhile.
+  if (v < 0) ids[t] = max(sampled[-static_cast<int64_t>(v) - 1], 0);
 }
 
 }  // namespace
 
-void launch_sample_rows(const float* logits, int64_t rows, int64_t vocab, const DeviceSampleParams* params,
-                        int32_t* out, cudaStream_t stream) {
-  if (rows == 0) return;
-  sample_rows_kernel<<<static_cast<unsigned int>(rows), kSampleThreads, 0, stream>>>(logits, vocab, params, out);
+void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, cudaStream_t stream) {
+  if (batch.num_rows == 0) return;
+  sample_kernel<<<static_cast<unsigned int>(batch.num_rows), kSampleThreads, 0, stream>>>(logits, vocab, batch);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_init_penalty_slot(const PenaltySlotInit& init, int32_t* counts, uint32_t* bits, int64_t vocab,
+                              cudaStream_t stream) {
+  init_penalty_slot_kernel<<<1, 1024, 0, stream>>>(init, counts, bits, vocab);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_resolve_pending_ids(int32_t* ids, int64_t n, const int32_t* sampled, cudaStream_t stream) {
+  if (n == 0) return;
+  resolve_pending_ids_kernel<<<static_cast<unsigned int>((n + 255) / 256), 256, 0, stream>>>(ids, n, sampled);
   RL_CUDA_CHECK_LAUNCH();
 }
 

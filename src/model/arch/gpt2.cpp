@@ -28,21 +28,20 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
   RL_ASSIGN_OR_RETURN(ModelConfig c, parse_common_config(t, what));
   auto hp = std::make_shared<Gpt2HParams>();
   hp->inner = 4 * c.hidden_size;
-  RL_RETURN_IF_ERROR(get_int(j, "n_inner", &hp->inner, false, what));
-  RL_RETURN_IF_ERROR(check_range(hp->inner, 1, int64_t{1} << 20, "n_inner", what));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "n_inner", 1, config_limits::kMaxIntermediate, &hp->inner, what));
+  RL_RETURN_IF_ERROR(require_int_range(hp->inner, "n_inner", 1, config_limits::kMaxIntermediate, what));
   double eps = 1e-5;
-  RL_RETURN_IF_ERROR(get_double(j, "layer_norm_epsilon", &eps, what));
-  if (!(eps > 0)) return Status::error(what + ": layer_norm_epsilon must be > 0");
+  RL_RETURN_IF_ERROR(read_positive_double(j, "layer_norm_epsilon", 1.0, &eps, what));
   hp->eps = static_cast<float>(eps);
   std::string act = "gelu_new";
-  RL_RETURN_IF_ERROR(get_string(j, "activation_function", &act, what));
+  RL_RETURN_IF_ERROR(read_string(j, "activation_function", &act, what));
   if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
     return Status::error(what + ": activation_function \"" + act +
                          "\" is not supported (supported: gelu_new, gelu_pytorch_tanh)");
   }
   bool by_layer = false, scale_weights = true;
-  RL_RETURN_IF_ERROR(get_bool(j, "scale_attn_by_inverse_layer_idx", &by_layer, what));
-  RL_RETURN_IF_ERROR(get_bool(j, "scale_attn_weights", &scale_weights, what));
+  RL_RETURN_IF_ERROR(read_bool(j, "scale_attn_by_inverse_layer_idx", &by_layer, what));
+  RL_RETURN_IF_ERROR(read_bool(j, "scale_attn_weights", &scale_weights, what));
   if (by_layer || !scale_weights) {
     return Status::error(what + ": only scale_attn_weights = true, scale_attn_by_inverse_layer_idx = false");
   }
@@ -88,7 +87,8 @@ Result<std::unique_ptr<Model>> build(const ModelConfig& c, const std::string& di
       WeightLoader::create(dir, be, opts, static_cast<uint64_t>(c.params.total) * dtype_size(opts.weight_dtype)));
   const std::string t = w->dummy() || w->find("transformer.wte.weight") ? "transformer." : "";
   RL_ASSIGN_OR_RETURN(m->embed, w->load({t + "wte.weight"}, {{c.vocab_size, h}}, s));
-  RL_ASSIGN_OR_RETURN(m->pos_embed, w->load({t + "wpe.weight"}, {{c.max_position_embeddings, h}}, s));
+  RL_ASSIGN_OR_RETURN(m->pos_embed,
+                      w->load_unquantized({t + "wpe.weight"}, {{c.max_position_embeddings, h}}, s));
   m->blocks.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = t + "h." + std::to_string(i) + ".";

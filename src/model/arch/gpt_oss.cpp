@@ -26,21 +26,20 @@ struct GptOssHParams : ArchHParams {
 Result<ModelConfig> parse(const Json& j, const std::string& what) {
   RL_ASSIGN_OR_RETURN(ModelConfig c, parse_common_config(j, what));
   auto hp = std::make_shared<GptOssHParams>();
-  RL_RETURN_IF_ERROR(get_int(j, "intermediate_size", &c.intermediate_size, true, what));
-  RL_RETURN_IF_ERROR(get_int(j, "num_local_experts", &hp->num_experts, true, what));
-  RL_RETURN_IF_ERROR(get_int(j, "num_experts_per_tok", &hp->top_k, true, what));
-  RL_RETURN_IF_ERROR(check_range(hp->num_experts, 1, 4096, "num_local_experts", what));
-  RL_RETURN_IF_ERROR(check_range(hp->top_k, 1, hp->num_experts, "num_experts_per_tok", what));
+  const Presence req = Presence::kRequired;
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "intermediate_size", 1, config_limits::kMaxIntermediate,
+                                       &c.intermediate_size, what, req));
+  RL_RETURN_IF_ERROR(
+      read_int_in_range(j, "num_local_experts", 1, config_limits::kMaxExperts, &hp->num_experts, what, req));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "num_experts_per_tok", 1, hp->num_experts, &hp->top_k, what, req));
   double limit = 7.0;
-  RL_RETURN_IF_ERROR(get_double(j, "swiglu_limit", &limit, what));
-  if (!(limit > 0)) return Status::error(what + ": swiglu_limit must be > 0");
+  RL_RETURN_IF_ERROR(read_positive_double(j, "swiglu_limit", 1e4, &limit, what));
   hp->swiglu_limit = static_cast<float>(limit);
   bool attention_bias = true;
-  RL_RETURN_IF_ERROR(get_bool(j, "attention_bias", &attention_bias, what));
+  RL_RETURN_IF_ERROR(read_bool(j, "attention_bias", &attention_bias, what));
   c.qkv_bias = c.o_bias = attention_bias;
   int64_t window = 128;
-  RL_RETURN_IF_ERROR(get_int(j, "sliding_window", &window, false, what));
-  RL_RETURN_IF_ERROR(check_range(window, 1, int64_t{1} << 31, "sliding_window", what));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "sliding_window", 1, config_limits::kMaxPositions, &window, what));
   // layer_types: "sliding_attention" | "full_attention"; transformers' default alternates, sliding first.
   auto lt = j.find("layer_types");
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -61,7 +60,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
   auto q = j.find("quantization_config");
   if (q != j.end() && !q->is_null()) {
     std::string method;
-    if (q->is_object()) RL_RETURN_IF_ERROR(get_string(*q, "quant_method", &method, what + ": quantization_config"));
+    if (q->is_object()) RL_RETURN_IF_ERROR(read_string(*q, "quant_method", &method, what + ": quantization_config"));
     if (method != "mxfp4") {
       return Status::error(what + ": quantization_config quant_method \"" + method +
                            "\" is not supported (supported: mxfp4)");
@@ -158,7 +157,7 @@ Status load_experts(WeightLoader& w, const GptOssHParams& hp, const std::string&
     deinterleave_rows(src.data(), dst, e, in, 1);
     return Status::ok();
   }));
-  RL_ASSIGN_OR_RETURN(moe.down_bias, w.load({x + "down_proj_bias"}, {{e, h}}, kDummyScale));
+  RL_ASSIGN_OR_RETURN(moe.down_bias, w.load_unquantized({x + "down_proj_bias"}, {{e, h}}, kDummyScale));
   moe.down_bias = moe.down_bias.reshaped({e, h});
   return Status::ok();
 }

@@ -10,10 +10,11 @@ namespace rl {
 Result<ModelConfig> parse_dense(const Json& j, const std::string& what, DenseFlavor flavor) {
   RL_ASSIGN_OR_RETURN(ModelConfig c, parse_common_config(j, what));
   RL_RETURN_IF_ERROR(require_silu(j, what));
-  RL_RETURN_IF_ERROR(get_int(j, "intermediate_size", &c.intermediate_size, true, what));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "intermediate_size", 1, config_limits::kMaxIntermediate,
+                                       &c.intermediate_size, what, Presence::kRequired));
   bool attention_bias = false;
-  RL_RETURN_IF_ERROR(get_bool(j, "attention_bias", &attention_bias, what));
-  RL_RETURN_IF_ERROR(get_bool(j, "mlp_bias", &c.mlp_bias, what));
+  RL_RETURN_IF_ERROR(read_bool(j, "attention_bias", &attention_bias, what));
+  RL_RETURN_IF_ERROR(read_bool(j, "mlp_bias", &c.mlp_bias, what));
   switch (flavor) {
     case DenseFlavor::kQwen2:
       c.qkv_bias = true;
@@ -29,12 +30,13 @@ Result<ModelConfig> parse_dense(const Json& j, const std::string& what, DenseFla
   // Sliding window: attention over at most `window` positions equals full attention while the sequence fits in
   // the window, so the model is accepted and its context is capped there (ModelConfig::max_context_len).
   int64_t window = 0;
-  RL_RETURN_IF_ERROR(get_int(j, "sliding_window", &window, false, what));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "sliding_window", 0, config_limits::kMaxPositions, &window, what));
   bool use_sw = flavor == DenseFlavor::kMistral;
   if (flavor == DenseFlavor::kQwen2 || flavor == DenseFlavor::kQwen3) {
-    RL_RETURN_IF_ERROR(get_bool(j, "use_sliding_window", &use_sw, what));
+    RL_RETURN_IF_ERROR(read_bool(j, "use_sliding_window", &use_sw, what));
     int64_t max_window_layers = 0;
-    RL_RETURN_IF_ERROR(get_int(j, "max_window_layers", &max_window_layers, false, what));
+    RL_RETURN_IF_ERROR(read_int_in_range(j, "max_window_layers", 0, config_limits::kMaxLayers, &max_window_layers,
+                                         what));
     // transformers applies the window only to layers at index >= max_window_layers.
     if (use_sw && j.contains("max_window_layers") && max_window_layers >= c.num_hidden_layers) use_sw = false;
   }

@@ -44,7 +44,7 @@ void llama_base_counts(ModelConfig& c, const std::vector<int64_t>& windows, bool
 
 Status require_silu(const Json& j, const std::string& what) {
   std::string act;
-  RL_RETURN_IF_ERROR(get_string(j, "hidden_act", &act, what));
+  RL_RETURN_IF_ERROR(read_string(j, "hidden_act", &act, what));
   if (!act.empty() && act != "silu" && act != "swish") {
     return Status::error(what + ": hidden_act \"" + act + "\" is not supported (supported: silu)");
   }

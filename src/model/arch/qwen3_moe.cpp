@@ -23,27 +23,29 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
   RL_ASSIGN_OR_RETURN(ModelConfig c, parse_common_config(j, what));
   RL_RETURN_IF_ERROR(require_silu(j, what));
   auto hp = std::make_shared<Qwen3MoeHParams>();
-  RL_RETURN_IF_ERROR(get_int(j, "intermediate_size", &c.intermediate_size, true, what));
-  RL_RETURN_IF_ERROR(get_int(j, "moe_intermediate_size", &hp->moe_intermediate_size, true, what));
+  using namespace config_limits;
+  const Presence req = Presence::kRequired;
+  RL_RETURN_IF_ERROR(
+      read_int_in_range(j, "intermediate_size", 1, kMaxIntermediate, &c.intermediate_size, what, req));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "moe_intermediate_size", 1, kMaxIntermediate,
+                                       &hp->moe_intermediate_size, what, req));
   // "num_experts" in the published configs; transformers 5 writes "num_local_experts".
-  RL_RETURN_IF_ERROR(get_int(j, "num_local_experts", &hp->num_experts, false, what));
-  RL_RETURN_IF_ERROR(get_int(j, "num_experts", &hp->num_experts, hp->num_experts == 0, what));
-  RL_RETURN_IF_ERROR(get_int(j, "num_experts_per_tok", &hp->top_k, true, what));
-  RL_RETURN_IF_ERROR(get_bool(j, "norm_topk_prob", &hp->norm_topk_prob, what));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "num_local_experts", 1, kMaxExperts, &hp->num_experts, what));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "num_experts", 1, kMaxExperts, &hp->num_experts, what,
+                                       hp->num_experts == 0 ? req : Presence::kOptional));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "num_experts_per_tok", 1, hp->num_experts, &hp->top_k, what, req));
+  RL_RETURN_IF_ERROR(read_bool(j, "norm_topk_prob", &hp->norm_topk_prob, what));
   int64_t step = 1;
-  RL_RETURN_IF_ERROR(get_int(j, "decoder_sparse_step", &step, false, what));
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "decoder_sparse_step", 1, c.num_hidden_layers, &step, what));
   std::vector<int64_t> mlp_only;
-  RL_RETURN_IF_ERROR(get_int_list(j, "mlp_only_layers", &mlp_only, 0, c.num_hidden_layers - 1, 4096, what));
-  RL_RETURN_IF_ERROR(check_range(hp->moe_intermediate_size, 1, int64_t{1} << 20, "moe_intermediate_size", what));
-  RL_RETURN_IF_ERROR(check_range(hp->num_experts, 1, 4096, "num_experts", what));
-  RL_RETURN_IF_ERROR(check_range(hp->top_k, 1, hp->num_experts, "num_experts_per_tok", what));
-  RL_RETURN_IF_ERROR(check_range(step, 1, c.num_hidden_layers, "decoder_sparse_step", what));
+  RL_RETURN_IF_ERROR(read_int_list(j, "mlp_only_layers", 0, c.num_hidden_layers - 1,
+                                   static_cast<size_t>(kMaxLayers), &mlp_only, what));
   bool attention_bias = false;
-  RL_RETURN_IF_ERROR(get_bool(j, "attention_bias", &attention_bias, what));
+  RL_RETURN_IF_ERROR(read_bool(j, "attention_bias", &attention_bias, what));
   c.qkv_bias = c.o_bias = attention_bias;
   c.qk_norm = true;
   bool use_sw = false;
-  RL_RETURN_IF_ERROR(get_bool(j, "use_sliding_window", &use_sw, what));
+  RL_RETURN_IF_ERROR(read_bool(j, "use_sliding_window", &use_sw, what));
   if (use_sw) return Status::error(what + ": use_sliding_window is not supported for Qwen3-MoE");
 
   llama_base_counts(c, {}, false);

@@ -34,8 +34,8 @@ Status Moe::load_per_expert_hf(WeightLoader& w, const std::string& p, const std:
     down_shapes.push_back({h, i});
   }
   // Concatenated along rows: expert x's gate rows, then its up rows — i.e. [E, 2I, H].
-  RL_ASSIGN_OR_RETURN(gate_up, w.load(gu_names, gu_shapes, s));
-  RL_ASSIGN_OR_RETURN(down, w.load(down_names, down_shapes, s));
+  RL_ASSIGN_OR_RETURN(gate_up, w.load_unquantized(gu_names, gu_shapes, s));
+  RL_ASSIGN_OR_RETURN(down, w.load_unquantized(down_names, down_shapes, s));
   gate_up = gate_up.reshaped({e, 2 * i, h});
   down = down.reshaped({e, h, i});
   return Status::ok();

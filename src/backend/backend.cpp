@@ -1,0 +1,39 @@
+// Backend's default asynchronous staging: backends whose ops run synchronously on the host (CPU) copy at once.
+#include "backend/backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace rl {
+
+void* Backend::alloc_pinned(size_t nbytes) {
+  void* p = std::malloc(nbytes ? nbytes : 1);
+  RL_CHECK_MSG(p != nullptr, "out of host memory (%zu bytes)", nbytes);
+  return p;
+}
+
+void Backend::free_pinned(void* p) { std::free(p); }
+
+void Backend::upload_async(void* dst, const void* pinned_src, size_t nbytes) { upload(dst, pinned_src, nbytes); }
+
+void Backend::download_async(void* pinned_dst, const void* src, size_t nbytes) {
+  download(pinned_dst, src, nbytes);
+}
+
+uint64_t Backend::record_marker() {
+  double t = now_seconds();
+  uint64_t bits;
+  std::memcpy(&bits, &t, sizeof bits);
+  return bits;
+}
+
+double Backend::marker_seconds(uint64_t marker) {
+  double t;
+  std::memcpy(&t, &marker, sizeof t);
+  return t;
+}
+
+}  // namespace rl

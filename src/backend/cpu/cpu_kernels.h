@@ -1,0 +1,64 @@
+// The fast CPU kernels, one table per instruction-set tier (cpu_isa.h). CpuBackend picks the table
+// once, at construction; every entry computes the same thing as the readable reference in
+// cpu_gemm.cpp, which is also the kScalar table. A kernel computes output columns [n0, n1) of y [m,
+// n] = x [m, k] · wᵀ (w [n, k], the PyTorch/HF weight layout) on the calling thread; cpu_linear.cpp
+// prepares the activations once per call and splits n over the pool.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/cpu_isa.h"
+#include "core/quant.h"
+
+namespace rl {
+
+// Activations as the kernels read them: x in f32, and, when the table asks for it, the same rows
+// rounded to bf16 (for vdpbf16ps) or quantised per row to int8 with one f32 scale each (for the
+// int8 weights). Row stride ld (elements) is k rounded up to 64, zero-padded, so kernels may read
+// whole vectors past k.
+struct LinearActs {
+  const float* x = nullptr;          // [m, k], stride k
+  const uint16_t* x_bf16 = nullptr;  // [m, ld]
+  const int8_t* x_i8 = nullptr;      // [m, ld]
+  const float* x_scale = nullptr;    // [m]
+  int64_t ld = 0;
+};
+
+using LinearF32Fn = void (*)(const LinearActs& a, const float* w, float* y, int64_t m, int64_t n,
+                             int64_t k, int64_t n0, int64_t n1);
+using LinearBf16Fn = void (*)(const LinearActs& a, const uint16_t* w, float* y, int64_t m,
+                              int64_t n, int64_t k, int64_t n0, int64_t n1);
+using LinearI8Fn = void (*)(const LinearActs& a, const I8WeightView& w, float* y, int64_t m,
+                            int64_t n, int64_t k, int64_t n0, int64_t n1);
+
+struct CpuKernels {
+  CpuIsa isa = CpuIsa::kScalar;
+  bool bf16_acts = false;  // linear_bf16 reads LinearActs::x_bf16 (x rounded to bf16) instead of x
+  LinearF32Fn linear_f32 =
+      nullptr;  // fast tiers: their own GEMV for m <= kGemvMaxRows, else OpenBLAS sgemm
+  LinearBf16Fn linear_bf16 = nullptr;
+  LinearI8Fn linear_i8 = nullptr;  // reads x_i8 / x_scale
+  // dot(a, b) over n f32 values (attention scores).
+  float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
+  // y[i] += s * x[i] (attention's weighted sum of V rows).
+  void (*axpy_f32)(float s, const float* x, float* y, int64_t n) = nullptr;
+};
+
+// Up to this many rows, the f32 path streams the weights with the GEMV instead of calling sgemm.
+constexpr int64_t kGemvMaxRows = 4;
+
+// OpenBLAS sgemm (single-threaded) on output columns [n0, n1): the f32 GEMM of every tier.
+void cpu_sgemm_slice(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
+                     int64_t n0, int64_t n1);
+
+// The table of a tier; a tier above the CPU's must never be called (its instructions would fault).
+const CpuKernels& cpu_kernels(CpuIsa isa);
+
+// Per-tier tables (cpu_kernels_<tier>.cpp).
+const CpuKernels& cpu_kernels_scalar();
+const CpuKernels& cpu_kernels_avx2();
+const CpuKernels& cpu_kernels_avx512();
+const CpuKernels& cpu_kernels_avx512_bf16();
+const CpuKernels& cpu_kernels_avx512_fp16();
+
+}  // namespace rl

@@ -1,0 +1,80 @@
+// Structured outputs and tool calling on the request side: response_format (json_object, json_schema), vLLM's
+// guided_json / guided_regex / guided_choice / guided_grammar, and tools + tool_choice ("required" and a named
+// function are enforced with a grammar, as vLLM does: the model writes a JSON list of calls, or the named
+// function's arguments). The grammar becomes the request's TokenConstraint; compiled grammars (with their token
+// mask caches) are shared through an LRU cache keyed by the grammar's text. Errors are 400s naming the field and,
+// for schemas, the unsupported keyword.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "grammar/matcher.h"
+#include "server/json_fields.h"
+#include "tools/tool_stream.h"
+
+namespace rl::server {
+
+struct GenerationRequest;
+struct ModelContext;
+
+class StructuredContext {
+ public:
+  // tool_call_parser / reasoning_parser: a parser name, "auto" (from the chat template and vocabulary) or "none".
+  static Result<std::unique_ptr<StructuredContext>> create(const Tokenizer& tokenizer, const std::string& chat_template,
+                                                           std::vector<int32_t> eos_ids,
+                                                           const std::string& tool_call_parser,
+                                                           const std::string& reasoning_parser);
+
+  tools::ToolParserKind tool_parser() const { return tool_parser_; }
+  tools::ReasoningKind reasoning() const { return reasoning_; }
+  // The compiled grammar for `key`, compiling it with `make` on a miss. Thread-safe.
+  template <typename Make>
+  Result<std::shared_ptr<const grammar::TokenGrammar>> get(const std::string& key, Make&& make) const;
+  int64_t cache_misses() const;
+
+  static constexpr size_t kCacheCapacity = 64;
+
+ private:
+  std::shared_ptr<const grammar::TokenVocab> vocab_;
+  tools::ToolParserKind tool_parser_ = tools::ToolParserKind::kNone;
+  tools::ReasoningKind reasoning_ = tools::ReasoningKind::kNone;
+  mutable std::mutex mu_;
+  mutable std::list<std::pair<std::string, std::shared_ptr<const grammar::TokenGrammar>>> lru_;
+  mutable std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+  mutable int64_t misses_ = 0;
+};
+
+// Reads the structured-output and tool fields of a completions or chat body into r (params.constraint and
+// parse_mode). ctx.structured may be null (then only "text" response formats and no tools parsing).
+MaybeError parse_structured(const OrderedJson& body, const ModelContext& ctx, GenerationRequest* r);
+
+template <typename Make>
+Result<std::shared_ptr<const grammar::TokenGrammar>> StructuredContext::get(const std::string& key, Make&& make) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+  }
+  Result<std::shared_ptr<const grammar::CompiledGrammar>> g = make();
+  if (!g) return g.status();
+  auto tg = std::make_shared<const grammar::TokenGrammar>(*g, vocab_);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++misses_;
+  if (index_.count(key)) return index_[key]->second;
+  lru_.emplace_front(key, tg);
+  index_[key] = lru_.begin();
+  if (lru_.size() > kCacheCapacity) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  return std::shared_ptr<const grammar::TokenGrammar>(tg);
+}
+
+}  // namespace rl::server

@@ -1,0 +1,139 @@
+// Every CPU kernel tier this machine supports (cpu_isa.h) against the scalar reference tier: linear
+// layers with f32, bf16 and int8 weights at shapes that hit every tile remainder and vector tail (m
+// = 1..5, 17, 64; n not a multiple of 4; k not a multiple of the vector width), and attention's
+// dot/axpy. Outputs start as NaN, so an element a kernel forgets to write fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/quant.h"
+
+namespace rl {
+namespace {
+
+struct Shape {
+  int64_t m, n, k;
+};
+const Shape kShapes[] = {{1, 1, 1},    {1, 7, 31},    {1, 37, 64},  {2, 9, 33},
+                         {3, 13, 100}, {4, 16, 1024}, {5, 21, 17},  {17, 5, 65},
+                         {64, 48, 96}, {64, 67, 257}, {1, 256, 768}};
+
+std::vector<float> random_f32(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) return std::numeric_limits<double>::infinity();
+    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// y = x · wᵀ on `be`, w in dtype `dt` (f32 values given; bf16 rounds them, int8 quantises them per
+// row).
+std::vector<float> run_linear(CpuBackend& be, const Shape& s, const std::vector<float>& x,
+                              const std::vector<float>& w32, DType dt) {
+  std::vector<char> wbuf;
+  if (dt == DType::kF32) {
+    wbuf.resize(w32.size() * 4);
+    std::memcpy(wbuf.data(), w32.data(), wbuf.size());
+  } else if (dt == DType::kBF16) {
+    wbuf.resize(w32.size() * 2);
+    convert_from_f32(w32.data(), wbuf.data(), DType::kBF16, w32.size());
+  } else {
+    wbuf.assign(i8_weight_bytes(s.n, s.k), 0);
+    for (int64_t r = 0; r < s.n; ++r) {
+      quantize_row_i8(w32.data() + r * s.k, s.k, reinterpret_cast<int8_t*>(wbuf.data()) + r * s.k,
+                      reinterpret_cast<float*>(wbuf.data() + i8_scale_offset(s.n, s.k)) + r,
+                      reinterpret_cast<int32_t*>(wbuf.data() + i8_row_sum_offset(s.n, s.k)) + r);
+    }
+  }
+  std::vector<float> y(static_cast<size_t>(s.m * s.n), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> xc = x;
+  be.linear(Tensor(xc.data(), DType::kF32, {s.m, s.k}), Tensor(wbuf.data(), dt, {s.n, s.k}),
+            Tensor(), Tensor(y.data(), DType::kF32, {s.m, s.n}));
+  return y;
+}
+
+class CpuKernelTiers : public ::testing::TestWithParam<CpuIsa> {};
+
+TEST_P(CpuKernelTiers, LinearMatchesScalarReference) {
+  CpuBackend ref(2, CpuIsa::kScalar), fast(2, GetParam());
+  uint32_t seed = 1;
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE("m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                 " k=" + std::to_string(s.k));
+    std::vector<float> x = random_f32(static_cast<size_t>(s.m * s.k), seed++);
+    std::vector<float> w = random_f32(static_cast<size_t>(s.n * s.k), seed++);
+    // f32 weights: only the summation order differs.
+    EXPECT_LT(
+        rel_err(run_linear(fast, s, x, w, DType::kF32), run_linear(ref, s, x, w, DType::kF32)),
+        1e-5);
+    // bf16 weights: tiers with vdpbf16ps round the activations to bf16 too; against the reference
+    // fed the same rounded activations they agree to f32 summation order.
+    std::vector<float> xr = x;
+    if (fast.kernels().bf16_acts) {
+      for (auto& v : xr) v = bf16_to_f32(f32_to_bf16(v));
+    }
+    EXPECT_LT(
+        rel_err(run_linear(fast, s, x, w, DType::kBF16), run_linear(ref, s, xr, w, DType::kBF16)),
+        1e-5);
+    EXPECT_LT(
+        rel_err(run_linear(fast, s, x, w, DType::kBF16), run_linear(ref, s, x, w, DType::kBF16)),
+        1e-2);
+    // int8: integer dot products are exact; only the final scaling rounds.
+    EXPECT_LT(rel_err(run_linear(fast, s, x, w, DType::kI8), run_linear(ref, s, x, w, DType::kI8)),
+              1e-6);
+    // and int8 stays near the f32 result (8-bit weights and activations).
+    EXPECT_LT(rel_err(run_linear(ref, s, x, w, DType::kI8), run_linear(ref, s, x, w, DType::kF32)),
+              3e-2);
+  }
+}
+
+TEST_P(CpuKernelTiers, DotAndAxpyMatchScalarReference) {
+  const CpuKernels& ref = cpu_kernels(CpuIsa::kScalar);
+  const CpuKernels& fast = cpu_kernels(GetParam());
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 64, 100, 128}) {
+    std::vector<float> a = random_f32(static_cast<size_t>(n), 7),
+                       b = random_f32(static_cast<size_t>(n), 8);
+    EXPECT_NEAR(fast.dot_f32(a.data(), b.data(), n), ref.dot_f32(a.data(), b.data(), n), 1e-5 * n);
+    std::vector<float> y1 = b, y2 = b;
+    fast.axpy_f32(0.37f, a.data(), y1.data(), n);
+    ref.axpy_f32(0.37f, a.data(), y2.data(), n);
+    EXPECT_LT(rel_err(y1, y2), 1e-6) << n;
+  }
+}
+
+TEST(CpuIsaTest, NamesRoundTripAndTiersAreOrdered) {
+  for (CpuIsa isa : supported_cpu_isas()) {
+    CpuIsa back;
+    ASSERT_TRUE(parse_cpu_isa(cpu_isa_name(isa), &back));
+    EXPECT_EQ(back, isa);
+    EXPECT_LE(isa, detect_cpu_isa());
+  }
+  CpuIsa out;
+  EXPECT_FALSE(parse_cpu_isa("avx1024", &out));
+  EXPECT_LE(selected_cpu_isa(), detect_cpu_isa());
+}
+
+std::string tier_name(const ::testing::TestParamInfo<CpuIsa>& info) {
+  return std::string(cpu_isa_name(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Supported, CpuKernelTiers, ::testing::ValuesIn(supported_cpu_isas()),
+                         tier_name);
+
+}  // namespace
+}  // namespace rl
