@@ -174,16 +174,17 @@ TEST(EngineTest, AbortFreesEverything) {
   EXPECT_EQ(engine->num_free_kv_blocks(), engine->num_kv_blocks() - 1);
 }
 
-// A row that cannot be sampled (here a finite bias of 3e38 that temperature 0.5 scales to +Inf; a numerically
-// broken model gives NaN/Inf logits the same way)
-// fails its own request with a clear error; the other requests of the same batch finish normally, the engine
-// keeps serving, and every block comes back.
+// A row that cannot be sampled fails its own request with a clear error; the other requests of the same batch
+// finish normally, the engine keeps serving, and every block comes back.
 TEST(EngineTest, AnUnsamplableRowFailsOnlyItsRequest) {
   auto engine = make_engine();
   auto prompts = random_prompts(3, 10, 20, 9);
   SamplingParams bad = greedy(6);
-  bad.logit_bias[5] = std::numeric_limits<float>::infinity();  // the processed row is not finite
-  bad.temperature = 0.5f;
+  // A finite bias that a repetition penalty (token 5 is in the prompt) pushes past FLT_MAX: the processed row
+  // holds +Inf, so nothing can be sampled. (A numerically broken model gives NaN/Inf logits the same way.)
+  prompts[1][0] = 5;
+  bad.logit_bias[5] = 3e38f;
+  bad.repetition_penalty = 0.01f;
   auto c0 = engine->submit("ok-0", prompts[0], greedy(6));
   auto cb = engine->submit("bad", prompts[1], bad);
   auto c1 = engine->submit("ok-1", prompts[2], greedy(6));
