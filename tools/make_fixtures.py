@@ -7,7 +7,7 @@ position of prompt + continuation. Weights are drawn wider than the default init
 1 + N(0, 0.1)) so logits are far from uniform and greedy steps are well separated.
 
 Output per case under OUT/<case>/: config.json, generation_config.json, model.safetensors (or shards +
-model.safetensors.index.json), golden.json {prompt_ids, greedy_ids, min_margin, transformers_version},
+model.safetensors.index.json), golden.json {prompt_ids, greedy_ids, min_margin, transformers_version, routing_margins for MoE},
 logits.safetensors {"logits": F32 [positions, vocab]}.
 
 Quantised variants (gpt_oss_mxfp4, deepseek_v3_fp8) quantise the expert / linear weights in the model first
@@ -219,6 +219,59 @@ def run_golden(model, gen):
     return prompt, full, logits, greedy, margins
 
 
+def routing_margins(model, cfg, full):
+    """Per position, the smallest routing margin over the MoE layers, or None for a dense model.
+
+    Top-k routing is discontinuous: where the k-th and (k+1)-th expert scores nearly tie, bf16 rounding may pick
+    the other expert and that position's logits move by O(1). The margin is the gap between the last chosen and
+    the first unchosen selection score (router logits for Qwen3-MoE and GPT-OSS; for DeepSeek-V3 the smaller of
+    the group-selection gap and the expert gap of sigmoid + e_score_correction_bias), from the router's input
+    captured by a forward pre-hook and the router's own weight (and bias), so it does not depend on what the
+    router module returns."""
+    hidden = getattr(cfg, "hidden_size", None)
+    k = getattr(cfg, "num_experts_per_tok", None)
+    if hidden is None or k is None:
+        return None
+    captured, hooks = [], []
+    for name, mod in model.named_modules():
+        w = getattr(mod, "weight", None)
+        if (name.endswith("mlp.router") or name.endswith("mlp.gate")) and isinstance(w, torch.Tensor) and \
+                w.dim() == 2 and w.shape[1] == hidden and w.shape[0] > k:
+            hooks.append(mod.register_forward_pre_hook(
+                lambda m, args: captured.append((m, args[0].detach().reshape(-1, hidden).float()))))
+    if not hooks:
+        return None
+    with torch.no_grad():
+        model(full)
+    for h in hooks:
+        h.remove()
+    per_layer = []
+    n_group = getattr(cfg, "n_group", None) or 1
+    topk_group = getattr(cfg, "topk_group", None) or n_group
+    for mod, x in captured:
+        logits = x @ mod.weight.float().t()
+        b = getattr(mod, "bias", None)
+        if isinstance(b, torch.Tensor) and b.dim() == 1:
+            logits = logits + b.float()
+        corr = getattr(mod, "e_score_correction_bias", None)
+        if isinstance(corr, torch.Tensor):  # DeepSeek-V3: sigmoid scores, group-limited selection
+            scores = torch.sigmoid(logits) + corr.float()
+            e = scores.shape[-1]
+            g = scores.view(-1, n_group, e // n_group).topk(2, dim=-1).values.sum(-1)
+            gs = g.sort(dim=-1, descending=True).values
+            group_gap = gs[:, topk_group - 1] - gs[:, topk_group] if topk_group < n_group else \
+                torch.full_like(gs[:, 0], float("inf"))
+            keep = torch.zeros_like(g).scatter_(1, g.topk(topk_group, dim=-1).indices, 1.0)
+            masked = scores.masked_fill(keep.repeat_interleave(e // n_group, dim=1) == 0, float("-inf"))
+            ms = masked.sort(dim=-1, descending=True).values
+            gap = torch.minimum(group_gap, ms[:, k - 1] - ms[:, k])
+        else:
+            srt = logits.sort(dim=-1, descending=True).values
+            gap = srt[:, k - 1] - srt[:, k]
+        per_layer.append(gap)
+    return torch.stack(per_layer).min(dim=0).values.tolist()
+
+
 def write_golden(d, prompt, logits, greedy, margins, seed, extra):
     save_file({"logits": logits.contiguous()}, os.path.join(d, "logits.safetensors"))
     with open(os.path.join(d, "golden.json"), "w") as f:
@@ -272,6 +325,11 @@ def make_new(out_root, name, cfg_cls, kwargs, opts, seed):
             model.tie_weights()
     prompt, full, logits, greedy, margins = run_golden(model, gen)
     extra = {}
+    rm = routing_margins(model, cfg, full)
+    if rm is not None:
+        extra["routing_margins"] = rm
+        print(f"{name}: routing margins min {min(rm):.4f}, below 0.02 at positions "
+              f"{[i for i, v in enumerate(rm) if v < 0.02]}")
     rot = getattr(getattr(model, "model", None), "rotary_emb", None)
     if rot is not None:
         extra["inv_freq"] = rot.inv_freq.tolist()
@@ -374,7 +432,9 @@ def make_new(out_root, name, cfg_cls, kwargs, opts, seed):
         cj["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                                      "weight_block_size": [b, b]}
         json.dump(cj, open(os.path.join(qd, "config.json"), "w"), indent=2)
-        write_golden(qd, prompt2, logits2, greedy2, margins2, seed + 500, {})
+        rm2 = routing_margins(m2, cfg, full2)
+        write_golden(qd, prompt2, logits2, greedy2, margins2, seed + 500,
+                     {} if rm2 is None else {"routing_margins": rm2})
         try:
             from transformers import FineGrainedFP8Config
             print(f"{name}_fp8: reload (dequantize=True) max|diff| = "

@@ -122,7 +122,21 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
                          std::to_string(mc.max_context_len()));
   }
   const int64_t kv_tokens = (num_blocks - 1) * bs;
-  if (max_len > kv_tokens) {
+  int32_t sched_window = 0;
+  // Every layer a sliding window: a sequence holds only the blocks of its widest window (the KV manager
+  // releases the rest), so its length is not bounded by the cache.
+  int64_t window = 0;
+  for (const KvLayerSpec& l : mc.kv_spec) {
+    if (l.kind != KvKind::kSliding) {
+      window = 0;
+      break;
+    }
+    window = std::max(window, l.window);
+  }
+  const int64_t window_tokens = ((window - 1 + config.max_num_batched_tokens + bs - 1) / bs + 1) * bs;
+  if (window > 0 && window_tokens <= kv_tokens && window <= INT32_MAX) {
+    sched_window = static_cast<int32_t>(window);
+  } else if (max_len > kv_tokens) {
     log_warn("max_model_len lowered from " + std::to_string(max_len) + " to " + std::to_string(kv_tokens) +
              " tokens: the KV cache holds no more");
     max_len = kv_tokens;
@@ -137,6 +151,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.kv.num_blocks = static_cast<int32_t>(num_blocks);
   sc.kv.block_size = static_cast<int32_t>(bs);
   sc.kv.enable_prefix_caching = config.enable_prefix_caching;
+  sc.kv.sliding_window = sched_window;
   RL_RETURN_IF_ERROR(sc.validate());
   e->sched_config_ = sc;
   e->scheduler_ = std::make_unique<Scheduler>(sc);
