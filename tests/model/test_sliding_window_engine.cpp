@@ -4,6 +4,7 @@
 // blocks are never reused (a stale read would differ), and every block comes back.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -19,7 +20,9 @@ namespace fs = std::filesystem;
 
 // A copy of tests/data/golden/gpt_oss whose layers are all sliding_attention.
 std::string all_sliding_model() {
-  const fs::path src = fs::path(RIDGELINE_SOURCE_DIR) / "tests/data/golden/gpt_oss";
+  // RIDGELINE_SOURCE_ROOT overrides the compiled-in source folder (the GPU machine runs a copy elsewhere).
+  const char* root = std::getenv("RIDGELINE_SOURCE_ROOT");
+  const fs::path src = fs::path(root && *root ? root : RIDGELINE_SOURCE_DIR) / "tests/data/golden/gpt_oss";
   const fs::path dir = fs::temp_directory_path() / ("rl_all_sliding_" + std::to_string(getpid()));
   fs::create_directories(dir);
   auto j = load_json_file((src / "config.json").string());

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/json.h"
@@ -20,7 +21,9 @@
 namespace rl {
 namespace {
 
-const std::string kSourceDir = RIDGELINE_SOURCE_DIR;
+// RIDGELINE_SOURCE_ROOT overrides the compiled-in source folder (the GPU machine runs a copy elsewhere).
+const std::string kSourceDir =
+    std::getenv("RIDGELINE_SOURCE_ROOT") ? std::getenv("RIDGELINE_SOURCE_ROOT") : RIDGELINE_SOURCE_DIR;
 // Logit gaps (top-1 minus top-2 in transformers' f32 run) above which bf16 must not change the argmax.
 constexpr double kClearMargin = 0.1;
 // Top-k routing is discontinuous: where two expert scores nearly tie, bf16 may choose the other expert and that
