@@ -208,12 +208,26 @@ def stage_tokenizer(args):
 # ---------------------------------------------------------------------------------------------- model
 
 
-def make_config():
+def make_config(shape=None):
+    """shape: MODEL_SHAPE's keys (default: MODEL_SHAPE, the shipped default model)."""
     from transformers import Qwen3Config
     return Qwen3Config(vocab_size=VOCAB_SIZE, max_position_embeddings=CONTEXT, rms_norm_eps=1e-6,
                        tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": ROPE_THETA},
                        use_sliding_window=False, attention_bias=False, attention_dropout=0.0,
-                       bos_token_id=None, eos_token_id=EOT_ID, pad_token_id=EOT_ID, use_cache=True, **MODEL_SHAPE)
+                       bos_token_id=None, eos_token_id=EOT_ID, pad_token_id=EOT_ID, use_cache=True,
+                       **(shape or MODEL_SHAPE))
+
+
+def shape_from_args(args):
+    """MODEL_SHAPE with --shape overrides ("hidden_size=1024,num_hidden_layers=12,..."), e.g. for the larger
+    targets of speculative-decoding benchmarks (scripts/device/spec_bench.sh)."""
+    shape = dict(MODEL_SHAPE)
+    for item in filter(None, (args.shape or "").split(",")):
+        key, _, value = item.partition("=")
+        if key not in shape:
+            raise ValueError(f"--shape: unknown key {key!r} (known: {', '.join(shape)})")
+        shape[key] = int(value)
+    return shape
 
 
 def add_residual_dropout(model, p):
@@ -295,7 +309,7 @@ def stage_train(args):
     held_ids = torch.tensor(encode_stream(tok, [chapter_text(c) for c in held_ch]), dtype=torch.long, device=dev)
     held = heldout_windows(held_ids)
 
-    model = Qwen3ForCausalLM(make_config()).to(dev)
+    model = Qwen3ForCausalLM(make_config(shape_from_args(args))).to(dev)
     model.config.use_cache = False
     add_residual_dropout(model, args.dropout)
     num_params = sum(p.numel() for p in model.parameters())
@@ -698,6 +712,7 @@ def main(argv):
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--time-limit", type=float, default=120.0, help="seconds of training; the cosine ends by then")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--shape", help="train: model shape overrides, e.g. hidden_size=1024,num_hidden_layers=12")
     args = ap.parse_args(argv)
     if args.stage != "golden" and not args.data:
         ap.error(args.stage + " needs --data")

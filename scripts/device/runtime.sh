@@ -8,7 +8,10 @@
 #      decode and 1000 x 1024/1024 offline (8B), each with and without --deterministic, and a --profile trace.
 # A table is printed last. BUDGET (seconds, default 330) skips what would not fit. ONLY=tests runs the tests
 # (ENGINE_FILTER narrows the engine tests); ONLY=detmix runs a Qwen --profile summary and the deterministic
-# cost on 256 x 1024/256 (both modes).
+# cost on 256 x 1024/256 (both modes); ONLY=det runs the tests, the batch-invariance op tests, the decode
+# attention kernels in both modes, and the deterministic benchmarks (1000 x 1024/1024 first).
+# SOURCE_LINK=/path: the test binaries were built in that checkout (they read fixtures by their compiled source
+# path), so that path is made a link to this checkout first.
 set -uo pipefail
 root="${RL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
 cd "$root"
@@ -21,7 +24,18 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$bin_dir/lib"
 rl="$bin_dir/ridgeline"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 
-if [ "${ONLY:-all}" = all ] || [ "${ONLY:-all}" = tests ]; then
+if [ -n "${SOURCE_LINK:-}" ] && [ ! -e "$SOURCE_LINK" ]; then
+  mkdir -p "$(dirname "$SOURCE_LINK")" && ln -s "$root" "$SOURCE_LINK"
+fi
+if [ "${ONLY:-all}" = det ]; then
+  timeout 240 "$bin_dir/rl_tests_ops" --gtest_filter='CudaBatchInvariance.*:CudaAttention.*:CudaSampling.*' \
+    --gtest_color=no >"$out/test_invariance.log" 2>&1
+  echo "invariance+attention ops rc=$?" | tee -a "$out/test_rc.txt"
+  grep -E "^\[  (PASSED|FAILED) |Failure" "$out/test_invariance.log" | head -20
+  timeout 60 "$rl" bench kernels decode >"$out/kernels_decode.log" 2>&1
+  grep -E "decode_attn" "$out/kernels_decode.log"
+fi
+if [ "${ONLY:-all}" = all ] || [ "${ONLY:-all}" = tests ] || [ "${ONLY:-all}" = det ]; then
 echo "== tests =="
 timeout 120 "$bin_dir/rl_tests_ops" --gtest_filter='CudaSampling.*:CudaOps.ArgmaxRows*' --gtest_color=no \
   >"$out/test_sampling.log" 2>&1
@@ -59,6 +73,12 @@ fits 15 lat_llama_b64_det && lat llama_b64_det "${llama[@]}" --batch 64 --input-
 fits 150 tp_1000x1024_det && tp 1000x1024_det --num-prompts 1000 --input-len 1024 --output-len 1024 --deterministic
 fits 15 lat_llama_b1_det && lat llama_b1_det "${llama[@]}" --batch 1 --input-len 128 --output-len 256 --deterministic
 fits 10 lat_qwen_b1_det && lat qwen_b1_det "${qwen[@]}" --batch 1 --input-len 128 --output-len 256 --deterministic
+fi
+if [ "${ONLY:-all}" = det ]; then
+  fits 60 tp_1000x1024_det && tp 1000x1024_det --num-prompts 1000 --input-len 1024 --output-len 1024 --deterministic
+  fits 15 lat_llama_b64_det && lat llama_b64_det "${llama[@]}" --batch 64 --input-len 128 --output-len 128 --deterministic
+  fits 15 lat_llama_b1_det && lat llama_b1_det "${llama[@]}" --batch 1 --input-len 128 --output-len 256 --deterministic
+  fits 10 lat_qwen_b1_det && lat qwen_b1_det "${qwen[@]}" --batch 1 --input-len 128 --output-len 256 --deterministic
 fi
 # The deterministic cost on a shorter offline mix when the full one does not fit: both modes, same workload.
 if [ "${ONLY:-all}" = detmix ]; then

@@ -5,6 +5,9 @@
 // ((finish − first token) / (output tokens − 1)). One warm-up round on other prompts first (kernels loaded,
 // GEMM plans chosen, the batch's CUDA graph captured). Printed beside the roofline (src/perf): TTFT against the
 // batch's prefill, TPOT and decode tok/s against a decode step at the mean context.
+// --prompt-file takes the prompts from a text file instead (request i: input_len tokens of it from token
+// i * input_len / 2 on, wrapping), for workloads whose text matters, such as copying for n-gram speculation.
+// With --speculative, the acceptance rate and the mean accepted length (tokens per verification) are printed.
 #include <algorithm>
 #include <cstdio>
 
@@ -30,7 +33,16 @@ struct LatencyOptions {
   uint64_t seed = 0;
   std::string gpu;  // roofline chip; default: measured H200 for cuda, none for cpu
   std::string json;
+  std::string prompt_file;
 };
+
+// Request i's prompt from the file's tokens (see the header comment); empty `text` = random prompts.
+std::vector<TokenId> file_prompt(const std::vector<TokenId>& text, int32_t len, int32_t i) {
+  std::vector<TokenId> p(static_cast<size_t>(len));
+  const size_t start = static_cast<size_t>(i) * static_cast<size_t>(len / 2);
+  for (size_t j = 0; j < p.size(); ++j) p[j] = text[(start + j) % text.size()];
+  return p;
+}
 
 struct RoundTimes {
   double ttft_s = 0, tpot_s = 0, elapsed_s = 0;  // TTFT and TPOT: means over the batch's requests
@@ -38,7 +50,7 @@ struct RoundTimes {
 
 // Submits `batch` random prompts at once and waits for all of them.
 Result<RoundTimes> run_round(Engine& engine, const LatencyOptions& o, int32_t output_len, uint64_t seed,
-                             const std::string& tag) {
+                             const std::string& tag, const std::vector<TokenId>& text) {
   PromptGenerator gen(engine.model_config().vocab_size, seed);
   SamplingParams params;
   params.temperature = 0;
@@ -47,7 +59,9 @@ Result<RoundTimes> run_round(Engine& engine, const LatencyOptions& o, int32_t ou
   std::vector<std::shared_ptr<OutputChannel>> channels;
   const double t0 = now_seconds();
   for (int32_t i = 0; i < o.batch; ++i) {
-    channels.push_back(engine.submit(tag + std::to_string(i), gen.next(o.input_len), params));
+    channels.push_back(engine.submit(tag + std::to_string(i),
+                                     text.empty() ? gen.next(o.input_len) : file_prompt(text, o.input_len, i),
+                                     params));
   }
   RoundTimes r;
   for (auto& ch : channels) {
@@ -86,12 +100,22 @@ int run(const LatencyOptions& o) {
   if (o.input_len + o.output_len > engine.max_model_len()) {
     return fail("--input-len + --output-len exceeds max_model_len " + std::to_string(engine.max_model_len()));
   }
-  auto warm = run_round(engine, o, std::min<int32_t>(o.output_len, 8), o.seed + 1000, "warmup-");
+  std::vector<TokenId> text;
+  if (!o.prompt_file.empty()) {
+    if (engine.tokenizer() == nullptr) return fail("--prompt-file needs a model folder with tokenizer.json");
+    auto t = read_file(o.prompt_file);
+    if (!t) return fail(t.message());
+    text = engine.tokenizer()->encode(*t, false);
+    if (text.empty()) return fail("--prompt-file " + o.prompt_file + " has no tokens");
+  }
+  auto warm = run_round(engine, o, std::min<int32_t>(o.output_len, 8), o.seed + 1000, "warmup-", text);
   if (!warm) return fail(warm.message());
   RoundTimes sum;
   const Engine::StepTiming tm0 = engine.step_timing();
+  const spec::SpecDecodeCounters sc0 = engine.spec_counters();
   for (int32_t it = 0; it < o.num_iters; ++it) {
-    auto r = run_round(engine, o, o.output_len, o.seed + static_cast<uint64_t>(it), "it" + std::to_string(it) + "-");
+    auto r = run_round(engine, o, o.output_len, o.seed + static_cast<uint64_t>(it), "it" + std::to_string(it) + "-",
+                       text);
     if (!r) return fail(r.message());
     sum.ttft_s += r->ttft_s / o.num_iters;
     sum.tpot_s += r->tpot_s / o.num_iters;
@@ -141,6 +165,18 @@ int run(const LatencyOptions& o) {
   std::printf("steps: %lld, host %.1f us/step = %.1f%% of the mean step (%.1f us)\n",
               static_cast<long long>(num_steps), num_steps ? 1e6 * host_s / num_steps : 0.0,
               step_s > 0 ? 100.0 * host_s / step_s : 0.0, num_steps ? 1e6 * step_s / num_steps : 0.0);
+  // Speculation over the measured rounds only.
+  const spec::SpecDecodeCounters sc1 = engine.spec_counters();
+  spec::SpecDecodeCounters sc;
+  sc.num_drafts = sc1.num_drafts - sc0.num_drafts;
+  sc.num_draft_tokens = sc1.num_draft_tokens - sc0.num_draft_tokens;
+  sc.num_accepted_tokens = sc1.num_accepted_tokens - sc0.num_accepted_tokens;
+  if (engine.speculative()) {
+    std::printf("speculative %s, k = %d: %lld verifications, %lld draft tokens, acceptance rate %.3f, mean accepted "
+                "length %.3f tokens per verification\n",
+                o.engine.speculative.c_str(), o.engine.num_speculative_tokens, static_cast<long long>(sc.num_drafts),
+                static_cast<long long>(sc.num_draft_tokens), sc.acceptance_rate(), sc.mean_accepted_length());
+  }
   std::printf("%s", perf::format_bench_table(rep).c_str());
   if (!o.json.empty()) {
     Json j = perf::bench_report_to_json(rep);
@@ -153,6 +189,15 @@ int run(const LatencyOptions& o) {
     j["tpot_ms"] = sum.tpot_s * 1e3;
     j["decode_tokens_per_s"] = o.batch / sum.tpot_s;
     j["elapsed_s"] = sum.elapsed_s;
+    if (engine.speculative()) {
+      j["speculative"] = o.engine.speculative;
+      j["num_speculative_tokens"] = o.engine.num_speculative_tokens;
+      j["spec_num_drafts"] = sc.num_drafts;
+      j["spec_num_draft_tokens"] = sc.num_draft_tokens;
+      j["spec_num_accepted_tokens"] = sc.num_accepted_tokens;
+      j["spec_acceptance_rate"] = sc.acceptance_rate();
+      j["spec_mean_accepted_length"] = sc.mean_accepted_length();
+    }
     Status ws = write_file(o.json, j.dump(2) + "\n");
     if (!ws) return fail(ws.message());
   }
@@ -172,6 +217,8 @@ void add_bench_latency(CLI::App* bench, int* exit_code) {
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
   cmd->add_option("--gpu", o->gpu, "Chip for the roofline prediction (default: measured H200 with --device cuda)");
   cmd->add_option("--json", o->json, "Write the results as JSON");
+  cmd->add_option("--prompt-file", o->prompt_file,
+                  "Prompts from this text file (request i: --input-len tokens from token i * input_len / 2)");
   cmd->callback([o, exit_code] { *exit_code = run(*o); });
 }
 

@@ -122,6 +122,13 @@ int run(const GenerateOptions& o) {
                prompt.size(), prefill, prefill > 0 ? static_cast<double>(prompt.size()) / prefill : 0.0,
                static_cast<long long>(n_out), decode, decode > 0 && n_out > 1 ? (n_out - 1) / decode : 0.0,
                stopped ? "stop" : finish_reason_name(last.finish));
+  if (engine.speculative()) {
+    const spec::SpecDecodeCounters sc = engine.spec_counters();
+    std::fprintf(stderr, "speculative %s: %lld verifications, %lld of %lld draft tokens accepted (%.3f), %.3f tokens "
+                 "per verification\n", o.engine.speculative.c_str(), static_cast<long long>(sc.num_drafts),
+                 static_cast<long long>(sc.num_accepted_tokens), static_cast<long long>(sc.num_draft_tokens),
+                 sc.acceptance_rate(), sc.mean_accepted_length());
+  }
   return 0;
 }
 

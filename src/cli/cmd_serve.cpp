@@ -60,6 +60,12 @@ int run(ServeOptions o) {
   ec.enable_prefix_caching = !o.engine.no_prefix_caching;
   ec.max_waiting = o.max_waiting;
   ec.enforce_eager = o.engine.enforce_eager;
+  ec.speculative = o.engine.speculative;
+  ec.num_speculative_tokens = o.engine.num_speculative_tokens;
+  ec.draft_model_dir = o.engine.draft_model;
+  ec.ngram_min = o.engine.ngram_min;
+  ec.ngram_max = o.engine.ngram_max;
+  ec.speculative_max_running = o.engine.speculative_max_running;
   ec.served_model_name = o.server.served_model_name;
   o.server.model_dir = ec.model_dir;
   {

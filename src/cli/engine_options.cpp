@@ -29,6 +29,17 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_flag("--deterministic,!--no-deterministic", o->deterministic,
                 "Batch-invariant kernels: a request's tokens do not depend on the rest of the batch");
   cmd->add_option("--profile", o->profile, "Write a Chrome-trace JSON of every step's host and device spans");
+  cmd->add_option("--speculative", o->speculative,
+                  "Speculative decoding: ngram (prompt lookup) or draft (a smaller model, --draft-model)")
+      ->check(CLI::IsMember({"ngram", "draft"}));
+  cmd->add_option("--num-speculative-tokens", o->num_speculative_tokens, "Draft tokens per step and request (k)")
+      ->capture_default_str();
+  cmd->add_option("--draft-model", o->draft_model, "Draft model folder (same tokenizer as the model)");
+  cmd->add_option("--ngram-min", o->ngram_min, "Shortest suffix the n-gram proposer matches")->capture_default_str();
+  cmd->add_option("--ngram-max", o->ngram_max, "Longest suffix the n-gram proposer matches")->capture_default_str();
+  cmd->add_option("--speculative-max-running", o->speculative_max_running,
+                  "No drafts while more requests than this run (0 = always speculate)")
+      ->capture_default_str();
 }
 
 Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
@@ -49,6 +60,12 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.enforce_eager = o.enforce_eager;
   c.deterministic = o.deterministic;
   c.profile_path = o.profile;
+  c.speculative = o.speculative;
+  c.num_speculative_tokens = o.num_speculative_tokens;
+  c.draft_model_dir = o.draft_model;
+  c.ngram_min = o.ngram_min;
+  c.ngram_max = o.ngram_max;
+  c.speculative_max_running = o.speculative_max_running;
   return Engine::create(c);
 }
 

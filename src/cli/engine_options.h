@@ -29,6 +29,12 @@ struct EngineOptions {
   bool enforce_eager = false;
   bool deterministic = false;  // issue 13: batch-invariant kernels (see docs/benchmarks.md for the cost)
   std::string profile;         // Chrome-trace JSON path (empty: off)
+  // Speculative decoding (issue 18).
+  std::string speculative;     // "", ngram or draft
+  int32_t num_speculative_tokens = 4;
+  std::string draft_model;
+  int32_t ngram_min = 1, ngram_max = 4;
+  int32_t speculative_max_running = 16;
 };
 
 void add_engine_options(CLI::App* cmd, EngineOptions* o);

@@ -129,6 +129,22 @@ void KvCacheManager::free(uint64_t key) {
   requests_.erase(it);
 }
 
+int32_t KvCacheManager::truncate(uint64_t key, int32_t num_tokens) {
+  auto it = requests_.find(key);
+  if (it == requests_.end()) return 0;
+  RequestBlocks& state = it->second;
+  const int32_t keep = std::max({state.num_cached_blocks, state.num_released,
+                                 (num_tokens + block_size() - 1) / block_size()});
+  const int32_t held = static_cast<int32_t>(state.block_ids.size());
+  if (keep >= held) return 0;
+  std::vector<BlockId> tail(state.block_ids.begin() + keep, state.block_ids.end());
+  std::reverse(tail.begin(), tail.end());
+  pool_.release(tail);
+  state.block_ids.resize(static_cast<size_t>(keep));
+  state.table.resize(static_cast<size_t>(keep));
+  return held - keep;
+}
+
 std::span<const BlockId> KvCacheManager::block_table(uint64_t key) const {
   auto it = requests_.find(key);
   if (it == requests_.end()) return {};

@@ -83,6 +83,11 @@ class KvCacheManager {
   // Releases the request's blocks, last block first, so its prefix is evicted last. Unknown keys are a no-op.
   void free(uint64_t key);
 
+  // Speculative decoding's rollback: keeps the blocks that hold the first num_tokens tokens and releases the
+  // rest (last first). Only blocks past the cached ones can go: a cached block holds verified KV. Returns the
+  // number of blocks released.
+  int32_t truncate(uint64_t key, int32_t num_tokens);
+
   // The request's block table (empty if it holds none); released entries (sliding window) read kNullBlock.
   std::span<const BlockId> block_table(uint64_t key) const;
 

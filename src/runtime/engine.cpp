@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/random.h"
 #include "runtime/backend_factory.h"
+#include "runtime/draft_proposer.h"
 #include "runtime/kv_sizing.h"
 #include "runtime/text_stream.h"
 
@@ -96,6 +97,32 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     RL_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::load(config.model_dir));
   }
 
+  // Speculative decoding: the proposer's configuration, and a draft model loaded before the KV cache is sized so
+  // that its weights and its KV (as many blocks as the target's) are accounted for.
+  std::unique_ptr<Model> draft_model;
+  if (!config.speculative.empty()) {
+    if (config.num_speculative_tokens < 1 || config.num_speculative_tokens > 16) {
+      return Status::error("--num-speculative-tokens must be in [1, 16], got " +
+                           std::to_string(config.num_speculative_tokens));
+    }
+    if (config.speculative_max_running < 0) return Status::error("--speculative-max-running must be >= 0");
+    if (config.speculative == "ngram") {
+      spec::NgramConfig nc;
+      nc.min_n = config.ngram_min;
+      nc.max_n = config.ngram_max;
+      nc.num_speculative_tokens = config.num_speculative_tokens;
+      RL_RETURN_IF_ERROR(nc.validate());
+      e->proposer_ = std::make_unique<spec::NgramProposer>(nc);
+    } else if (config.speculative == "draft") {
+      if (config.draft_model_dir.empty()) return Status::error("--speculative draft needs --draft-model DIR");
+      RL_ASSIGN_OR_RETURN(ModelConfig dmc, load_model_config(path_join(config.draft_model_dir, "config.json")));
+      RL_RETURN_IF_ERROR(check_draft_compatible(mc, config.model_dir, dmc, config.draft_model_dir));
+      RL_ASSIGN_OR_RETURN(draft_model, build_model(dmc, config.draft_model_dir, e->backend_.get(), lo));
+    } else {
+      return Status::error("--speculative must be ngram or draft, got '" + config.speculative + "'");
+    }
+  }
+
   // KV cache: f32 on the CPU (the reference), bf16 on GPUs.
   const bool cuda = e->backend_->device() == DeviceKind::kCuda;
   const DType kv_dtype = cuda ? DType::kBF16 : DType::kF32;
@@ -109,8 +136,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   ki.num_kv_blocks = config.num_kv_blocks;
   ki.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
   ki.gpu_memory_utilization = config.gpu_memory_utilization;
-  ki.workspace_bytes = static_cast<int64_t>(e->model_->workspace_bytes(config.max_num_batched_tokens, seqs_bound));
-  ki.sampler_bytes = sampler_device_bytes(seqs_bound, mc.vocab_size);
+  const int32_t spec_k = config.speculative.empty() ? 0 : config.num_speculative_tokens;
+  ki.workspace_bytes = static_cast<int64_t>(
+      e->model_->workspace_bytes(config.max_num_batched_tokens, seqs_bound * (1 + spec_k)));
+  ki.sampler_bytes = sampler_device_bytes(seqs_bound * (1 + spec_k), mc.vocab_size);
+  if (draft_model) {
+    ki.workspace_bytes +=
+        static_cast<int64_t>(draft_model->workspace_bytes(config.max_num_batched_tokens, seqs_bound)) +
+        sampler_device_bytes(seqs_bound, mc.vocab_size);
+    ki.extra_block_bytes = KvStorage::bytes_per_block(draft_model->config(), config.block_size, kv_dtype);
+  }
   RL_ASSIGN_OR_RETURN(KvSizing sizing, size_kv_cache(ki, mc, *e->backend_, kv_dtype));
   const int64_t bs = config.block_size, num_blocks = sizing.num_blocks;
   e->kv_ = std::make_unique<KvStorage>(e->backend_.get(), mc, num_blocks, bs, kv_dtype);
@@ -122,9 +157,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
                          std::to_string(mc.max_context_len()));
   }
   const int64_t kv_tokens = (num_blocks - 1) * bs;
+  if (draft_model && max_len > draft_model->config().max_context_len()) {
+    log_warn("max_model_len lowered from " + std::to_string(max_len) + " to the draft model's context " +
+             std::to_string(draft_model->config().max_context_len()));
+    max_len = draft_model->config().max_context_len();
+  }
   int32_t sched_window = 0;
   // Every layer a sliding window: a sequence holds only the blocks of its widest window (the KV manager
-  // releases the rest), so its length is not bounded by the cache.
+  // releases the rest), so its length is not bounded by the cache. Not with a draft model: it shares the block
+  // tables and reads every position.
   int64_t window = 0;
   for (const KvLayerSpec& l : mc.kv_spec) {
     if (l.kind != KvKind::kSliding) {
@@ -134,7 +175,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     window = std::max(window, l.window);
   }
   const int64_t window_tokens = ((window - 1 + config.max_num_batched_tokens + bs - 1) / bs + 1) * bs;
-  if (window > 0 && window_tokens <= kv_tokens && window <= INT32_MAX) {
+  if (window > 0 && !draft_model && window_tokens <= kv_tokens && window <= INT32_MAX) {
     sched_window = static_cast<int32_t>(window);
   } else if (max_len > kv_tokens) {
     log_warn("max_model_len lowered from " + std::to_string(max_len) + " to " + std::to_string(kv_tokens) +
@@ -152,6 +193,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.kv.block_size = static_cast<int32_t>(bs);
   sc.kv.enable_prefix_caching = config.enable_prefix_caching;
   sc.kv.sliding_window = sched_window;
+  const int32_t k = spec_k;
+  sc.num_speculative_tokens = k;
+  sc.speculative_max_running = config.speculative_max_running;
   RL_RETURN_IF_ERROR(sc.validate());
   e->sched_config_ = sc;
   e->scheduler_ = std::make_unique<Scheduler>(sc);
@@ -161,8 +205,20 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   lim.max_num_seqs = max_num_seqs;
   lim.max_model_len = max_len;
   lim.enforce_eager = config.enforce_eager;
+  // Speculative rows sample each of their 1 + k positions.
+  const int64_t max_rows = k > 0 ? std::min<int64_t>(int64_t{max_num_seqs} * (1 + k),
+                                                     int64_t{max_num_seqs} + config.max_num_batched_tokens)
+                                 : max_num_seqs;
+  lim.max_num_logits = max_rows;
+  lim.max_num_seqs = max_rows;  // a speculative request runs as 1 + k decode rows
   e->runner_ = std::make_unique<ModelRunner>(e->model_.get(), e->kv_.get(), lim);
-  e->sampler_ = std::make_unique<Sampler>(e->backend_.get(), max_num_seqs, mc.vocab_size, max_num_seqs);
+  e->sampler_ = std::make_unique<Sampler>(e->backend_.get(), max_rows, mc.vocab_size, max_num_seqs);
+  if (draft_model) {
+    RunnerLimits dl = lim;
+    dl.max_num_logits = 0;
+    e->proposer_ = std::make_unique<DraftModelProposer>(std::move(draft_model), num_blocks, bs, kv_dtype, dl,
+                                                        config.num_speculative_tokens);
+  }
   for (int32_t i = max_num_seqs - 1; i >= 0; --i) e->free_slots_.push_back(i);
   e->seed_salt_ = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(now_seconds() * 1e9);
   std::string name = config.served_model_name;
@@ -249,6 +305,11 @@ Status Engine::check_integrity() const {
 }
 
 int64_t Engine::num_free_kv_blocks() const { return scheduler_->kv().num_free_blocks(); }
+
+spec::SpecDecodeCounters Engine::spec_counters() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return spec_counters_;
+}
 
 SchedulerStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
@@ -366,6 +427,9 @@ void Engine::admit_choice(const std::shared_ptr<Parent>& p, int32_t index) {
   std::string cid = choice_id(p->id, n, index);
   Request r(cid, p->prompt, params, eos_token_ids());
   r.arrival_time = p->submit_time;
+  // Penalties and grammars carry state from one position to the next, which a row sampling k + 1 positions at
+  // once would not see: such requests decode without drafts.
+  r.speculate = proposer_ != nullptr && !needs_penalty_slot(params) && !params.constraint;
   AddResult res = scheduler_->add_request(std::move(r));
   p->num_admitted = std::max(p->num_admitted, index + 1);
   choices_[cid] = {p, index};
@@ -407,6 +471,7 @@ void Engine::finish_choice(const std::string& cid, const Request& r, FinishReaso
   if (it == choices_.end()) return;
   release_slot(cid);
   constrained_.erase(cid);
+  if (proposer_ && r.arrival_seq != 0) proposer_->forget(r.arrival_seq);
   std::shared_ptr<Parent> p = it->second.first;
   const int32_t index = it->second.second;
   choices_.erase(it);
@@ -446,43 +511,11 @@ void Engine::release_slot(const std::string& cid) {
   slot_of_.erase(it);
 }
 
-// The step pipeline (design.md §8): schedule step n+1 and launch it while the device still runs step n, whose
-// sampled ids stay on the device as the pending inputs of step n+1; then wait for step n and apply its tokens.
-// The host learns a token one step after it was sampled; nothing inside a step waits on the host.
-void Engine::step() {
-  const double t0 = now_seconds();
-  struct WallClock {  // every exit adds the step's wall time
-    Engine* e;
-    double t0;
-    ~WallClock() {
-      std::lock_guard<std::mutex> lock(e->stats_mu_);
-      e->timing_.step_seconds += now_seconds() - t0;
-    }
-  } wall{this, t0};
-  // A grammar needs the previous token before it can mask the next one: while constrained requests are live,
-  // the step in flight is applied before scheduling (those steps run without the pipeline's overlap).
-  if (inflight_ && !constrained_.empty()) {
-    process(std::move(*inflight_), 0.0);
-    inflight_.reset();
-  }
-  SchedulerOutput out = scheduler_->schedule();
-  const double t_sched = now_seconds() - t0;
-  profile_.span("schedule", t0, t_sched, 0, step_index_);
-  // Penalty slots of preempted and finished requests are free again (their old counts are reset on reuse, in
-  // stream order after any step still sampling with them).
-  for (const std::string& id : out.preempted_request_ids) release_slot(id);
-  for (const std::string& id : out.finished_request_ids) release_slot(id);
-  if (out.scheduled.empty()) {
-    if (inflight_) process(std::move(*inflight_), t_sched);
-    inflight_.reset();
-    return;
-  }
-  const double t1 = now_seconds();
+void Engine::stage_rows(const SchedulerOutput& out, InFlight* f,
+                        std::unordered_map<uint64_t, int32_t>* next_pending) {
   seq_steps_.clear();
   rows_.clear();
-  InFlight f;
-  f.sample_row.assign(out.scheduled.size(), -1);
-  std::unordered_map<uint64_t, int32_t> next_pending;
+  f->sample_row.assign(out.scheduled.size(), -1);
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& s = out.scheduled[i];
     const Request& r = *s.request;
@@ -499,7 +532,22 @@ void Engine::step() {
                    r.id.c_str());
       st.pending_source = pit->second;
     }
-    seq_steps_.push_back(st);
+    if (s.num_draft_tokens == 0) {
+      seq_steps_.push_back(st);
+    } else {
+      // Verification of 1 + k tokens as 1 + k single-token decode rows over the same block table: row j feeds
+      // position num_computed + j and attends to keys 0..num_computed + j, whose KV (the earlier drafts
+      // included) every row writes before any attention of the layer reads it. Each row is exactly the decode
+      // step plain decoding would run at that position, and the step stays all-decode, so the runner replays
+      // the CUDA graph of its bucket.
+      for (int32_t j = 0; j <= s.num_draft_tokens; ++j) {
+        SeqStep v = st;
+        v.token_ids = s.token_ids.data() + j;
+        v.num_new_tokens = 1;
+        v.num_computed = s.num_computed_tokens + j;
+        seq_steps_.push_back(v);
+      }
+    }
     if (s.samples) {
       SamplerRow row;
       row.params = &r.params;
@@ -521,11 +569,56 @@ void Engine::step() {
         }
         row.penalty_slot = sit->second;
       }
-      f.sample_row[i] = static_cast<int32_t>(rows_.size());
-      next_pending[s.arrival_seq] = static_cast<int32_t>(rows_.size());
+      f->sample_row[i] = static_cast<int32_t>(rows_.size());
+      (*next_pending)[s.arrival_seq] = static_cast<int32_t>(rows_.size());
       rows_.push_back(row);
+      // Position j of a speculative row samples output number num_outputs + j, with that position's RNG counter
+      // and min_tokens suppression (such rows have no penalties and no constraint: Request::speculate).
+      for (int32_t j = 1; j <= s.num_draft_tokens; ++j) {
+        row.num_outputs = r.num_output_tokens() + j;
+        rows_.push_back(row);
+      }
     }
   }
+  f->num_sample_rows = static_cast<int32_t>(rows_.size());
+}
+
+// The step pipeline (design.md §8): schedule step n+1 and launch it while the device still runs step n, whose
+// sampled ids stay on the device as the pending inputs of step n+1; then wait for step n and apply its tokens.
+// The host learns a token one step after it was sampled; nothing inside a step waits on the host.
+void Engine::step() {
+  const double t0 = now_seconds();
+  struct WallClock {  // every exit adds the step's wall time
+    Engine* e;
+    double t0;
+    ~WallClock() {
+      std::lock_guard<std::mutex> lock(e->stats_mu_);
+      e->timing_.step_seconds += now_seconds() - t0;
+    }
+  } wall{this, t0};
+  if (proposer_) return spec_step();
+  // A grammar needs the previous token before it can mask the next one: while constrained requests are live,
+  // the step in flight is applied before scheduling (those steps run without the pipeline's overlap).
+  if (inflight_ && !constrained_.empty()) {
+    process(std::move(*inflight_), 0.0);
+    inflight_.reset();
+  }
+  SchedulerOutput out = scheduler_->schedule();
+  const double t_sched = now_seconds() - t0;
+  profile_.span("schedule", t0, t_sched, 0, step_index_);
+  // Penalty slots of preempted and finished requests are free again (their old counts are reset on reuse, in
+  // stream order after any step still sampling with them).
+  for (const std::string& id : out.preempted_request_ids) release_slot(id);
+  for (const std::string& id : out.finished_request_ids) release_slot(id);
+  if (out.scheduled.empty()) {
+    if (inflight_) process(std::move(*inflight_), t_sched);
+    inflight_.reset();
+    return;
+  }
+  const double t1 = now_seconds();
+  InFlight f;
+  std::unordered_map<uint64_t, int32_t> next_pending;
+  stage_rows(out, &f, &next_pending);
   fill_constraint_masks(out, f.sample_row);
   f.parity = parity_;
   f.step = step_index_++;
@@ -561,12 +654,38 @@ void Engine::process(InFlight f, double extra_host_seconds) {
     profile_.span("forward+sample", g0, g1 - g0, 1, f.step);
   }
   const SchedulerOutput& out = f.out;
+  // Results by sampler row; a speculative row's positions are consecutive rows.
+  std::vector<SampleResult> samples(static_cast<size_t>(f.num_sample_rows));
+  for (int32_t row = 0; row < f.num_sample_rows; ++row) {
+    samples[static_cast<size_t>(row)] = sampler_->result(f.parity, row);
+  }
   std::vector<TokenId> sampled(out.scheduled.size(), 0);
-  std::vector<SampleResult> samples(out.scheduled.size());
+  std::vector<int32_t> error_row(out.scheduled.size(), -1);
+  std::vector<std::vector<TokenId>> accepted;  // speculative rows only: the verified drafts before sampled[i]
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (f.sample_row[i] < 0) continue;
-    samples[i] = sampler_->result(f.parity, f.sample_row[i]);
-    sampled[i] = samples[i].token;
+    const int32_t base = f.sample_row[i];
+    if (base < 0) continue;
+    const ScheduledRequest& s = out.scheduled[i];
+    error_row[i] = base;
+    if (s.num_draft_tokens == 0) {
+      sampled[i] = samples[static_cast<size_t>(base)].token;
+      continue;
+    }
+    // Verification (spec/verify.h, verify_by_target_draws): position j's token was drawn from the target's
+    // distribution there with the RNG counter of output position n + j, as plain decoding would draw it given the
+    // same prefix; draft j is accepted while it equals that draw (every proposer here proposes point masses).
+    const auto drafts = s.token_ids.subspan(1);
+    std::vector<TokenId> target(drafts.size() + 1);
+    for (size_t j = 0; j < target.size(); ++j) target[j] = samples[static_cast<size_t>(base) + j].token;
+    spec::VerifyResult v = spec::verify_by_target_draws(drafts, target);
+    if (accepted.empty()) accepted.resize(out.scheduled.size());
+    sampled[i] = v.tokens.back();
+    error_row[i] = base + v.num_accepted;
+    v.tokens.pop_back();
+    accepted[i] = std::move(v.tokens);
+    engine_metrics_->observe_spec(s.num_draft_tokens, v.num_accepted);
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    spec_counters_.record(s.num_draft_tokens, v.num_accepted);
   }
   // A row that could not be sampled (NaN/Inf logits from a numerically broken model, or nothing left after the
   // processors) fails its own request with the sampler's message; the others in the batch go on.
@@ -577,11 +696,18 @@ void Engine::process(InFlight f, double extra_host_seconds) {
     const std::string cid = r->id;
     std::unique_ptr<Request> done = scheduler_->finish_request(cid, RequestStatus::kFinishedError);
     engine_metrics_->observe_finished(*done);
-    finish_choice(cid, *done, FinishReason::kError, samples[i].error);
+    finish_choice(cid, *done, FinishReason::kError, samples[static_cast<size_t>(error_row[i])].error);
   }
   advance_constraints(out, f.sample_row, sampled);
-  UpdateResult res = scheduler_->resolve(out, sampled);
+  UpdateResult res = scheduler_->resolve(out, sampled, accepted.empty() ? nullptr : &accepted);
   engine_metrics_->observe_step(res);
+  if (proposer_) {
+    // Draft KV past the verified tokens is stale (the target's blocks for it were rolled back).
+    for (const ScheduledRequest& s : out.scheduled) {
+      if (s.num_draft_slots == 0) continue;
+      if (const Request* r = scheduler_->live(s)) proposer_->verified(s.arrival_seq, r->num_computed_tokens);
+    }
+  }
 
   // One message per choice per step: its new token, and the finish if it ended.
   std::unordered_map<std::string, RequestOutput> msgs;
@@ -592,7 +718,8 @@ void Engine::process(InFlight f, double extra_host_seconds) {
     m.index = it->second.second;
     TokenOutput t;
     t.token = tu.token;
-    SampleResult& sr = samples[static_cast<size_t>(tu.scheduled_index)];
+    SampleResult& sr = samples[static_cast<size_t>(f.sample_row[static_cast<size_t>(tu.scheduled_index)] +
+                                                   tu.position)];
     t.logprob = sr.logprob;
     t.top_logprobs = std::move(sr.top_logprobs);
     m.tokens.push_back(std::move(t));

@@ -27,6 +27,8 @@
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
 #include "sched/scheduler.h"
+#include "spec/proposer.h"
+#include "spec/verify.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rl {
@@ -53,6 +55,14 @@ struct EngineConfig {
   std::string profile_path;             // non-empty: write a Chrome-trace JSON of every step's spans there
   // Batch-invariant kernels (issue 13): a request's tokens do not depend on the rest of the batch.
   bool deterministic = false;
+  // Speculative decoding (issue 18): "" (off), "ngram" (prompt lookup) or "draft" (draft_model_dir, a smaller
+  // model with the same tokenizer, run on the same device with its own KV cache).
+  std::string speculative;
+  int32_t num_speculative_tokens = 4;  // k: drafts per decoding request and step
+  int32_t ngram_min = 1, ngram_max = 4;
+  std::string draft_model_dir;
+  // Above this many running requests no drafts are proposed (decoding stops being bandwidth bound); 0 = never.
+  int32_t speculative_max_running = 16;
 };
 
 struct Completion {
@@ -137,6 +147,9 @@ class Engine {
 
   // Thread-safe snapshot of the scheduler's counters (refreshed every step).
   SchedulerStats stats() const;
+  // Thread-safe snapshot of the speculative-decoding counters (all zero when speculation is off).
+  spec::SpecDecodeCounters spec_counters() const;
+  bool speculative() const { return proposer_ != nullptr; }
 
  private:
   Engine() = default;
@@ -159,13 +172,19 @@ class Engine {
   // A launched step whose sampled ids the host has not applied yet.
   struct InFlight {
     SchedulerOutput out;
-    std::vector<int32_t> sample_row;  // per scheduled row: its row of sampled ids, or -1
+    std::vector<int32_t> sample_row;  // per scheduled row: its (first) row of sampled ids, or -1
+    int32_t num_sample_rows = 0;
     int parity = 0;
     uint64_t fence = 0;
     int64_t step = 0;
     uint64_t marker_begin = 0, marker_end = 0;  // device markers around the step (profiling only)
   };
   void step();
+  // Builds seq_steps_ and rows_ for a scheduled step (a row with drafts samples each of its 1 + k positions).
+  void stage_rows(const SchedulerOutput& out, InFlight* f, std::unordered_map<uint64_t, int32_t>* next_pending);
+  // The step with speculation on (engine_spec.cpp): schedule, propose drafts, launch, then apply at once (the
+  // proposer needs the verified tokens before the next step, so these steps are not pipelined).
+  void spec_step();
   void process(InFlight f, double extra_host_seconds);
   void release_slot(const std::string& choice_id);
   void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason,
@@ -183,6 +202,8 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<spec::Proposer> proposer_;  // null: speculation off
+  spec::SpecDecodeCounters spec_counters_;    // under stats_mu_
   MetricsRegistry registry_;
   std::unique_ptr<EngineMetrics> engine_metrics_;
 

@@ -37,7 +37,7 @@ Result<KvSizing> size_kv_cache(const KvSizingInput& in, const ModelConfig& mc, B
                            ? in.kv_cache_memory_bytes
                            : std::min<int64_t>(2ll << 30, static_cast<int64_t>(free_b / 4));
     }
-    s.num_blocks = s.budget_bytes / s.block_bytes;
+    s.num_blocks = s.budget_bytes / (s.block_bytes + in.extra_block_bytes);
   }
   if (s.num_blocks < 2) {
     return Status::error("not enough memory for the KV cache: " + std::to_string(s.num_blocks) + " blocks of " +

@@ -18,6 +18,7 @@ struct KvSizingInput {
   double gpu_memory_utilization = 0.9;
   int64_t workspace_bytes = 0;        // the model's activations for the largest step
   int64_t sampler_bytes = 0;          // Sampler's device buffers
+  int64_t extra_block_bytes = 0;      // per block, KV kept beside the target's (a draft model's)
 };
 
 struct KvSizing {

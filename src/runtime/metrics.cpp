@@ -262,7 +262,27 @@ EngineMetrics::EngineMetrics(MetricsRegistry& registry, const std::string& model
       prompt_len_(registry.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
                                      kLengthBuckets, labels_)),
       generation_len_(registry.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
-                                         kLengthBuckets, labels_)) {}
+                                         kLengthBuckets, labels_)),
+      spec_drafts_(registry.counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.",
+                                    labels_)),
+      spec_draft_tokens_(registry.counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.",
+                                          labels_)),
+      spec_accepted_tokens_(registry.counter("vllm:spec_decode_num_accepted_tokens_total",
+                                             "Number of accepted tokens.", labels_)) {}
+
+void EngineMetrics::observe_spec(int32_t num_draft, int32_t num_accepted) {
+  if (num_draft <= 0) return;
+  spec_drafts_.inc();
+  spec_draft_tokens_.inc(num_draft);
+  spec_accepted_tokens_.inc(num_accepted);
+  while (spec_accepted_per_pos_.size() < static_cast<size_t>(num_draft)) {
+    MetricLabels l = labels_;
+    l.emplace_back("position", std::to_string(spec_accepted_per_pos_.size()));
+    spec_accepted_per_pos_.push_back(&registry_.counter("vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                                                        "Accepted tokens per draft position.", l));
+  }
+  for (int32_t j = 0; j < num_accepted; ++j) spec_accepted_per_pos_[static_cast<size_t>(j)]->inc();
+}
 
 void EngineMetrics::update(const SchedulerStats& stats) {
   num_running_.set(stats.num_running);

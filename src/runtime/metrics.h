@@ -107,6 +107,9 @@ class EngineMetrics {
   void observe_step(const UpdateResult& result);
   // A finished request (observe_step calls it; the engine calls it for requests it aborted itself).
   void observe_finished(const Request& request);
+  // One speculative verification of num_draft draft tokens of which the first num_accepted were accepted
+  // (vllm:spec_decode_*; per-position children are created as positions first occur).
+  void observe_spec(int32_t num_draft, int32_t num_accepted);
 
  private:
 
@@ -126,6 +129,10 @@ class EngineMetrics {
   Histogram& e2e_;
   Histogram& prompt_len_;
   Histogram& generation_len_;
+  Counter& spec_drafts_;
+  Counter& spec_draft_tokens_;
+  Counter& spec_accepted_tokens_;
+  std::vector<Counter*> spec_accepted_per_pos_;
   // Scheduler totals already reported.
   int64_t last_prefix_queries_ = 0;
   int64_t last_prefix_hits_ = 0;

@@ -49,6 +49,9 @@ struct Request {
   int32_t num_preemptions = 0;
   int32_t num_pending = 0;               // trailing kPendingToken outputs
   std::optional<TokenId> stop_token;     // the EOS / stop id that finished it
+  // Speculative decoding may propose draft tokens for it (set by the engine at admission: requests whose
+  // sampling keeps state across positions, such as penalties or grammars, never speculate).
+  bool speculate = false;
   // Structured outputs: this sequence's constraint state, made from params.constraint on its first sampled step
   // and advanced by the engine thread only (mutable: the scheduler hands requests out as const).
   mutable std::shared_ptr<TokenConstraint> constraint;

@@ -22,6 +22,10 @@ Status SchedulerConfig::validate() const {
   if (max_model_len < 2) return Status::error("scheduler: max_model_len must be >= 2");
   if (max_waiting < 1) return Status::error("scheduler: max_waiting must be >= 1");
   if (long_prefill_token_threshold < 0) return Status::error("scheduler: long_prefill_token_threshold < 0");
+  if (num_speculative_tokens < 0 || num_speculative_tokens > 32) {
+    return Status::error("scheduler: num_speculative_tokens must be in [0, 32]");
+  }
+  if (speculative_max_running < 0) return Status::error("scheduler: speculative_max_running < 0");
   if (kv.block_size < 1) return Status::error("scheduler: block_size must be >= 1");
   if (kv.num_blocks < 2) return Status::error("scheduler: num_blocks must be >= 2 (block 0 is reserved)");
   return Status::ok();
@@ -109,8 +113,9 @@ SchedulerOutput Scheduler::schedule() {
   int32_t budget = config_.max_num_batched_tokens;
   const double now = clock_();
 
-  const auto emit = [&](Request* r, int32_t num_new, bool is_new) {
+  const auto emit = [&](Request* r, int32_t num_new, bool is_new, int32_t num_draft_slots = 0) {
     ScheduledRequest s;
+    s.num_draft_slots = num_draft_slots;
     s.request = r;
     s.arrival_seq = r->arrival_seq;
     s.num_computed_tokens = r->num_computed_tokens;
@@ -126,7 +131,7 @@ SchedulerOutput Scheduler::schedule() {
     kv_.cache_full_blocks(view);
     out.scheduled.push_back(std::move(s));
     out.num_scheduled_tokens += num_new;
-    budget -= num_new;
+    budget -= num_new + num_draft_slots;
   };
   const auto clamp = [&](int32_t num_new) {
     if (config_.long_prefill_token_threshold > 0) {
@@ -135,12 +140,30 @@ SchedulerOutput Scheduler::schedule() {
     return std::min(num_new, budget);
   };
 
+  // Speculation: how many draft slots a decoding request may reserve this step (0: none).
+  const bool speculating = config_.num_speculative_tokens > 0 &&
+                           (config_.speculative_max_running == 0 ||
+                            num_running() <= config_.speculative_max_running);
+  const auto draft_slots = [&](const Request& r) {
+    if (!speculating || !r.speculate || r.num_pending > 0 || r.num_computed_tokens != r.num_tokens() - 1) return 0;
+    // After the step the request holds up to k + 1 more tokens: within max_model_len and max_tokens.
+    return std::max(0, std::min({config_.num_speculative_tokens, budget - 1,
+                                 config_.max_model_len - r.num_tokens() - 1,
+                                 r.max_tokens() - r.num_output_tokens() - 1}));
+  };
+
   // Running requests first, oldest first; preemption takes the newest, which has not been scheduled yet.
   bool preempted_any = false;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
     // Its pending tokens already reach its length limit, or it has no token to compute: wait for resolve().
     if ((r->num_pending > 0 && length_done(*r)) || r->num_computed_tokens >= r->num_tokens()) {
+      ++i;
+      continue;
+    }
+    // Draft slots only when the blocks are free now: speculation never preempts anyone.
+    if (const int32_t k = draft_slots(*r); k > 0 && kv_.allocate_slots(kv_view(*r), 1 + k)) {
+      emit(r, 1, false, k);
       ++i;
       continue;
     }
@@ -217,7 +240,8 @@ void Scheduler::advance(const SchedulerOutput& output) {
     Request* r = live(s);
     if (r == nullptr) continue;
     if (r->status != RequestStatus::kRunning || r->num_computed_tokens != s.num_computed_tokens) continue;
-    r->num_computed_tokens += s.num_scheduled_tokens;
+    // Drafts count as computed only once verified (resolve).
+    r->num_computed_tokens += s.num_scheduled_tokens - s.num_draft_tokens;
     if (s.samples) {
       r->token_ids.push_back(kPendingToken);
       ++r->num_pending;
@@ -225,15 +249,31 @@ void Scheduler::advance(const SchedulerOutput& output) {
   }
 }
 
-UpdateResult Scheduler::resolve(const SchedulerOutput& output, std::span<const TokenId> sampled_token_ids) {
+void Scheduler::set_drafts(SchedulerOutput* output, size_t i, std::span<const TokenId> drafts) const {
+  ScheduledRequest& s = output->scheduled.at(i);
+  RL_CHECK(static_cast<int32_t>(drafts.size()) <= s.num_draft_slots && s.num_draft_tokens == 0 &&
+           s.num_scheduled_tokens == 1);
+  if (drafts.empty()) return;
+  s.spec_input.assign(1, s.token_ids[0]);
+  s.spec_input.insert(s.spec_input.end(), drafts.begin(), drafts.end());
+  s.token_ids = s.spec_input;
+  s.num_draft_tokens = static_cast<int32_t>(drafts.size());
+  s.num_scheduled_tokens += s.num_draft_tokens;
+  output->num_scheduled_tokens += s.num_draft_tokens;
+}
+
+UpdateResult Scheduler::resolve(const SchedulerOutput& output, std::span<const TokenId> sampled_token_ids,
+                                const std::vector<std::vector<TokenId>>* accepted) {
   RL_CHECK(sampled_token_ids.size() == output.scheduled.size());
+  RL_CHECK(accepted == nullptr || accepted->size() == output.scheduled.size());
   UpdateResult result;
   const double now = clock_();
   for (size_t i = 0; i < output.scheduled.size(); ++i) {
     const ScheduledRequest& s = output.scheduled[i];
     Request* r = live(s);
     if (r == nullptr) continue;  // finished since this output was made: its chunk no longer counts
-    const size_t index = static_cast<size_t>(s.num_computed_tokens + s.num_scheduled_tokens);
+    const size_t index =
+        static_cast<size_t>(s.num_computed_tokens + s.num_scheduled_tokens - s.num_draft_tokens);
     std::optional<RequestStatus> finished;
     if (s.samples) {
       // The placeholder advance() appended for this row: the oldest pending one (a preempted request keeps it).
@@ -241,21 +281,37 @@ UpdateResult Scheduler::resolve(const SchedulerOutput& output, std::span<const T
           r->token_ids[index] != kPendingToken) {
         continue;
       }
-      const TokenId token = sampled_token_ids[i];
-      r->token_ids[index] = token;
-      --r->num_pending;
-      if (!r->first_token_time) {
-        r->first_token_time = now;
-        num_prompt_tokens_ += r->num_prompt_tokens;
+      // The verified drafts, then the sampled token; each may end the request, which drops the rest.
+      const std::vector<TokenId>* drafts = accepted ? &(*accepted)[i] : nullptr;
+      const size_t num_drafts = drafts ? drafts->size() : 0;
+      RL_CHECK(static_cast<int32_t>(num_drafts) <= s.num_draft_tokens);
+      for (size_t j = 0; j <= num_drafts && !finished; ++j) {
+        const TokenId token = j < num_drafts ? (*drafts)[j] : sampled_token_ids[i];
+        if (j == 0) {
+          r->token_ids[index] = token;
+          --r->num_pending;
+        } else {
+          // Each verified draft before this token had its KV written by this step.
+          r->token_ids.push_back(token);
+          ++r->num_computed_tokens;
+        }
+        if (!r->first_token_time) {
+          r->first_token_time = now;
+          num_prompt_tokens_ += r->num_prompt_tokens;
+        }
+        std::optional<double> inter_token_latency;
+        if (r->last_token_time) inter_token_latency = now - *r->last_token_time;
+        r->last_token_time = now;
+        ++num_generation_tokens_;
+        finished = stop_status(*r);
+        if (finished && *finished == RequestStatus::kFinishedStopped) r->stop_token = token;
+        result.tokens.push_back(TokenUpdate{r->id, static_cast<int32_t>(i), static_cast<int32_t>(j), token,
+                                            finished.value_or(RequestStatus::kRunning), inter_token_latency});
       }
-      std::optional<double> inter_token_latency;
-      if (r->last_token_time) inter_token_latency = now - *r->last_token_time;
-      r->last_token_time = now;
-      ++num_generation_tokens_;
-      finished = stop_status(*r);
-      if (finished && *finished == RequestStatus::kFinishedStopped) r->stop_token = token;
-      result.tokens.push_back(TokenUpdate{r->id, static_cast<int32_t>(i), token,
-                                          finished.value_or(RequestStatus::kRunning), inter_token_latency});
+    }
+    // Rollback: the slots reserved for drafts past the verified tokens go back to the pool.
+    if (s.num_draft_slots > 0 && r->status == RequestStatus::kRunning) {
+      kv_.truncate(r->arrival_seq, r->num_computed_tokens);
     }
     if (r->status == RequestStatus::kRunning) kv_.cache_full_blocks(kv_view(*r, true));
     if (finished) result.finished.push_back(release(r, *finished));

@@ -36,6 +36,12 @@ struct SchedulerConfig {
   bool enable_chunked_prefill = true;
   // > 0: a prefill chunk never exceeds this many tokens, so long prompts do not starve the batch.
   int32_t long_prefill_token_threshold = 0;
+  // Speculative decoding: decoding requests with Request::speculate reserve up to this many draft slots per step
+  // (capped by the token budget, max_model_len and max_tokens); 0 = off.
+  int32_t num_speculative_tokens = 0;
+  // Speculation pays only while decoding is bandwidth bound: with more running requests than this, no drafts
+  // are reserved (0 = no limit).
+  int32_t speculative_max_running = 0;
   KvCacheConfig kv;
 
   Status validate() const;
@@ -90,7 +96,16 @@ class Scheduler {
   //   work of a step already in flight for them is discarded). Preempted requests keep their resolved tokens;
   //   a waiting request is not admitted while it has pending tokens.
   void advance(const SchedulerOutput& output);
-  UpdateResult resolve(const SchedulerOutput& output, std::span<const TokenId> sampled_token_ids);
+  // accepted (speculative decoding, optional): per scheduled row, the verified draft tokens that precede
+  // sampled_token_ids[i]; they are appended first, each checked against the stop conditions, then the KV slots
+  // of rejected drafts are rolled back (num_computed_tokens and the block table; only verified blocks are ever
+  // cached).
+  UpdateResult resolve(const SchedulerOutput& output, std::span<const TokenId> sampled_token_ids,
+                       const std::vector<std::vector<TokenId>>* accepted = nullptr);
+
+  // Speculative decoding: gives row i of output (which reserved num_draft_slots) its draft tokens, at most
+  // that many. Before the step is launched.
+  void set_drafts(SchedulerOutput* output, size_t i, std::span<const TokenId> drafts) const;
 
   // Finishes a request in any state (waiting, running mid-prefill, preempted) with a finished status, freeing
   // its blocks without caching anything not yet completely written. nullptr if the id is unknown.

@@ -27,6 +27,13 @@ struct ScheduledRequest {
   bool samples = false;
   // First step since admission or since a preemption: per-request state in the runner starts afresh.
   bool is_new = false;
+  // Speculative decoding: a decode row reserves KV slots and budget for up to num_draft_slots draft tokens
+  // after its last known token; Scheduler::set_drafts fills the num_draft_tokens (<= num_draft_slots) actually
+  // proposed. The row then feeds spec_input = [last known token, drafts...] (token_ids points into it) and the
+  // runner samples every one of its positions.
+  int32_t num_draft_slots = 0;
+  int32_t num_draft_tokens = 0;
+  std::vector<TokenId> spec_input;
 };
 
 struct SchedulerOutput {
@@ -40,6 +47,7 @@ struct SchedulerOutput {
 struct TokenUpdate {
   std::string request_id;
   int32_t scheduled_index = 0;  // the row of SchedulerOutput::scheduled that sampled it
+  int32_t position = 0;         // its position within that row's sampled positions (> 0: after accepted drafts)
   TokenId token = 0;
   RequestStatus status = RequestStatus::kRunning;  // a finished status if this token ended the request
   std::optional<double> inter_token_latency;        // seconds since the request's previous token

@@ -22,6 +22,11 @@ struct ProposalInput {
   std::span<const TokenId> prompt;
   std::span<const TokenId> output;
   int32_t max_draft_tokens = 0;  // at most this many drafts (the scheduler's budget for this request)
+  // For proposers with their own KV (a draft model): the request's identity while it lives, and the target's
+  // block table, which covers every context position plus max_draft_tokens more. A draft model keeps its KV in
+  // its own storage at the same block ids, so the target's allocation and rollback serve both.
+  uint64_t key = 0;
+  std::span<const int32_t> block_table;
 };
 
 // Draft tokens for one request, in order; empty when the proposer has no guess.
@@ -37,6 +42,13 @@ class Proposer {
   virtual bool deterministic() const = 0;
   // Fills (*out)[i] for inputs[i]; out is resized to inputs.size().
   virtual void propose(std::span<const ProposalInput> inputs, std::vector<Proposal>* out) = 0;
+  // After verification: only the first num_tokens positions of request `key` hold verified KV.
+  virtual void verified(uint64_t key, int32_t num_tokens) {
+    (void)key;
+    (void)num_tokens;
+  }
+  // The request finished or was preempted (its blocks are gone): drop its state.
+  virtual void forget(uint64_t key) { (void)key; }
 };
 
 struct NgramConfig {

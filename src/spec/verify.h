@@ -30,6 +30,17 @@ struct VerifyResult {
 // target_argmax: [k + 1] argmax of the target's processed logits at each draft position and after the last.
 VerifyResult verify_greedy(std::span<const TokenId> draft, std::span<const TokenId> target_argmax);
 
+// The engine's verification for point-mass proposals (n-gram, greedy draft model) at any temperature:
+// target_draws[j] is the token the target's own sampler drew at draft position j (from p_j, with the RNG counter
+// of that output position), and draft j is accepted while it equals the draw; the first differing draw (or the
+// draw after the last draft) is emitted. This is a coupling of the rejection rule for q = one-hot(d): the accept
+// event {x_j = d_j} has probability p_j(d_j), and given a rejection x_j follows p_j without d_j, renormalised,
+// which is exactly the residual norm(max(0, p_j - q_j)). Since the draws are those plain decoding makes, the
+// tokens equal plain decoding's for the same seed, not only in distribution.
+inline VerifyResult verify_by_target_draws(std::span<const TokenId> draft, std::span<const TokenId> target_draws) {
+  return verify_greedy(draft, target_draws);
+}
+
 // Probabilities for stochastic verification. target: [k + 1][vocab] rows of the target's sampling distribution
 // (after temperature and filters, each summing to 1); draft_probs: [k][vocab] rows of the proposal distribution,
 // or empty for a deterministic proposer.

@@ -2,6 +2,7 @@
 // many sizes, prompt chunkings, prefix hits and mixed prefill/decode steps gives bitwise the same output. Also the
 // invariant GEMM against the CPU reference (it is a separate kernel from the GEMV it must agree with).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -209,9 +210,38 @@ void check_attention_invariant(int64_t heads, int64_t kv_heads, int64_t d, int64
     return s;
   };
   const int64_t last = target_len - 1;
-  // Reference: the target's last position decoded alone.
+  // Reference: the target's last position decoded alone (KV chunks in parallel blocks when there are several).
   const auto ref = run_step({target(last, 1)}, l, cache)[0];
   int cases = 0;
+  {
+    // The chunked arithmetic is still attention: within bf16 rounding of the default (split-KV) kernels.
+    cuda().set_deterministic(false);
+    const auto fast = run_step({target(last, 1)}, l, cache)[0];
+    cuda().set_deterministic(true);
+    const auto as_f32 = [](const std::vector<uint8_t>& b, size_t i) {
+      uint32_t u = static_cast<uint32_t>(b[2 * i] | (b[2 * i + 1] << 8)) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    };
+    // Both round f32 results to bf16: allow 2 bf16 ulps of the larger value (and a floor near zero).
+    size_t bad = 0;
+    for (size_t i = 0; i < ref.size() / 2; ++i) {
+      const float a = as_f32(ref, i), b = as_f32(fast, i);
+      bad += !(std::fabs(a - b) <= std::ldexp(std::max(std::fabs(a), std::fabs(b)), -6) + 1e-3f);
+    }
+    EXPECT_EQ(bad, 0u) << "deterministic vs default attention (heads " << heads << "/" << kv_heads << " d=" << d
+                       << " len=" << target_len << ")";
+  }
+  // The same decode with the chunks merged in registers (no room for parallel chunk states).
+  cuda().set_chunk_scratch_limit(0);
+  {
+    const auto seq = run_step({target(last, 1)}, l, cache)[0];
+    cuda().set_chunk_scratch_limit(-1);
+    ++cases;
+    EXPECT_TRUE(seq == ref) << "decode with chunks merged in registers (heads " << heads << "/" << kv_heads
+                            << " d=" << d << " len=" << target_len << ")";
+  }
   auto expect_same = [&](const std::vector<uint8_t> &got, const char *what) {
     ++cases;
     EXPECT_TRUE(got == ref) << what << " (heads " << heads << "/" << kv_heads << " d=" << d << " len=" << target_len

@@ -50,7 +50,12 @@ TEST(NgramProposer, BelowMinNProposesNothing) {
 TEST(NgramProposer, ProposeHonoursEachRequestsBudget) {
   NgramProposer p({.min_n = 1, .max_n = 3, .num_speculative_tokens = 3});
   std::vector<TokenId> a = {1, 2, 3, 4, 1, 2}, b = {8, 9, 8};
-  std::vector<ProposalInput> in = {{a, {}, 2}, {b, {}, 5}, {a, {}, 0}};
+  std::vector<ProposalInput> in(3);
+  in[0].prompt = a;
+  in[0].max_draft_tokens = 2;
+  in[1].prompt = b;
+  in[1].max_draft_tokens = 5;
+  in[2].prompt = a;
   std::vector<Proposal> out;
   p.propose(in, &out);
   ASSERT_EQ(out.size(), 3u);
@@ -140,13 +145,37 @@ std::array<TokenId, 2> speculate_two(uint64_t seed, int k, bool deterministic_dr
   return {out[0], out[1]};
 }
 
+// The engine's rule for point-mass drafts (verify_by_target_draws): the target draws at every draft position
+// (inverse CDF of p_j with a per-position uniform) and drafts are accepted while they equal the draws.
+std::array<TokenId, 2> speculate_two_by_draws(uint64_t seed, int k) {
+  std::vector<TokenId> out;
+  while (out.size() < 2) {
+    std::vector<TokenId> draft, draws, ctx = out;
+    for (int j = 0; j <= k; ++j) {
+      const int64_t pos = static_cast<int64_t>(out.size()) + j;
+      auto p = toy_dist(1, ctx, 3.0f);
+      std::vector<double> w(p.begin(), p.end());
+      draws.push_back(draw_from_weights(w, uniform_from_counter(mix64(seed), static_cast<uint64_t>(pos))));
+      if (j == k) break;
+      const TokenId d = static_cast<TokenId>((mix64(seed + 77 * pos) >> 7) % 2);  // skewed guesses, as above
+      draft.push_back(d);
+      ctx.push_back(d);
+    }
+    VerifyResult r = verify_by_target_draws(draft, draws);
+    out.insert(out.end(), r.tokens.begin(), r.tokens.end());
+  }
+  return {out[0], out[1]};
+}
+
 // Pearson's chi-square of the joint distribution of the first two emitted tokens against the target's
 // p(t0) * p(t1 | t0), over 200,000 seeded generations (fixed seeds: the test is deterministic).
-double chi_square_two_tokens(int k, bool deterministic_draft) {
+// by_draws: the engine's verify_by_target_draws instead of verify_sampled.
+double chi_square_two_tokens(int k, bool deterministic_draft, bool by_draws = false) {
   constexpr int kDraws = 200000;
   std::array<int64_t, kV * kV> counts{};
   for (int i = 0; i < kDraws; ++i) {
-    auto [a, b] = speculate_two(mix64(1234567 + i), k, deterministic_draft);
+    auto [a, b] = by_draws ? speculate_two_by_draws(mix64(1234567 + i), k)
+                           : speculate_two(mix64(1234567 + i), k, deterministic_draft);
     ++counts[a * kV + b];
   }
   double chi2 = 0;
@@ -172,6 +201,11 @@ TEST(VerifySampled, DraftModelOutputFollowsTheTargetDistribution) {
 
 TEST(VerifySampled, PointMassDraftsFollowTheTargetDistribution) {
   EXPECT_LT(chi_square_two_tokens(/*k=*/3, /*deterministic_draft=*/true), kChi2Crit);
+}
+
+TEST(VerifySampled, TheEnginesTargetDrawRuleFollowsTheTargetDistribution) {
+  EXPECT_LT(chi_square_two_tokens(/*k=*/3, true, /*by_draws=*/true), kChi2Crit);
+  EXPECT_LT(chi_square_two_tokens(/*k=*/1, true, /*by_draws=*/true), kChi2Crit);
 }
 
 TEST(VerifySampled, ABiasedVerifierIsCaught) {

@@ -186,7 +186,12 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
   if (attention_impl_ == AttentionImpl::kAuto && deterministic_) {
     // Every row through one kernel family whose per-row arithmetic does not depend on the batch.
     if (cuda::prefill_attention_supported(a)) {
-      cuda::launch_attention_rows(a, meta.all_decode, stream_);
+      // The chunk states share the split-KV decode scratch (one attention call uses it at a time).
+      const int64_t total = cuda::kDecodeWorkspaceRows * (128 + 1);
+      const int64_t o_floats = total / (a.head_dim + 2) * a.head_dim;
+      cuda::ChunkWorkspace ws{decode_partials_, decode_partials_ + o_floats, 0,
+                              chunk_scratch_limit_ < 0 ? total : std::min(total, chunk_scratch_limit_)};
+      cuda::launch_attention_rows(a, meta.all_decode, ws, stream_);
       return;
     }
   } else if (attention_impl_ == AttentionImpl::kAuto) {

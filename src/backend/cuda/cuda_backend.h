@@ -95,6 +95,10 @@ class CudaBackend final : public Backend {
   // shapes). Tests and benchmarks force one to compare them.
   enum class AttentionImpl { kAuto, kNaive };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
+  // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
+  // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to
+  // reach the in-register path.
+  void set_chunk_scratch_limit(int64_t floats) { chunk_scratch_limit_ = floats; }
 
  private:
   int device_ = 0;
@@ -115,6 +119,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::LtGemm> gemm_;
   AttentionImpl attention_impl_ = AttentionImpl::kAuto;
   bool deterministic_ = false;
+  int64_t chunk_scratch_limit_ = -1;
 };
 
 // Fails (as a value) when there is no CUDA device with that index.

@@ -118,11 +118,21 @@ void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, 
 bool prefill_attention_supported(const AttentionArgs& a);
 // block_n_override 32 or 64 forces the key tile at head_dim 128 (kernel lab); 0 uses kPrefillBlockN128.
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int block_n_override = 0);
+// Scratch for chunked batch-invariant attention: per (token, head, chunk) the chunk's unnormalized o (f32
+// [head_dim]) and its (m, l). capacity_floats bounds num_tokens · heads · chunks · (head_dim + 2).
+struct ChunkWorkspace {
+  float* partial_o = nullptr;   // [tokens · heads · num_chunks, head_dim]
+  float* partial_ml = nullptr;  // [tokens · heads · num_chunks, 2]
+  int num_chunks = 0;           // chunk slots per row (set by the launcher)
+  int64_t capacity_floats = 0;  // both arrays together
+};
 // Batch-invariant attention (deterministic mode; prefill_attention_supported shapes): every row, decode rows
-// included, computed by the prefill kernel family, whose per-row arithmetic is the same in every instance (one
-// pass over 64-key tiles from key 0; no KV split, so no split count to depend on the batch). decode_shaped
-// (every sequence has one query token) picks the one-warp GQA-packed instance.
-void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, cudaStream_t stream);
+// included, computed by the prefill kernel family, whose per-row arithmetic is the same in every instance. The
+// keys are cut into fixed chunks of kDetChunkKeys at absolute positions (issue 13: split sizes fixed, never
+// derived from the batch), each chunk an online softmax over 64-key tiles, the chunks merged in order (head_dim
+// 256: one unchunked pass). decode_shaped (every sequence has one query token) picks the one-warp GQA-packed
+// instance and, when ws holds the states, computes the chunks in parallel (bitwise the same result).
+void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, const ChunkWorkspace& ws, cudaStream_t stream);
 // Kernel lab, head_dim 128: 0 = the prefill instance, 1 = GQA-packed 4 warps × 2 m-tiles, 2 = packed one warp,
 // 3 = packed 2 warps.
 void launch_prefill_attention_lab(const AttentionArgs& a, int variant, cudaStream_t stream);

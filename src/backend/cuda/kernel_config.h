@@ -112,6 +112,10 @@ constexpr int kPrefillBlockN128 = 64;
 constexpr int kPrefillMTiles256 = 1;
 // Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
 // group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
+// Deterministic mode cuts every row's keys into chunks of kDetChunkKeys at absolute key positions (a multiple of
+// both key tiles): a decode step runs B × kv_heads × chunks blocks plus a combine instead of B × kv_heads long
+// ones, and the result does not depend on the batch because the chunk size never does.
+constexpr int kDetChunkKeys = 256;
 
 // Which attention shapes have fast kernels (the dispatch in cuda_backend.cpp and prefill_attention_supported /
 // decode_attention_supported in the .cu files; host-only so it is unit-tested without a GPU). Empty when the

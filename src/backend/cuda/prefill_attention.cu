@@ -59,14 +59,46 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
   return static_cast<uint32_t>(row * D * 2 + ((chunk ^ (row & 7)) << 4));
 }
 
+// Fixed-size KV chunks (deterministic mode, kernel_config.h kDetChunkKeys): a row's keys are cut at absolute key
+// positions 0, C, 2C, ...; each chunk runs the usual online softmax from a fresh state, and the chunks' states
+// (m in the scaled log2 domain, l the row sum, unnormalized o) are merged in increasing chunk order with
+// merge_chunk / merge_o. The same two functions merge in registers (one block walks all chunks) and in
+// combine_chunks_kernel (one block per chunk, states through global memory), with explicitly rounded products
+// and sums (no contraction), so both give the same bits and the choice between them may depend on the batch.
+struct ChunkMerge {
+  float ct, cc;  // factors of the running total and of the chunk
+};
+// Folds chunk state (m_c, l_c) into the running (m_t, l_t); returns the factors for the o columns. A chunk with
+// no visible key (m_c = -inf) is skipped by the callers.
+__device__ __forceinline__ ChunkMerge merge_chunk(float& m_t, float& l_t, float m_c, float l_c) {
+  const float m_new = fmaxf(m_t, m_c);
+  ChunkMerge f;
+  f.ct = fast_exp2(m_t - m_new);  // 0 when the total is still empty (m_t = -inf)
+  f.cc = fast_exp2(m_c - m_new);
+  l_t = __fadd_rn(__fmul_rn(l_t, f.ct), __fmul_rn(l_c, f.cc));
+  m_t = m_new;
+  return f;
+}
+__device__ __forceinline__ float merge_o(float o_t, float o_c, ChunkMerge f) {
+  return __fadd_rn(__fmul_rn(o_t, f.ct), __fmul_rn(o_c, f.cc));
+}
+
+// MODE: kPlain (one online softmax over every key tile from key 0), kChunkSeq (fixed-size chunks merged in
+// registers; one m-tile per warp so the running totals fit), kChunkPar (this block computes one chunk, blockIdx.z
+// = sequence · num_chunks + chunk, and stores its rows' states for combine_chunks_kernel).
+enum AttnMode : int { kPlain = 0, kChunkSeq = 1, kChunkPar = 2 };
+
 // WARPS warps × MT m16 tiles of query rows per block. PACK: a block serves one kv head, and its tile rows are
 // (token, head of the GQA group) pairs, row i = token i / group, head kvh · group + i % group, so each K/V tile
 // is loaded once for the whole group (decode: one block per (sequence, kv head) instead of per query head).
 // Without PACK, row i = token i of query head blockIdx.y. Each row's arithmetic is the same in every
 // instantiation (the same key tiles from key 0, the same MMA chains and softmax steps; skipped or fully masked
 // tiles are exact no-ops), so a row's output bits do not depend on the instantiation or on the other rows.
-template <int D, int BN, int WARPS, int MT, bool PACK>
-__global__ void __launch_bounds__(WARPS * 32, 2) prefill_attention_kernel(AttentionArgs a, int log2_bs) {
+template <int D, int BN, int WARPS, int MT, bool PACK, int MODE = kPlain>
+__global__ void __launch_bounds__(WARPS * 32, 2)
+    prefill_attention_kernel(AttentionArgs a, int log2_bs, ChunkWorkspace ws) {
+  static_assert(MODE == kPlain || (MT == 1 && kDetChunkKeys % BN == 0), "chunked modes: one m-tile, whole tiles");
+  constexpr int kTilesPerChunk = kDetChunkKeys / BN;
   constexpr int BM = 16 * WARPS * MT, kChunks = D / 8, kThreads = WARPS * 32;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sq = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -76,7 +108,8 @@ __global__ void __launch_bounds__(WARPS * 32, 2) prefill_attention_kernel(Attent
   const uint32_t sk0 = sq + BM * D * 2, sv0 = sk0 + 2 * kTile;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
-  const int s = blockIdx.z;
+  const int s = MODE == kChunkPar ? static_cast<int>(blockIdx.z) / ws.num_chunks : static_cast<int>(blockIdx.z);
+  const int chunk = MODE == kChunkPar ? static_cast<int>(blockIdx.z) % ws.num_chunks : 0;
   const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
   const int G = PACK ? group : 1;  // tile rows per query token
   const int kvh = PACK ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.y) / group;
@@ -91,7 +124,13 @@ __global__ void __launch_bounds__(WARPS * 32, 2) prefill_attention_kernel(Attent
   auto row_token = [&](int i) { return PACK ? i / G : i; };
   auto row_head = [&](int i) { return PACK ? kvh * G + i % G : static_cast<int>(blockIdx.y); };
   const int k_end = min(seq_len_k, offset + row_token(min(m0 + BM, num_rows) - 1) + 1);  // keys visible to the tile
-  const int num_n_blocks = (k_end + BN - 1) / BN;
+  int num_n_blocks = (k_end + BN - 1) / BN;
+  int nb_begin = 0;
+  if (MODE == kChunkPar) {
+    nb_begin = chunk * kTilesPerChunk;
+    num_n_blocks = min(num_n_blocks, nb_begin + kTilesPerChunk);
+    if (nb_begin >= num_n_blocks) return;  // no row of this block sees a key of this chunk
+  }
   const int32_t* table = a.block_tables + s * a.max_blocks;
   const int bs_mask = (1 << log2_bs) - 1;
   const int64_t kv_stride = a.num_kv_heads * D;
@@ -122,7 +161,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) prefill_attention_kernel(Attent
       cp_async16(sv0 + stage * kTile + swz<D>(r, c), a.v_cache + off, valid);
     }
   };
-  load_kv(0, 0);
+  load_kv(nb_begin, 0);
   cp_async_commit();
 
   float o[MT][D / 8][4];
@@ -139,9 +178,18 @@ __global__ void __launch_bounds__(WARPS * 32, 2) prefill_attention_kernel(Attent
   const float scale_log2 = a.scale * kLog2e;
   // This thread's rows: m-tile mt holds tile rows warp_row0 + mt * 16 + lane / 4 (+ 8).
   const int row0 = m0 + warp_row0 + lane / 4;
+  // kChunkSeq: the merged state of the chunks done so far (only the first m-tile; MT == 1 there).
+  float tot_o[MODE == kChunkSeq ? D / 8 : 1][4];
+  float tot_m[2] = {-INFINITY, -INFINITY}, tot_l[2] = {0.0f, 0.0f};
+  if (MODE == kChunkSeq) {
+#pragma unroll
+    for (int i = 0; i < (MODE == kChunkSeq ? D / 8 : 1); ++i) {
+      tot_o[i][0] = tot_o[i][1] = tot_o[i][2] = tot_o[i][3] = 0.0f;
+    }
+  }
 
-  for (int nb = 0; nb < num_n_blocks; ++nb) {
-    const int stage = nb & 1;
+  for (int nb = nb_begin; nb < num_n_blocks; ++nb) {
+    const int stage = (nb - nb_begin) & 1;
     const uint32_t sk = sk0 + stage * kTile, sv = sv0 + stage * kTile;
     if (nb + 1 < num_n_blocks) load_kv(nb + 1, stage ^ 1);
     cp_async_commit();
@@ -242,48 +290,143 @@ __global__ void __launch_bounds__(WARPS * 32, 2) prefill_attention_kernel(Attent
         }
       }
     }
+    if (MODE == kChunkSeq && ((nb + 1) % kTilesPerChunk == 0 || nb + 1 == num_n_blocks)) {
+      // End of a chunk: fold its state into the totals and start the next chunk from a fresh state.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float l = row_l[0][r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        if (row_m[0][r] != -INFINITY) {
+          const ChunkMerge f = merge_chunk(tot_m[r], tot_l[r], row_m[0][r], l);
+#pragma unroll
+          for (int dt = 0; dt < (MODE == kChunkSeq ? D / 8 : 1); ++dt) {
+            tot_o[dt][2 * r] = merge_o(tot_o[dt][2 * r], o[0][dt][2 * r], f);
+            tot_o[dt][2 * r + 1] = merge_o(tot_o[dt][2 * r + 1], o[0][dt][2 * r + 1], f);
+          }
+        }
+        row_m[0][r] = -INFINITY;
+        row_l[0][r] = 0.0f;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) o[0][dt][2 * r] = o[0][dt][2 * r + 1] = 0.0f;
+      }
+    }
     __syncthreads();  // the next iteration's loads overwrite this stage
   }
   cp_async_wait<0>();
 
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
+  if constexpr (MODE == kChunkSeq) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float l = row_l[mt][r];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int row = row0 + mt * 16 + r * 8;
+      const int row = row0 + r * 8;
       if (row >= num_rows) continue;
+      const float l = tot_l[r];
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row_token(row)) * a.num_heads * D +
                       static_cast<int64_t>(row_head(row)) * D + 2 * (lane & 3);
 #pragma unroll
+      for (int dt = 0; dt < (MODE == kChunkSeq ? D / 8 : 1); ++dt) {
+        *reinterpret_cast<uint32_t*>(dst + dt * 8) = pack_bf16x2(tot_o[dt][2 * r] * inv, tot_o[dt][2 * r + 1] * inv);
+      }
+    }
+  } else if constexpr (MODE == kChunkPar) {
+    // This chunk's state per row: o unnormalized (f32 [D]) and (m, l), at slot
+    // (token · heads + head) · chunks + chunk.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = row_l[0][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = row0 + r * 8;
+      if (row >= num_rows) continue;
+      const int64_t slot = ((static_cast<int64_t>(q_start) + row_token(row)) * a.num_heads + row_head(row)) *
+                               ws.num_chunks + chunk;
+      float* po = ws.partial_o + slot * D + 2 * (lane & 3);
+#pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
-        *reinterpret_cast<uint32_t*>(dst + dt * 8) =
-            pack_bf16x2(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+        po[dt * 8] = o[0][dt][2 * r];
+        po[dt * 8 + 1] = o[0][dt][2 * r + 1];
+      }
+      if ((lane & 3) == 0) {
+        ws.partial_ml[2 * slot] = row_m[0][r];
+        ws.partial_ml[2 * slot + 1] = l;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float l = row_l[mt][r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int row = row0 + mt * 16 + r * 8;
+        if (row >= num_rows) continue;
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row_token(row)) * a.num_heads * D +
+                        static_cast<int64_t>(row_head(row)) * D + 2 * (lane & 3);
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+          *reinterpret_cast<uint32_t*>(dst + dt * 8) =
+              pack_bf16x2(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+        }
       }
     }
   }
 }
 
-template <int D, int BN, int WARPS = kPrefillWarps, int MT = kPrefillMTiles, bool PACK = false>
-void launch_d(const AttentionArgs& a, cudaStream_t stream) {
+// kChunkPar's second pass, decode-shaped steps (token t is sequence t): one warp per (token, head) merges the
+// chunks that hold keys of the row, in increasing order, as kChunkSeq does in registers, then normalizes.
+template <int D>
+__global__ void combine_chunks_kernel(AttentionArgs a, ChunkWorkspace ws) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= a.num_tokens * a.num_heads) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t t = row / a.num_heads;
+  const int n = (a.seq_lens_k[t] + kDetChunkKeys - 1) / kDetChunkKeys;  // the decode row sees every key
+  constexpr int kCols = D / 32;
+  float tot[kCols], m_t = -INFINITY, l_t = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) tot[j] = 0.0f;
+  for (int c = 0; c < n; ++c) {
+    const int64_t slot = row * ws.num_chunks + c;
+    const float m_c = ws.partial_ml[2 * slot], l_c = ws.partial_ml[2 * slot + 1];
+    if (m_c == -INFINITY) continue;
+    const ChunkMerge f = merge_chunk(m_t, l_t, m_c, l_c);
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) tot[j] = merge_o(tot[j], ws.partial_o[slot * D + lane * kCols + j], f);
+  }
+  const float inv = l_t > 0.0f ? 1.0f / l_t : 0.0f;
+  uint16_t* dst = a.out + row * D + lane * kCols;
+#pragma unroll
+  for (int j = 0; j < kCols; j += 2) {
+    *reinterpret_cast<uint32_t*>(dst + j) = pack_bf16x2(tot[j] * inv, tot[j + 1] * inv);
+  }
+}
+
+template <int D, int BN, int WARPS = kPrefillWarps, int MT = kPrefillMTiles, bool PACK = false, int MODE = kPlain>
+void launch_d(const AttentionArgs& a, cudaStream_t stream, const ChunkWorkspace& ws = ChunkWorkspace{}) {
   constexpr int BM = 16 * WARPS * MT;
   constexpr int smem = (BM + 4 * BN) * D * 2;
-  auto kernel = prefill_attention_kernel<D, BN, WARPS, MT, PACK>;
+  auto kernel = prefill_attention_kernel<D, BN, WARPS, MT, PACK, MODE>;
   static bool configured = false;  // the attribute is per function; setting it once is enough
   if (!configured) {
     RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     configured = true;
   }
   const int64_t group = a.num_heads / a.num_kv_heads;
+  const int64_t zs = a.num_seqs * (MODE == kChunkPar ? ws.num_chunks : 1);
   const dim3 grid(ceil_div(a.max_seqlen_q * (PACK ? group : 1), BM),
-                  static_cast<unsigned int>(PACK ? a.num_kv_heads : a.num_heads), static_cast<unsigned int>(a.num_seqs));
+                  static_cast<unsigned int>(PACK ? a.num_kv_heads : a.num_heads), static_cast<unsigned int>(zs));
   int log2_bs = 0;
   while ((int64_t(1) << log2_bs) < a.block_size) ++log2_bs;
-  kernel<<<grid, WARPS * 32, smem, stream>>>(a, log2_bs);
+  kernel<<<grid, WARPS * 32, smem, stream>>>(a, log2_bs, ws);
   RL_CUDA_CHECK_LAUNCH();
+  if (MODE == kChunkPar) {
+    constexpr int kWarps = 4;
+    combine_chunks_kernel<D><<<ceil_div(a.num_tokens * a.num_heads, kWarps), kWarps * 32, 0, stream>>>(a, ws);
+    RL_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace
@@ -307,26 +450,40 @@ void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int b
   }
 }
 
-void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, cudaStream_t stream) {
+void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, const ChunkWorkspace& ws, cudaStream_t stream) {
   // Decode-shaped steps: one warp per (sequence, kv head) holding the group's query rows (kernel_config.h).
   const bool small = decode_shaped && a.num_heads / a.num_kv_heads <= 16;
-  if (a.head_dim == 256) {
+  if (a.head_dim == 256) {  // unchunked (kernel_config.h: the chunk totals would not fit in registers)
     if (small) {
       launch_d<256, kPrefillBlockN, 1, 1, true>(a, stream);
     } else {
       launch_d<256, kPrefillBlockN, kPrefillWarps, kPrefillMTiles256>(a, stream);
     }
-  } else if (a.head_dim == 64) {
-    if (small) {
-      launch_d<64, kPrefillBlockN, 1, 1, true>(a, stream);
+    return;
+  }
+  // Fixed-size KV chunks. A decode-shaped step computes the chunks in parallel (one block each, then a combine)
+  // when their states fit the workspace, else in registers; either way the same bits (merge_chunk).
+  const int64_t num_chunks = (a.max_seqlen_k + kDetChunkKeys - 1) / kDetChunkKeys;
+  ChunkWorkspace par = ws;
+  par.num_chunks = static_cast<int>(num_chunks);
+  const bool parallel = small && num_chunks > 1 && a.num_tokens == a.num_seqs &&
+                        a.num_seqs * num_chunks <= 65535 &&  // grid z
+                        a.num_tokens * a.num_heads * num_chunks * (a.head_dim + 2) <= ws.capacity_floats;
+  if (a.head_dim == 64) {
+    if (parallel) {
+      launch_d<64, kPrefillBlockN, 1, 1, true, kChunkPar>(a, stream, par);
+    } else if (small) {
+      launch_d<64, kPrefillBlockN, 1, 1, true, kChunkSeq>(a, stream);
     } else {
-      launch_d<64, kPrefillBlockN>(a, stream);
+      launch_d<64, kPrefillBlockN, kPrefillWarps, 1, false, kChunkSeq>(a, stream);
     }
   } else {
-    if (small) {
-      launch_d<128, kPrefillBlockN128, 1, 1, true>(a, stream);
+    if (parallel) {
+      launch_d<128, kPrefillBlockN128, 1, 1, true, kChunkPar>(a, stream, par);
+    } else if (small) {
+      launch_d<128, kPrefillBlockN128, 1, 1, true, kChunkSeq>(a, stream);
     } else {
-      launch_d<128, kPrefillBlockN128>(a, stream);
+      launch_d<128, kPrefillBlockN128, kPrefillWarps, 1, false, kChunkSeq>(a, stream);
     }
   }
 }

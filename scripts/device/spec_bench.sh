@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Speculative decoding on the GPU machine (issue 18, item 5), building nothing: trains a >= 100 M parameter
+# target on the KJV corpus with the default model's tokenizer (tools/train_tiny.py train --shape ...), then runs
+# `bench latency` at batch 1, 8 and 32, plain vs n-gram vs draft model (the shipped default model drafts), greedy,
+# and writes a table. Also runs the speculative engine tests on CUDA.
+#   Here, first: bible -f "Gen1:1-Rev22:21" > DIR/kjv.txt, and copy the cuda build's ridgeline and
+#   rl_tests_model (+ lib/) to DIR/bin; then through the device tool with carry [DIR]:
+#     DATA=DIR/kjv.txt RL_BIN_DIR=DIR/bin scripts/device/spec_bench.sh
+# Workloads (held-out chapters only, never trained on): "copy" = each 3-verse passage written three times, so
+# the continuation repeats text the prompt already holds (n-gram's case); "text" = the chapters as they are.
+# Request i's prompt is --input-len tokens of the file from token i * input_len / 2 on (bench latency
+# --prompt-file). TRAIN_SECONDS (default 120) caps training; BUDGET (seconds, default 420) skips what would not fit.
+set -uo pipefail
+root="${RL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
+cd "$root"
+bin_dir="$(cd "${RL_BIN_DIR:-build/cuda}" && pwd)"
+data="$(realpath "${DATA:-.data/kjv.txt}")"
+tools="${TOOLS_DIR:-$root/tools}"
+final_out="${OUT:-/tmp/rl_device}"
+out="$(mktemp -d)"
+mkdir -p "$final_out"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$bin_dir/lib"
+export PYTHONUNBUFFERED=1
+rl="$bin_dir/ridgeline"
+tiny="$root/models/ridgeline-tiny"
+budget="${BUDGET:-420}"
+fits() { if [ "$SECONDS" -lt "$((budget - $1))" ]; then return 0; fi; echo "skipped $2: ${SECONDS}s used of ${budget}s"; return 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
+
+# 1. Prompt files from the held-out chapters.
+python3 - "$tools" "$data" "$out" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from train_tiny import read_chapters, split_chapters
+_, held = split_chapters(read_chapters(sys.argv[2]))
+with open(sys.argv[3] + "/text.txt", "w") as f:
+    for _, _, verses in held:
+        f.write("\n".join(verses) + "\n")
+with open(sys.argv[3] + "/copy.txt", "w") as f:
+    for _, _, verses in held:
+        for i in range(0, len(verses) - 2, 3):
+            passage = "\n".join(verses[i:i + 3]) + "\n"
+            f.write(passage * 3)
+PY
+
+# 2. The target: Qwen3, hidden 1024, 10 layers, 16 heads / 4 KV heads of 64, MLP 2816, tied embeddings
+#    (119 M parameters), trained with the default model's tokenizer.
+work="$(mktemp -d)"
+mkdir -p "$work/tokenizer"
+cp "$tiny/tokenizer.json" "$tiny/tokenizer_config.json" "$work/tokenizer/"
+shape="hidden_size=1024,num_hidden_layers=10,num_attention_heads=16,num_key_value_heads=4,head_dim=64,intermediate_size=2816"
+timeout $(( ${TRAIN_SECONDS:-120} + 90 )) python3 "$tools/train_tiny.py" train --data "$data" --work "$work" --tag t \
+  --epochs 40 --dropout 0.0 --lr 1e-3 --min-lr 1e-4 --time-limit "${TRAIN_SECONDS:-120}" --shape "$shape" \
+  >"$out/train.log" 2>&1
+echo "train rc=$?"
+grep -E "params|epoch" "$out/train.log" | tail -4
+target="$work/run_t/model"
+cp "$tiny/tokenizer.json" "$tiny/tokenizer_config.json" "$target/"
+
+# 3. CUDA tests of speculative decoding (deterministic kernels): greedy and seeded output equal plain decoding.
+if [ -x "$bin_dir/rl_tests_model" ] && fits 200 tests; then
+  RIDGELINE_TINY_MODEL="$tiny" RIDGELINE_TEST_DEVICE=cuda timeout 150 "$bin_dir/rl_tests_model" \
+    --gtest_filter='SpecEngine.*' --gtest_color=no >"$out/test_spec_cuda.log" 2>&1
+  echo "spec engine tests on cuda rc=$?"
+  grep -E "^\[  (PASSED|FAILED|  OK) |Failure" "$out/test_spec_cuda.log" | head -20
+fi
+
+# 4. bench latency: greedy, 256-token prompts, 128 generated tokens; speculation on at every batch size
+#    (--speculative-max-running 0) so the crossover shows; "auto" = the default limit (16 running).
+lat() {
+  local tag="$1"; shift
+  timeout 90 "$rl" bench latency -m "$target" --device cuda --max-model-len 1024 --input-len 256 --output-len 128 \
+    "$@" --json "$out/lat_$tag.json" >"$out/lat_$tag.log" 2>&1
+  echo "lat_$tag rc=$?"
+}
+k="${K:-4}"
+for b in 1 8 32; do
+  for wl in copy text; do
+    [ "$wl" = text ] && [ "$b" != 1 ] && continue
+    p=(--batch "$b" --prompt-file "$out/$wl.txt")
+    fits 20 "b$b $wl" || continue
+    lat "${wl}_b${b}_plain" "${p[@]}"
+    lat "${wl}_b${b}_ngram" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" --speculative-max-running 0
+    lat "${wl}_b${b}_draft" "${p[@]}" --speculative draft --draft-model "$tiny" --num-speculative-tokens "$k" \
+      --speculative-max-running 0
+  done
+done
+fits 15 auto && lat copy_b32_draft_auto --batch 32 --prompt-file "$out/copy.txt" --speculative draft \
+  --draft-model "$tiny" --num-speculative-tokens "$k"
+
+# 5. The table.
+python3 - "$out" "$target" <<'PY' | tee "$out/table.txt"
+import glob, json, os, sys
+out, target = sys.argv[1], sys.argv[2]
+stats = {}
+try:
+    for line in open(out + "/train.log"):
+        if line.startswith("[t] stats "):
+            stats = json.loads(line[len("[t] stats "):])
+except OSError:
+    pass
+print(f"target: {stats.get('num_params', '?')} parameters, held-out loss {stats.get('heldout_loss', '?')}, "
+      f"{stats.get('steps', '?')} steps in {stats.get('train_time_s', '?')} s; draft: ridgeline-tiny (7.9 M)")
+rows = {}
+for f in sorted(glob.glob(out + "/lat_*.json")):
+    tag = os.path.basename(f)[4:-5]
+    rows[tag] = json.load(open(f))
+print(f"{'workload':8} {'batch':>5} {'method':12} {'TPOT ms':>8} {'tok/s':>9} {'speedup':>8} {'accept':>7} {'mean len':>8}")
+for tag, j in rows.items():
+    wl, b, method = tag.split("_", 2)
+    plain = rows.get(f"{wl}_{b}_plain")
+    speed = plain["tpot_ms"] / j["tpot_ms"] if plain else float("nan")
+    acc = j.get("spec_acceptance_rate")
+    ml = j.get("spec_mean_accepted_length")
+    print(f"{wl:8} {b[1:]:>5} {method:12} {j['tpot_ms']:8.3f} {j['decode_tokens_per_s']:9.1f} {speed:8.2f} "
+          f"{'' if acc is None else f'{acc:7.3f}':>7} {'' if ml is None else f'{ml:8.2f}':>8}")
+PY
+tar czf "$final_out/spec_logs.tgz" -C "$out" . 2>/dev/null
+cp "$out/table.txt" "$final_out/table.txt" 2>/dev/null
+echo "total ${SECONDS}s"
