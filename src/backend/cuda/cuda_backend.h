@@ -89,6 +89,7 @@ class CudaBackend final : public Backend {
 
   // The stream every op runs on (for CUDA-graph capture by the runtime).
   cudaStream_t stream() const { return stream_; }
+  int device_index() const { return device_; }
   int num_sms() const { return num_sms_; }
 
   // Which attention kernel attention() uses; kAuto picks split-KV decode or FA2 prefill (naive for other
