@@ -70,8 +70,9 @@ AddResult Scheduler::add_request(Request request) {
     return reject("prompt (" + str(prompt) + " tokens) + max_tokens (" + str(*request.params.max_tokens) +
                   ") exceeds max_model_len (" + str(config_.max_model_len) + ")");
   }
-  // The last sampled token never needs a KV slot, so a request needs room for total - 1 tokens.
-  const int64_t num_blocks_needed = (total - 1 + kv_.block_size() - 1) / kv_.block_size();
+  // The last sampled token never needs a KV slot, so a request needs room for total - 1 tokens (with a sliding
+  // window, only for the window and one step's tokens at a time).
+  const int64_t num_blocks_needed = kv_.max_blocks_held(total - 1, config_.max_num_batched_tokens);
   if (num_blocks_needed > kv_.num_usable_blocks()) {
     return reject("needs " + str(num_blocks_needed) + " KV blocks, only " + str(kv_.num_usable_blocks()) +
                   " exist");
