@@ -98,6 +98,28 @@ class Backend {
   // Converts between dtypes element-wise (same shape), e.g. bf16 logits → f32.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
 
+  // --- ops of the model layer library (model/layers) ---
+  // out = layer_norm(x) * weight + bias (bias may be null data). x, out: [T, hidden]
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                          const NormParams& p) = 0;
+  // residual += x; out = layer_norm(residual) * weight + bias.
+  virtual void add_layer_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              const Tensor& out, const NormParams& p) = 0;
+  // out[t] += table[positions[t]] (learned absolute positions). positions: i32 [T]; table: [max_pos, hidden]
+  virtual void add_position_embedding(const Tensor& positions, const Tensor& table, const Tensor& out) = 0;
+  // out = act(in): see Activation for the shapes.
+  virtual void activation(const Tensor& in, const Tensor& out, const ActParams& p) = 0;
+  // Router logits [T, E] (activation dtype) → ids i32 [T, top_k] and weights f32 [T, top_k], computed in f32.
+  // Ties between equal logits go to the lower expert id.
+  virtual void moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids,
+                         const Tensor& weights) = 0;
+  // x: [T, H]; ids/weights from moe_route; gate_up: [E, (gated ? 2 : 1) I, H] (gate rows then up rows);
+  // gate_up_bias: [E, 2I] or null; down: [E, H, I]; down_bias: [E, H] or null; scratch: at least
+  // moe_scratch_bytes(p, T, act bytes) bytes; out: [T, H] = sum_j weights[t, j] * expert_{ids[t, j]}(x[t]).
+  virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
+                           const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias,
+                           const MoeParams& p, void* scratch, const Tensor& out) = 0;
+
   // --- batch invariance (deterministic inference) ---
   // On: every op computes a row with a reduction order that does not depend on the other rows of the call
   // (their number, a prompt's chunking, prefix hits, mixed prefill/decode batches), so a request's logits are

@@ -51,7 +51,56 @@ struct AttentionMetadata {
   bool all_decode = false;  // every sequence has exactly one query token
   QkvLayout layout;
   float scale = 1.0f;       // softmax scale, usually head_dim^-0.5
+  // Set per layer by the model (defaults: full causal attention, no sinks).
+  int64_t sliding_window = 0;    // > 0: the query at position p sees only keys at positions (p - window, p]
+  const float* sinks = nullptr;  // f32 [num_heads] in backend memory: a learned logit per head that joins the
+                                 // softmax's denominator (GPT-OSS attention sinks); null: none
+  bool plain() const { return sliding_window <= 0 && sinks == nullptr; }
 };
+
+// Element-wise activations of MLP and expert outputs.
+enum class Activation {
+  kSiluGated,   // in [T, 2I] (gate then up) → silu(gate) * up
+  kGeluTanh,    // in [T, I] → gelu with the tanh approximation (GPT-2 "gelu_new")
+  kSwigluOss,   // in [T, 2I] (gate then up) → (clamp(up, ±limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit)
+};
+struct ActParams {
+  Activation kind = Activation::kSiluGated;
+  float limit = 7.0f;
+  float alpha = 1.702f;
+  bool gated() const { return kind != Activation::kGeluTanh; }
+};
+
+// Routing of a mixture-of-experts layer: router logits [T, E] → top_k expert ids and weights per token.
+enum class MoeRouting {
+  kSoftmaxTopK,  // softmax over all experts, top-k; weights renormalised to sum 1 when norm_topk_prob (Qwen3-MoE)
+  kTopKSoftmax,  // top-k of the logits, softmax over the chosen k (GPT-OSS)
+};
+struct MoeRouteParams {
+  MoeRouting routing = MoeRouting::kSoftmaxTopK;
+  int64_t top_k = 1;
+  bool norm_topk_prob = false;
+};
+
+// The expert computation: every token's rows go to its top_k experts, each expert computes
+// down(act(gate_up(x) + b1)) + b2 over its tokens, and the results are combined with the routing weights.
+struct MoeParams {
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  int64_t hidden = 0;        // H
+  int64_t intermediate = 0;  // I (per expert)
+  ActParams act;
+};
+
+// Scratch the moe_experts op needs for T tokens (permutation indices, permuted rows, expert outputs), in bytes,
+// for activations of act_bytes each. The same bound holds on every backend.
+inline size_t moe_scratch_bytes(const MoeParams& p, int64_t num_tokens, size_t act_bytes) {
+  const size_t rows = static_cast<size_t>(num_tokens * p.top_k);
+  const size_t ints = 4 * (rows * 2 + static_cast<size_t>(p.num_experts) * 2 + 2 +
+                           static_cast<size_t>(rows / 16 + p.num_experts + 1) * 2);
+  const size_t acts = rows * static_cast<size_t>(p.hidden + 3 * p.intermediate + p.hidden) * act_bytes;
+  return (ints + 255) / 256 * 256 + acts + 256;
+}
 
 // One sampling path (runtime/sampler.h) for every parameter, on every backend. Per row, in this order:
 //   1. logprobs (vLLM's "raw logprobs"): the log-softmax of the RAW logits gives the chosen token's logprob and

@@ -1,11 +1,12 @@
-// `ridgeline inspect`: what a model folder holds — architecture, sizes, parameter count, weight bytes, KV bytes
-// per token.
+// `ridgeline inspect`: what a model folder holds — architecture, sizes, parameter count (total and active per
+// token for MoE), weight bytes, KV bytes per token and per layer (sliding windows), notes on how weights load.
 #include <cstdio>
 
 #include "backend/cpu/cpu_isa.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "loader/model_config.h"
+#include "model/model.h"
 
 namespace rl::cli {
 
@@ -37,6 +38,48 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
     std::printf("weight bytes (f32)    %lld (%.2f GB)\n", static_cast<long long>(params * 4), params * 4 / 1e9);
     std::printf("KV bytes/token (bf16) %lld\n", static_cast<long long>(c.kv_bytes_per_token(2)));
     std::printf("KV bytes/token (f32)  %lld\n", static_cast<long long>(c.kv_bytes_per_token(4)));
+    const ParamCounts& pc = c.params;
+    if (pc.num_moe_layers > 0) {
+      std::printf("experts               %lld per MoE layer, top-%lld, %lld MoE layers\n",
+                  static_cast<long long>(pc.num_experts), static_cast<long long>(pc.experts_per_tok),
+                  static_cast<long long>(pc.num_moe_layers));
+      const int64_t active = params - (pc.expert_params - pc.expert_params / pc.num_experts * pc.experts_per_tok);
+      std::printf("active parameters     %lld (%.3f B) per token (matmul weights %lld)\n",
+                  static_cast<long long>(active), active / 1e9, static_cast<long long>(pc.active_matmul));
+    }
+    // KV per layer, runs of equal layers folded: "0-11 full 8x64" / "window 128".
+    for (size_t i = 0; i < c.kv_spec.size();) {
+      size_t j = i;
+      auto same = [&](const KvLayerSpec& a, const KvLayerSpec& b) {
+        return a.kind == b.kind && a.num_kv_heads == b.num_kv_heads && a.head_dim == b.head_dim &&
+               a.v_head_dim == b.v_head_dim && a.window == b.window && a.latent_dim == b.latent_dim;
+      };
+      bool alternating = c.kv_spec.size() > i + 2 && !same(c.kv_spec[i], c.kv_spec[i + 1]);
+      if (alternating) {
+        // Two kinds alternating (GPT-OSS): one line per kind.
+        for (size_t k = i; k < i + 2; ++k) {
+          const KvLayerSpec& s = c.kv_spec[k];
+          int64_t count = 0;
+          for (size_t m = k; m < c.kv_spec.size(); m += 2) count += same(c.kv_spec[m], s);
+          std::printf("KV layers %zu,%zu,..   %lld layers, %s, %lld bytes/token (bf16)\n", k, k + 2,
+                      static_cast<long long>(count),
+                      s.kind == KvKind::kSliding ? ("window " + std::to_string(s.window)).c_str() : "full",
+                      static_cast<long long>(s.elems_per_token() * 2));
+        }
+        break;
+      }
+      while (j < c.kv_spec.size() && same(c.kv_spec[i], c.kv_spec[j])) ++j;
+      const KvLayerSpec& s = c.kv_spec[i];
+      std::printf("KV layers %zu-%zu       %s, %lld bytes/token (bf16)\n", i, j - 1,
+                  s.kind == KvKind::kSliding ? ("window " + std::to_string(s.window)).c_str()
+                  : s.kind == KvKind::kLatent ? "latent"
+                                              : "full",
+                  static_cast<long long>(s.elems_per_token() * 2));
+      i = j;
+    }
+    std::printf("KV bytes/seq @ 32k    %lld (bf16, windows applied)\n",
+                static_cast<long long>(c.kv_bytes_at(32768, 2)));
+    for (const std::string& n : c.notes) std::printf("note                  %s\n", n.c_str());
     std::printf("cpu kernels           %s\n", cpu_isa_description().c_str());
   });
 }

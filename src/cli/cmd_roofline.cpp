@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "loader/model_config.h"
+#include "model/model.h"
 #include "perf/bench_report.h"
 #include "perf/roofline.h"
 #include "perf/roofline_svg.h"

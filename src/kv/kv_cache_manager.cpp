@@ -21,6 +21,27 @@ void KvCacheManager::compute_hashes(RequestBlocks& state, const KvRequestView& r
   }
 }
 
+int64_t KvCacheManager::max_blocks_held(int64_t num_tokens, int64_t max_step) const {
+  const int64_t bs = block_size(), all = (num_tokens + bs - 1) / bs;
+  if (config_.sliding_window <= 0) return all;
+  return std::min<int64_t>(all, (config_.sliding_window - 1 + max_step + bs - 1) / bs + 1);
+}
+
+void KvCacheManager::release_out_of_window(RequestBlocks& state, int64_t next_pos) {
+  if (config_.sliding_window <= 0) return;
+  const int64_t first_needed = std::max<int64_t>(0, next_pos - config_.sliding_window + 1);
+  const int32_t end = static_cast<int32_t>(
+      std::min<int64_t>(first_needed / block_size(), static_cast<int64_t>(state.block_ids.size())));
+  if (end <= state.num_released) return;
+  std::vector<BlockId> gone;
+  for (int32_t i = end - 1; i >= state.num_released; --i) {  // later blocks first, like free()
+    gone.push_back(state.block_ids[i]);
+    state.table[i] = kNullBlock;
+  }
+  pool_.release(gone);
+  state.num_released = end;
+}
+
 ComputedBlocks KvCacheManager::get_computed_blocks(const KvRequestView& request) {
   ComputedBlocks out;
   if (!config_.enable_prefix_caching || request.token_ids.empty()) return out;
@@ -50,6 +71,8 @@ std::optional<std::vector<BlockId>> KvCacheManager::allocate_slots(const KvReque
   RL_CHECK(computed == nullptr || state.block_ids.empty());
   const int64_t num_tokens = static_cast<int64_t>(request.num_computed_tokens) +
                              (computed ? computed->num_computed_tokens : 0) + num_new_tokens;
+  // Blocks behind the window of the first new token are not needed again: released first, so they count as free.
+  release_out_of_window(state, num_tokens - num_new_tokens);
   const int64_t num_required = (num_tokens + block_size() - 1) / block_size();
   const int64_t num_held = static_cast<int64_t>(state.block_ids.size()) + num_hit_blocks;
   const int32_t num_new_blocks = static_cast<int32_t>(std::max<int64_t>(0, num_required - num_held));
@@ -63,6 +86,7 @@ std::optional<std::vector<BlockId>> KvCacheManager::allocate_slots(const KvReque
   if (computed) {
     for (BlockId id : computed->block_ids) pool_.touch(id);
     state.block_ids = computed->block_ids;
+    state.table = computed->block_ids;
     state.num_cached_blocks = num_hit_blocks;
     if (config_.enable_prefix_caching) {
       pool_.record_prefix_query(static_cast<int64_t>(request.token_ids.size()), computed->num_computed_tokens);
@@ -70,6 +94,8 @@ std::optional<std::vector<BlockId>> KvCacheManager::allocate_slots(const KvReque
   }
   std::vector<BlockId> fresh = pool_.allocate(num_new_blocks);
   state.block_ids.insert(state.block_ids.end(), fresh.begin(), fresh.end());
+  state.table.insert(state.table.end(), fresh.begin(), fresh.end());
+  if (computed) release_out_of_window(state, num_tokens - num_new_tokens);  // cached hits behind the window
   return fresh;
 }
 
@@ -83,7 +109,9 @@ void KvCacheManager::cache_full_blocks(const KvRequestView& request) {
                                              static_cast<int32_t>(state.block_ids.size()));
   if (num_full <= state.num_cached_blocks) return;
   compute_hashes(state, request, num_full);
-  for (int32_t i = state.num_cached_blocks; i < num_full; ++i) {
+  // The scheduler caches a block when it schedules the step that completes it, before a later step can release
+  // it; a released block that was never cached (no such path today) is simply not entered.
+  for (int32_t i = std::max(state.num_cached_blocks, state.num_released); i < num_full; ++i) {
     const BlockId parent = i == 0 ? kNullBlock : state.block_ids[i - 1];
     pool_.cache(state.block_ids[i], state.block_hashes[i],
                 request.token_ids.subspan(static_cast<size_t>(i) * bs, bs), parent, request.cache_salt);
@@ -95,6 +123,7 @@ void KvCacheManager::free(uint64_t key) {
   auto it = requests_.find(key);
   if (it == requests_.end()) return;
   std::vector<BlockId>& ids = it->second.block_ids;
+  ids.erase(ids.begin(), ids.begin() + it->second.num_released);  // already back in the pool
   std::reverse(ids.begin(), ids.end());
   pool_.release(ids);
   requests_.erase(it);
@@ -104,20 +133,22 @@ int32_t KvCacheManager::truncate(uint64_t key, int32_t num_tokens) {
   auto it = requests_.find(key);
   if (it == requests_.end()) return 0;
   RequestBlocks& state = it->second;
-  const int32_t keep = std::max(state.num_cached_blocks, (num_tokens + block_size() - 1) / block_size());
+  const int32_t keep = std::max({state.num_cached_blocks, state.num_released,
+                                 (num_tokens + block_size() - 1) / block_size()});
   const int32_t held = static_cast<int32_t>(state.block_ids.size());
   if (keep >= held) return 0;
   std::vector<BlockId> tail(state.block_ids.begin() + keep, state.block_ids.end());
   std::reverse(tail.begin(), tail.end());
   pool_.release(tail);
   state.block_ids.resize(static_cast<size_t>(keep));
+  state.table.resize(static_cast<size_t>(keep));
   return held - keep;
 }
 
 std::span<const BlockId> KvCacheManager::block_table(uint64_t key) const {
   auto it = requests_.find(key);
   if (it == requests_.end()) return {};
-  return it->second.block_ids;
+  return it->second.table;
 }
 
 Status KvCacheManager::check_integrity() const {
@@ -127,7 +158,18 @@ Status KvCacheManager::check_integrity() const {
     if (state.num_cached_blocks > static_cast<int32_t>(state.block_ids.size())) {
       return Status::error("kv cache: request " + std::to_string(key) + " caches more blocks than it holds");
     }
-    for (BlockId id : state.block_ids) {
+    if (state.table.size() != state.block_ids.size() || state.num_released < 0 ||
+        state.num_released > static_cast<int32_t>(state.block_ids.size())) {
+      return Status::error("kv cache: request " + std::to_string(key) + " has an inconsistent block table");
+    }
+    for (size_t i = 0; i < state.block_ids.size(); ++i) {
+      const bool released = static_cast<int32_t>(i) < state.num_released;
+      if (state.table[i] != (released ? kNullBlock : state.block_ids[i])) {
+        return Status::error("kv cache: request " + std::to_string(key) + " block table entry " +
+                             std::to_string(i) + " disagrees with its blocks");
+      }
+    }
+    for (BlockId id : std::span<const BlockId>(state.block_ids).subspan(static_cast<size_t>(state.num_released))) {
       if (id <= kNullBlock || id >= pool_.num_blocks()) {
         return Status::error("kv cache: request " + std::to_string(key) + " holds invalid block " +
                              std::to_string(id));

@@ -6,7 +6,11 @@
 // - a request's block i is cached only once tokens [0, (i + 1) * block_size) have their KV written
 //   (cache_full_blocks with the post-step num_computed_tokens), so an aborted or preempted half-written prefill
 //   never enters the cache;
-// - the ref count of a block equals the number of block tables that hold it (check_integrity()).
+// - the ref count of a block equals the number of block tables that hold it (check_integrity());
+// - with a sliding window W (every layer attends to at most W positions), a request whose next token sits at
+//   position p holds no block that lies wholly before p - W + 1: allocate_slots releases such blocks to the
+//   pool (they stay cached for prefix hits until reused) and their block-table entries read kNullBlock, so
+//   a long sequence holds at most ceil((W - 1 + num_new_tokens) / block_size) + 1 blocks.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,9 @@ struct KvCacheConfig {
   int32_t num_blocks = 0;  // including the null block
   int32_t block_size = kDefaultBlockSize;
   bool enable_prefix_caching = true;
+  // > 0: every attention layer of the model reads at most this many positions (KvKind::kSliding everywhere),
+  // so blocks that fall out of the window are released as the request advances. 0: full attention.
+  int32_t sliding_window = 0;
   // Replaceable so that tests can force hash collisions; defaults to hash_block (XXH3-128).
   BlockHashFn hash_fn;
 };
@@ -66,6 +73,10 @@ class KvCacheManager {
   std::optional<std::vector<BlockId>> allocate_slots(const KvRequestView& request, int32_t num_new_tokens,
                                                      const ComputedBlocks* computed = nullptr);
 
+  // Blocks a request of num_tokens KV slots holds at most at once when each step adds at most max_step tokens.
+  int64_t max_blocks_held(int64_t num_tokens, int64_t max_step) const;
+  int32_t sliding_window() const { return config_.sliding_window; }
+
   // Caches the request's blocks that are completely written, i.e. those inside [0, num_computed_tokens).
   void cache_full_blocks(const KvRequestView& request);
 
@@ -77,7 +88,7 @@ class KvCacheManager {
   // number of blocks released.
   int32_t truncate(uint64_t key, int32_t num_tokens);
 
-  // The request's block table (empty if it holds none).
+  // The request's block table (empty if it holds none); released entries (sliding window) read kNullBlock.
   std::span<const BlockId> block_table(uint64_t key) const;
 
   // Pool invariants, plus: ref counts equal the number of block tables holding each block.
@@ -85,11 +96,15 @@ class KvCacheManager {
 
  private:
   struct RequestBlocks {
-    std::vector<BlockId> block_ids;
+    std::vector<BlockId> block_ids;       // every block the request was given, in order (the hash chain's parents)
+    std::vector<BlockId> table;           // block_ids with the released ones replaced by kNullBlock
+    int32_t num_released = 0;             // block_ids[0, num_released) went back to the pool (sliding window)
     std::vector<BlockHash> block_hashes;  // chained hashes of the known full blocks, computed lazily
     int32_t num_cached_blocks = 0;        // block_ids[0, num_cached_blocks) have been entered into the cache
   };
 
+  // Releases the blocks that lie wholly before the window of the token at position `next_pos`.
+  void release_out_of_window(RequestBlocks& state, int64_t next_pos);
   // Extends state.block_hashes to cover the first num_blocks full blocks of the request.
   void compute_hashes(RequestBlocks& state, const KvRequestView& request, int32_t num_blocks) const;
 

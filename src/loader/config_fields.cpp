@@ -165,4 +165,22 @@ Status read_id_list(const Json& j, const char* key, int64_t hi, std::vector<int6
   return Status::ok();
 }
 
+Status read_int_list(const Json& j, const char* key, int64_t lo, int64_t hi, size_t max_len,
+                     std::vector<int64_t>* out, const std::string& what) {
+  const Json* v = lookup(j, key);
+  if (v == nullptr) return Status::ok();
+  const auto bad = [&]() {
+    return Status::error(what + ": " + quoted(key) + " must be a list of at most " + std::to_string(max_len) +
+                         " integers in " + int_range(lo, hi) + ", got " + shown(*v));
+  };
+  if (!v->is_array() || v->size() > max_len) return bad();
+  std::vector<int64_t> vals;
+  for (const Json& e : *v) {
+    if (!e.is_number_integer() || e.get<int64_t>() < lo || e.get<int64_t>() > hi) return bad();
+    vals.push_back(e.get<int64_t>());
+  }
+  *out = std::move(vals);
+  return Status::ok();
+}
+
 }  // namespace rl

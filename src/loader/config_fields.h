@@ -14,6 +14,20 @@
 
 namespace rl {
 
+// Ranges accepted from config.json: wide enough for every released model, small enough that products such as
+// vocab_size * hidden_size and num_hidden_layers * kv_bytes_per_token cannot overflow int64.
+namespace config_limits {
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxHidden = int64_t{1} << 17;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxPositions = int64_t{1} << 24;
+constexpr int64_t kMaxTokenId = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxExperts = 4096;
+}  // namespace config_limits
+
 enum class Presence { kOptional, kRequired };
 
 // Integer `key` of object j (an integral float such as 4096.0 is accepted) into *out, lo <= value <= hi.
@@ -33,6 +47,9 @@ Status read_object(const Json& j, const char* key, const Json** out, const std::
 // A token id or a list of them, each in [0, hi]. An absent or null key leaves *out untouched.
 Status read_id_list(const Json& j, const char* key, int64_t hi, std::vector<int64_t>* out,
                     const std::string& what);
+// A list of integers, each in [lo, hi], at most max_len of them (mlp_only_layers). Absent or null: untouched.
+Status read_int_list(const Json& j, const char* key, int64_t lo, int64_t hi, size_t max_len,
+                     std::vector<int64_t>* out, const std::string& what);
 
 // A value computed from several fields (head_dim = hidden_size / num_attention_heads) checked the same way.
 Status require_int_range(int64_t value, const char* key, int64_t lo, int64_t hi, const std::string& what);

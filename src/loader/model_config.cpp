@@ -7,33 +7,32 @@
 
 namespace rl {
 
-const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> kArchs = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                                  "Qwen3ForCausalLM"};
-  return kArchs;
-}
-
 namespace {
 
-// Ranges accepted from config.json: wide enough for every released model, small enough that products such as
-// vocab_size * hidden_size and num_hidden_layers * kv_bytes_per_token cannot overflow int64.
-constexpr int64_t kMaxVocab = int64_t{1} << 24;
-constexpr int64_t kMaxHidden = int64_t{1} << 17;
-constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxHeads = 1024;
-constexpr int64_t kMaxHeadDim = 1024;
-constexpr int64_t kMaxPositions = int64_t{1} << 24;
-constexpr int64_t kMaxTokenId = (int64_t{1} << 31) - 1;
+using namespace config_limits;
 
 Status parse_rope_scaling(const Json& rs_json, RopeScaling* rs, const std::string& what) {
   std::string type;
   RL_RETURN_IF_ERROR(read_string(rs_json, "type", &type, what));
   RL_RETURN_IF_ERROR(read_string(rs_json, "rope_type", &type, what));
   if (type == "default" || type.empty()) return Status::ok();
+  if (type == "yarn") {
+    rs->type = RopeScalingType::kYarn;
+    RL_RETURN_IF_ERROR(read_double_in_range(rs_json, "factor", 1, 1024, &rs->factor, what));
+    RL_RETURN_IF_ERROR(read_positive_double(rs_json, "beta_fast", 1e4, &rs->beta_fast, what));
+    RL_RETURN_IF_ERROR(read_positive_double(rs_json, "beta_slow", 1e4, &rs->beta_slow, what));
+    RL_RETURN_IF_ERROR(read_double_in_range(rs_json, "mscale", 0, 1e4, &rs->mscale, what));
+    RL_RETURN_IF_ERROR(read_double_in_range(rs_json, "mscale_all_dim", 0, 1e4, &rs->mscale_all_dim, what));
+    RL_RETURN_IF_ERROR(read_double_in_range(rs_json, "attention_factor", 0, 1e4, &rs->attention_factor, what));
+    RL_RETURN_IF_ERROR(read_bool(rs_json, "truncate", &rs->truncate, what));
+    rs->original_max_position_embeddings = 0;  // 0: max_position_embeddings (set by parse_common_config)
+    RL_RETURN_IF_ERROR(read_int_in_range(rs_json, "original_max_position_embeddings", 1, kMaxPositions,
+                                         &rs->original_max_position_embeddings, what));
+    return Status::ok();
+  }
   if (type != "llama3") {
     return Status::error(what + ": rope_scaling type \"" + type +
-                         "\" is not supported (supported: llama3, default)");
+                         "\" is not supported (supported: llama3, yarn, default)");
   }
   rs->type = RopeScalingType::kLlama3;
   RL_RETURN_IF_ERROR(read_positive_double(rs_json, "factor", 1024, &rs->factor, what));
@@ -49,20 +48,19 @@ Status parse_rope_scaling(const Json& rs_json, RopeScaling* rs, const std::strin
 
 }  // namespace
 
-int64_t ModelConfig::num_params() const {
-  int64_t h = hidden_size;
-  int64_t attn = h * q_size() + 2 * h * kv_size() + q_size() * h;
-  if (qkv_bias) attn += q_size() + 2 * kv_size();
-  if (o_bias) attn += h;
-  if (qk_norm) attn += 2 * head_dim;
-  int64_t mlp = 3 * h * intermediate_size + (mlp_bias ? 2 * intermediate_size + h : 0);
-  int64_t layer = attn + mlp + 2 * h;
-  int64_t total = num_hidden_layers * layer + vocab_size * h + h;
-  if (!tie_word_embeddings) total += vocab_size * h;
-  return total;
+int64_t ModelConfig::kv_bytes_per_token(int64_t bytes_per_element) const {
+  int64_t elems = 0;
+  for (const KvLayerSpec& l : kv_spec) elems += l.elems_per_token();
+  return elems * bytes_per_element;
 }
 
-Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
+int64_t ModelConfig::kv_bytes_at(int64_t context, int64_t bytes_per_element) const {
+  int64_t elems = 0;
+  for (const KvLayerSpec& l : kv_spec) elems += l.elems_per_token() * l.live_tokens(context);
+  return elems * bytes_per_element;
+}
+
+Result<ModelConfig> parse_common_config(const Json& j, const std::string& what) {
   if (!j.is_object()) return Status::error(what + ": must be a JSON object");
   ModelConfig c;
   auto arch = j.find("architectures");
@@ -70,19 +68,12 @@ Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
     return Status::error(what + ": \"architectures\" must be a non-empty list of strings");
   }
   c.architecture = (*arch)[0].get<std::string>();
-  const auto& supported = supported_architectures();
-  if (std::find(supported.begin(), supported.end(), c.architecture) == supported.end()) {
-    std::string list;
-    for (const auto& a : supported) list += (list.empty() ? "" : ", ") + a;
-    return Status::error(what + ": architecture \"" + c.architecture + "\" is not supported (supported: " + list +
-                         ")");
-  }
   const Presence req = Presence::kRequired;
   RL_RETURN_IF_ERROR(read_string(j, "model_type", &c.model_type, what));
   RL_RETURN_IF_ERROR(read_int_in_range(j, "vocab_size", 1, kMaxVocab, &c.vocab_size, what, req));
   RL_RETURN_IF_ERROR(read_int_in_range(j, "hidden_size", 1, kMaxHidden, &c.hidden_size, what, req));
-  RL_RETURN_IF_ERROR(
-      read_int_in_range(j, "intermediate_size", 1, kMaxIntermediate, &c.intermediate_size, what, req));
+  // Required by the architectures that have one dense MLP size (their parsers say so); GPT-2 has n_inner.
+  RL_RETURN_IF_ERROR(read_int_in_range(j, "intermediate_size", 1, kMaxIntermediate, &c.intermediate_size, what));
   RL_RETURN_IF_ERROR(read_int_in_range(j, "num_hidden_layers", 1, kMaxLayers, &c.num_hidden_layers, what, req));
   RL_RETURN_IF_ERROR(
       read_int_in_range(j, "num_attention_heads", 1, kMaxHeads, &c.num_attention_heads, what, req));
@@ -113,40 +104,6 @@ Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
   RL_RETURN_IF_ERROR(read_string(j, "dtype", &c.torch_dtype, what));
   RL_RETURN_IF_ERROR(read_string(j, "torch_dtype", &c.torch_dtype, what));
 
-  std::string act;
-  RL_RETURN_IF_ERROR(read_string(j, "hidden_act", &act, what));
-  if (!act.empty() && act != "silu" && act != "swish") {
-    return Status::error(what + ": hidden_act \"" + act + "\" is not supported (supported: silu)");
-  }
-
-  bool attention_bias = false;
-  RL_RETURN_IF_ERROR(read_bool(j, "attention_bias", &attention_bias, what));
-  RL_RETURN_IF_ERROR(read_bool(j, "mlp_bias", &c.mlp_bias, what));
-  const std::string& a = c.architecture;
-  if (a == "Qwen2ForCausalLM") {
-    c.qkv_bias = true;  // Qwen2 always has q/k/v bias and no o_proj bias.
-  } else if (a == "MistralForCausalLM") {
-    c.qkv_bias = c.o_bias = false;
-  } else {  // Llama, Qwen3
-    c.qkv_bias = c.o_bias = attention_bias;
-  }
-  c.qk_norm = (a == "Qwen3ForCausalLM");
-
-  // Sliding window: attention over at most `window` positions equals full attention while the sequence fits in
-  // the window, so the model is accepted and its context is capped there (ModelConfig::max_context_len).
-  int64_t window = 0;
-  RL_RETURN_IF_ERROR(read_int_in_range(j, "sliding_window", 0, kMaxPositions, &window, what));
-  bool use_sw = (a == "MistralForCausalLM");
-  if (a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM") {
-    use_sw = false;
-    RL_RETURN_IF_ERROR(read_bool(j, "use_sliding_window", &use_sw, what));
-    int64_t max_window_layers = 0;
-    RL_RETURN_IF_ERROR(read_int_in_range(j, "max_window_layers", 0, kMaxPositions, &max_window_layers, what));
-    // transformers applies the window only to layers at index >= max_window_layers.
-    if (use_sw && j.contains("max_window_layers") && max_window_layers >= c.num_hidden_layers) use_sw = false;
-  }
-  if (use_sw && window > 0) c.sliding_window = window;
-
   if (c.head_dim == 0) {
     if (c.hidden_size % c.num_attention_heads != 0) {
       return Status::error(what + ": hidden_size must be divisible by num_attention_heads when head_dim is absent");
@@ -160,12 +117,10 @@ Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
                          ") must be a multiple of num_key_value_heads (" + std::to_string(c.num_kv_heads) + ")");
   }
   if (c.head_dim % 2 != 0) return Status::error(what + ": head_dim must be even for RoPE");
+  if (c.rope_scaling.type == RopeScalingType::kYarn && c.rope_scaling.original_max_position_embeddings == 0) {
+    c.rope_scaling.original_max_position_embeddings = c.max_position_embeddings;
+  }
   return c;
-}
-
-Result<ModelConfig> load_model_config(const std::string& path) {
-  RL_ASSIGN_OR_RETURN(Json j, load_json_file(path));
-  return parse_model_config(j, path);
 }
 
 Result<GenerationConfig> parse_generation_config(const Json& j, const std::string& what) {

@@ -25,6 +25,9 @@ bool parse_st_dtype(const std::string& s, DType* out) {
   if (s == "F32") { *out = DType::kF32; return true; }
   if (s == "F16") { *out = DType::kF16; return true; }
   if (s == "BF16") { *out = DType::kBF16; return true; }
+  // Packed quantised weights: MXFP4 blocks/scales (U8), FP8 e4m3 weights; the architecture decodes them.
+  if (s == "U8") { *out = DType::kU8; return true; }
+  if (s == "F8_E4M3") { *out = DType::kFP8E4M3; return true; }
   return false;
 }
 
@@ -43,7 +46,7 @@ Status parse_entry(const std::string& path, const std::string& name, const Json&
   if (off == e.end() || !off->is_array() || off->size() != 2) return err("\"data_offsets\" must be [begin, end]");
   std::string dts = dt->get<std::string>();
   if (!parse_st_dtype(dts, &t->dtype)) {
-    return err("dtype " + dts + " is not supported (supported: F32, F16, BF16)");
+    return err("dtype " + dts + " is not supported (supported: F32, F16, BF16, U8, F8_E4M3)");
   }
   uint64_t numel = 1;
   for (const auto& d : *sh) {

@@ -31,6 +31,10 @@ class Model {
   virtual Backend& backend() const = 0;
   // Bytes of weights as stored on the backend.
   virtual uint64_t weight_bytes() const = 0;
+  // What the KV cache holds per layer (design.md §8): KV storage, the KV sizing and the cost model read it.
+  virtual std::vector<KvLayerSpec> kv_spec() const = 0;
+  // Backend bytes reserve(max_num_tokens, max_num_logits) allocates: the only estimate of the model's buffers.
+  virtual uint64_t workspace_bytes(int64_t max_num_tokens, int64_t max_num_logits) const = 0;
   // Sizes the activation workspace once; forward() never allocates. Must be called before forward().
   virtual void reserve(int64_t max_num_tokens, int64_t max_num_logits) = 0;
   // Runs the decoder over the batch, writing this step's K/V into kv (one KvLayer per layer) and returning the
@@ -42,8 +46,19 @@ using ModelBuilder =
     std::function<Result<std::unique_ptr<Model>>(const ModelConfig&, const std::string& model_dir, Backend*,
                                                  const LoadOptions&)>;
 
+// One architecture: its config parser (common fields + its own hyper-parameters, KV spec and parameter counts)
+// and its builder. Each lives in src/model/arch/<arch>.cpp; registry.cpp maps architectures[0] to it.
+struct Arch {
+  Result<ModelConfig> (*parse)(const Json& config_json, const std::string& what);
+  ModelBuilder build;
+};
+
 // Architectures with a builder (sorted).
 std::vector<std::string> registered_architectures();
+// config.json → ModelConfig through the architecture's own parser; an unknown architecture is an error that
+// lists the supported ones.
+Result<ModelConfig> parse_model_config(const Json& j, const std::string& what = "config.json");
+Result<ModelConfig> load_model_config(const std::string& path);
 // Loads config.json from model_dir, finds the builder for architectures[0] and builds the model.
 Result<std::unique_ptr<Model>> load_model(const std::string& model_dir, Backend* backend, const LoadOptions& opts);
 Result<std::unique_ptr<Model>> build_model(const ModelConfig& config, const std::string& model_dir,

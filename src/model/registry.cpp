@@ -2,41 +2,69 @@
 #include <map>
 
 #include "core/file.h"
-#include "model/arch/dense_decoder.h"
+#include "model/arch/archs.h"
 #include "model/model.h"
 
 namespace rl {
 
 namespace {
 
-// architectures[0] → builder. Adding an architecture: its arch file and one line here.
-const std::map<std::string, ModelBuilder>& registry() {
-  static const std::map<std::string, ModelBuilder> kRegistry = {
-      {"LlamaForCausalLM", build_dense_decoder},
-      {"MistralForCausalLM", build_dense_decoder},
-      {"Qwen2ForCausalLM", build_dense_decoder},
-      {"Qwen3ForCausalLM", build_dense_decoder},
+// architectures[0] → architecture. Adding an architecture: its arch file and one line here.
+const std::map<std::string, const Arch*>& registry() {
+  static const std::map<std::string, const Arch*> kRegistry = {
+      {"GPT2LMHeadModel", &kGpt2Arch},
+      {"GptOssForCausalLM", &kGptOssArch},
+      {"LlamaForCausalLM", &kLlamaArch},
+      {"MistralForCausalLM", &kMistralArch},
+      {"Qwen2ForCausalLM", &kQwen2Arch},
+      {"Qwen3ForCausalLM", &kQwen3Arch},
+      {"Qwen3MoeForCausalLM", &kQwen3MoeArch},
   };
   return kRegistry;
+}
+
+std::string supported_list() {
+  std::string list;
+  for (const auto& a : registered_architectures()) list += (list.empty() ? "" : ", ") + a;
+  return list;
 }
 
 }  // namespace
 
 std::vector<std::string> registered_architectures() {
   std::vector<std::string> out;
-  for (const auto& [name, b] : registry()) out.push_back(name);
+  for (const auto& [name, a] : registry()) out.push_back(name);
   return out;
+}
+
+Result<ModelConfig> parse_model_config(const Json& j, const std::string& what) {
+  if (!j.is_object()) return Status::error(what + ": must be a JSON object");
+  auto arch = j.find("architectures");
+  if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {
+    return Status::error(what + ": \"architectures\" must be a non-empty list of strings");
+  }
+  const std::string name = (*arch)[0].get<std::string>();
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    return Status::error(what + ": architecture \"" + name + "\" is not supported (supported: " + supported_list() +
+                         ")");
+  }
+  return it->second->parse(j, what);
+}
+
+Result<ModelConfig> load_model_config(const std::string& path) {
+  RL_ASSIGN_OR_RETURN(Json j, load_json_file(path));
+  return parse_model_config(j, path);
 }
 
 Result<std::unique_ptr<Model>> build_model(const ModelConfig& config, const std::string& model_dir,
                                            Backend* backend, const LoadOptions& opts) {
   auto it = registry().find(config.architecture);
   if (it == registry().end()) {
-    std::string list;
-    for (const auto& a : registered_architectures()) list += (list.empty() ? "" : ", ") + a;
-    return Status::error("architecture \"" + config.architecture + "\" has no model (supported: " + list + ")");
+    return Status::error("architecture \"" + config.architecture + "\" has no model (supported: " +
+                         supported_list() + ")");
   }
-  return it->second(config, model_dir, backend, opts);
+  return it->second->build(config, model_dir, backend, opts);
 }
 
 Result<std::unique_ptr<Model>> load_model(const std::string& model_dir, Backend* backend, const LoadOptions& opts) {

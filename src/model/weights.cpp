@@ -33,6 +33,17 @@ bool WeightLoader::has(const std::string& name) const { return !store_ || store_
 Result<Tensor> WeightLoader::load(const std::vector<std::string>& names,
                                   const std::vector<std::vector<int64_t>>& shapes, float dummy_scale,
                                   std::optional<float> dummy_fill) {
+  return load_impl(names, shapes, dummy_scale, dummy_fill, true);
+}
+
+Result<Tensor> WeightLoader::load_unquantized(const std::vector<std::string>& names,
+                                              const std::vector<std::vector<int64_t>>& shapes, float dummy_scale) {
+  return load_impl(names, shapes, dummy_scale, std::nullopt, false);
+}
+
+Result<Tensor> WeightLoader::load_impl(const std::vector<std::string>& names,
+                                       const std::vector<std::vector<int64_t>>& shapes, float dummy_scale,
+                                       std::optional<float> dummy_fill, bool allow_int8) {
   RL_CHECK(names.size() == shapes.size() && !names.empty());
   const int64_t cols = shapes[0].size() == 2 ? shapes[0][1] : 1;
   int64_t rows = 0;
@@ -40,7 +51,7 @@ Result<Tensor> WeightLoader::load(const std::vector<std::string>& names,
     RL_CHECK(s.size() == shapes[0].size() && (s.size() == 1 || s[1] == cols));
     rows += s[0];
   }
-  if (opts_.quantize_int8 && shapes[0].size() == 2) return load_int8(names, shapes, dummy_scale, rows, cols);
+  if (allow_int8 && opts_.quantize_int8 && shapes[0].size() == 2) return load_int8(names, shapes, dummy_scale, rows, cols);
   const DType dt = opts_.weight_dtype;
   const size_t es = dtype_size(dt);
   DeviceBuffer buf(backend_, static_cast<size_t>(rows * cols) * es);
@@ -71,6 +82,10 @@ Result<Tensor> WeightLoader::load(const std::vector<std::string>& names,
       return Status::error(t->file + ": tensor \"" + names[i] + "\" has shape " + t->shape_str() +
                            " but the config implies " + ws + "]");
     }
+    if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16) {
+      return Status::error(t->file + ": tensor \"" + names[i] + "\" has dtype " +
+                           std::string(dtype_name(t->dtype)) + "; a float weight is expected here");
+    }
     // Convert on the host into the storage dtype, in chunks, then upload.
     const int64_t n = part.numel();
     constexpr int64_t kChunk = 1 << 22;
@@ -91,6 +106,58 @@ Result<Tensor> WeightLoader::load(const std::vector<std::string>& names,
       progress_->update(bytes_loaded_);
     }
   }
+  buffers_.push_back(std::move(buf));
+  return out;
+}
+
+Result<std::vector<float>> WeightLoader::read_f32(const std::string& name, const std::vector<int64_t>& shape) const {
+  const TensorInfo* t = find(name);
+  if (!t) return Status::error("weights: tensor \"" + name + "\" not found in the model's safetensors");
+  if (t->shape != shape) {
+    std::string ws = "[";
+    for (size_t j = 0; j < shape.size(); ++j) ws += (j ? ", " : "") + std::to_string(shape[j]);
+    return Status::error(t->file + ": tensor \"" + name + "\" has shape " + t->shape_str() +
+                         " but the config implies " + ws + "]");
+  }
+  if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16) {
+    return Status::error(t->file + ": tensor \"" + name + "\" must be f32, f16 or bf16");
+  }
+  std::vector<float> out(static_cast<size_t>(t->numel()));
+  convert_to_f32(t->data, t->dtype, out.data(), out.size());
+  return out;
+}
+
+Result<Tensor> WeightLoader::load_computed(const std::vector<int64_t>& shape, float dummy_scale,
+                                           const std::function<Status(float* dst)>& fill,
+                                           std::optional<float> dummy_fill) {
+  RL_CHECK(!shape.empty() && shape.size() <= kMaxDims);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const DType dt = opts_.weight_dtype;
+  DeviceBuffer buf(backend_, static_cast<size_t>(n) * dtype_size(dt));
+  Tensor out(buf.data(), dt, {n});
+  out.ndim = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) out.shape[i] = shape[i];
+  if (!store_) {
+    ++counter_;
+    if (dummy_fill) {
+      backend_->fill_uniform(out, counter_, *dummy_fill, *dummy_fill);
+    } else {
+      backend_->fill_uniform(out, opts_.dummy_seed * 1000003ull + counter_, -dummy_scale, dummy_scale);
+    }
+  } else {
+    std::vector<float> host(static_cast<size_t>(n));
+    RL_RETURN_IF_ERROR(fill(host.data()));
+    if (dt == DType::kF32) {
+      backend_->upload(out.data, host.data(), host.size() * 4);
+    } else {
+      std::vector<unsigned char> staged(host.size() * dtype_size(dt));
+      convert_from_f32(host.data(), staged.data(), dt, host.size());
+      backend_->upload(out.data, staged.data(), staged.size());
+    }
+  }
+  bytes_loaded_ += out.nbytes();
+  progress_->update(bytes_loaded_);
   buffers_.push_back(std::move(buf));
   return out;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,20 @@ class WeightLoader {
   // `fill` exactly when set, for norm weights).
   Result<Tensor> load(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
                       float dummy_scale, std::optional<float> dummy_fill = std::nullopt);
+  // load() that keeps weight_dtype even under LoadOptions::quantize_int8: for 2-D tensors that no linear op
+  // multiplies whole (stacked expert weights sliced per expert, per-expert bias rows, position tables).
+  Result<Tensor> load_unquantized(const std::vector<std::string>& names,
+                                  const std::vector<std::vector<int64_t>>& shapes, float dummy_scale);
+  // A tensor computed on the host from the checkpoint (transposed Conv1D weights, de-interleaved or dequantised
+  // experts): fill(dst) writes `shape`'s elements in f32; the result is converted to the storage dtype and
+  // uploaded. Dummy weights skip fill and draw uniform values (or `dummy_fill`) instead.
+  Result<Tensor> load_computed(const std::vector<int64_t>& shape, float dummy_scale,
+                               const std::function<Status(float* dst)>& fill,
+                               std::optional<float> dummy_fill = std::nullopt);
+  // The checkpoint's tensor (null when absent or with dummy weights), and its values in f32 after a shape check.
+  const TensorInfo* find(const std::string& name) const { return store_ ? store_->find(name) : nullptr; }
+  Result<std::vector<float>> read_f32(const std::string& name, const std::vector<int64_t>& shape) const;
+  bool dummy() const { return !store_; }
   void finish();
 
   // Every allocation made by load(); the model keeps them alive.
@@ -35,6 +50,8 @@ class WeightLoader {
   uint64_t bytes_loaded() const { return bytes_loaded_; }
 
  private:
+  Result<Tensor> load_impl(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+                           float dummy_scale, std::optional<float> dummy_fill, bool allow_int8);
   // load() for a 2-D weight under LoadOptions::quantize_int8: rows quantised on the host, uploaded once.
   Result<Tensor> load_int8(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
                            float dummy_scale, int64_t rows, int64_t cols);

@@ -17,24 +17,60 @@ const char* precision_name(Precision p) { return p == Precision::kFp8 ? "fp8" : 
 
 int64_t precision_bytes(Precision p) { return p == Precision::kFp8 ? 1 : 2; }
 
+double ModelCost::attended_keys(int64_t context) const {
+  double keys = 0;
+  for (int64_t w : layer_windows) keys += static_cast<double>(w > 0 && w < context ? w : context);
+  return keys;
+}
+
+double ModelCost::kv_bytes(int64_t context) const {
+  double bytes = 0;
+  for (size_t i = 0; i < layer_kv_bytes.size(); ++i) {
+    const int64_t w = layer_windows[i];
+    bytes += static_cast<double>(layer_kv_bytes[i]) * static_cast<double>(w > 0 && w < context ? w : context);
+  }
+  return bytes;
+}
+
+double ModelCost::step_weight_bytes(int64_t batch) const {
+  if (num_experts <= 0) return static_cast<double>(weight_bytes);
+  const double miss = 1.0 - static_cast<double>(experts_per_tok) / static_cast<double>(num_experts);
+  const double touched = 1.0 - std::pow(miss, static_cast<double>(batch));
+  return static_cast<double>(weight_bytes - expert_bytes) + static_cast<double>(expert_bytes) * touched;
+}
+
 double ModelCost::prefill_flops(int64_t num_tokens) const {
-  double n = static_cast<double>(num_tokens);
-  return n * matmul_flops_per_token() + static_cast<double>(attention_flops_per_key) * n * (n + 1) / 2;
+  // Token i (1-based) attends to min(i, W) keys in a window layer, i in a full one.
+  double n = static_cast<double>(num_tokens), keys = 0;
+  for (int64_t w : layer_windows) {
+    if (w > 0 && w < num_tokens) {
+      const double wd = static_cast<double>(w);
+      keys += wd * (wd + 1) / 2 + (n - wd) * wd;
+    } else {
+      keys += n * (n + 1) / 2;
+    }
+  }
+  return n * matmul_flops_per_token() + static_cast<double>(layer_attention_flops_per_key) * keys;
 }
 
 ModelCost make_model_cost(const ModelConfig& c, Precision weights, Precision kv) {
   ModelCost m;
-  m.num_params = c.num_params();
-  // q [h → q_size], k and v [h → kv_size], o [q_size → h], gate and up [h → I], down [I → h].
-  int64_t layer_linear = c.hidden_size * c.q_size() + 2 * c.hidden_size * c.kv_size() + c.q_size() * c.hidden_size +
-                         3 * c.hidden_size * c.intermediate_size;
-  int64_t lm_head = c.vocab_size * c.hidden_size;  // tied or not, the logits matmul runs over it
-  m.matmul_params = c.num_hidden_layers * layer_linear + lm_head;
-  int64_t linear_weights = c.num_hidden_layers * layer_linear;
-  m.weight_bytes = linear_weights * precision_bytes(weights) + (m.num_params - linear_weights) * 2;
+  const ParamCounts& p = c.params;
+  m.num_params = p.total;
+  m.matmul_params = p.active_matmul;
+  // Decoder-layer matmul weights at the weight precision; embeddings, lm_head, norms and biases stay bf16.
+  m.weight_bytes = p.layer_linear * precision_bytes(weights) + (p.total - p.layer_linear) * 2;
+  m.expert_bytes = p.expert_params * precision_bytes(weights);
+  m.num_experts = p.num_experts;
+  m.experts_per_tok = p.experts_per_tok;
   m.kv_bytes_per_token = c.kv_bytes_per_token(precision_bytes(kv));
+  for (const KvLayerSpec& l : c.kv_spec) {
+    m.layer_kv_bytes.push_back(l.elems_per_token() * precision_bytes(kv));
+    m.layer_windows.push_back(l.kind == KvKind::kSliding ? l.window : 0);
+  }
   m.activation_bytes_per_token = c.num_hidden_layers * 4 * c.hidden_size * 2 + c.vocab_size * 4;
-  m.attention_flops_per_key = c.num_hidden_layers * c.num_attention_heads * 4 * c.head_dim;
+  m.attention_flops_per_key = c.attention_flops_per_key;
+  m.layer_attention_flops_per_key = c.num_hidden_layers > 0 ? c.attention_flops_per_key / c.num_hidden_layers : 0;
   return m;
 }
 
@@ -64,9 +100,8 @@ StepCost decode_step(const ModelCost& cost, const Roof& roof, int64_t batch, int
   s.num_tokens = batch;
   double b = static_cast<double>(batch);
   s.flops = b * cost.decode_flops_per_token(context);
-  s.bytes = static_cast<double>(cost.weight_bytes) +
-            b * (static_cast<double>(context) * static_cast<double>(cost.kv_bytes_per_token) +
-                 static_cast<double>(cost.activation_bytes_per_token));
+  s.bytes = cost.step_weight_bytes(batch) +
+            b * (cost.kv_bytes(context) + static_cast<double>(cost.activation_bytes_per_token));
   return finish(s, roof);
 }
 
@@ -77,16 +112,14 @@ StepCost prefill_step(const ModelCost& cost, const Roof& roof, int64_t prompt) {
   s.context = prompt;
   s.num_tokens = prompt;
   s.flops = cost.prefill_flops(prompt);
-  s.bytes =
-      static_cast<double>(cost.weight_bytes) +
-      static_cast<double>(prompt) * static_cast<double>(cost.kv_bytes_per_token + cost.activation_bytes_per_token);
+  s.bytes = cost.step_weight_bytes(prompt) + cost.kv_bytes(prompt) +
+            static_cast<double>(prompt) * static_cast<double>(cost.activation_bytes_per_token);
   return finish(s, roof);
 }
 
 std::optional<int64_t> compute_bound_batch(const ModelCost& cost, const Roof& roof, int64_t context) {
   // B * (F / peak - K / BW) >= W / BW, with F and K the per-sequence FLOPs and bytes.
-  double per_seq_bytes = static_cast<double>(context) * static_cast<double>(cost.kv_bytes_per_token) +
-                         static_cast<double>(cost.activation_bytes_per_token);
+  double per_seq_bytes = cost.kv_bytes(context) + static_cast<double>(cost.activation_bytes_per_token);
   double margin =
       cost.decode_flops_per_token(context) / roof.peak_flops_per_s - per_seq_bytes / roof.bandwidth_bytes_per_s;
   if (!(margin > 0)) return std::nullopt;
@@ -102,7 +135,7 @@ std::optional<int64_t> compute_bound_batch(const ModelCost& cost, const Roof& ro
 int64_t max_sequences(const ModelCost& cost, double memory_bytes, double utilization, int64_t context) {
   double free_bytes = (memory_bytes - static_cast<double>(cost.weight_bytes)) * utilization;
   if (!(free_bytes > 0)) return 0;
-  double per_seq = static_cast<double>(context) * static_cast<double>(cost.kv_bytes_per_token);
+  double per_seq = cost.kv_bytes(context);
   return static_cast<int64_t>(std::floor(free_bytes / per_seq));
 }
 

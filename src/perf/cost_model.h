@@ -1,4 +1,5 @@
-// The roofline cost model of a dense decoder: what a token costs in bytes and FLOPs (from config.json alone),
+// The roofline cost model of a decoder (dense or MoE, with full or sliding-window KV layers): what a token costs
+// in bytes and FLOPs (from config.json alone, through the architecture's parameter counts and KV spec),
 // and how long a decode step or a prefill takes on a chip that is limited either by memory bandwidth or by
 // its matmul peak: time = max(bytes / bandwidth, flops / peak). Formulas and assumptions: docs/roofline.md.
 #pragma once
@@ -6,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "loader/model_config.h"
@@ -21,11 +23,21 @@ int64_t precision_bytes(Precision p);
 // Per-token costs of one model. All FLOP counts take a multiply-add as 2 FLOPs.
 struct ModelCost {
   int64_t num_params = 0;     // as transformers counts them (tied embeddings once)
-  int64_t matmul_params = 0;  // weights multiplied per token: q, k, v, o, gate, up, down per layer + lm_head
+  // Weights multiplied per token: attention, dense MLPs, routers, the top_k experts a token visits, lm_head.
+  int64_t matmul_params = 0;
   // Every parameter once: the decoder layers' linear weights at the weight precision; embeddings, lm_head,
   // norms and biases stay bf16 (as fp8 checkpoints keep them).
   int64_t weight_bytes = 0;
-  int64_t kv_bytes_per_token = 0;  // K and V of every layer at the KV precision
+  int64_t kv_bytes_per_token = 0;  // K and V of every layer at the KV precision (window layers included)
+  // MoE: the routed experts' bytes (part of weight_bytes) and their routing. A decode step of B tokens reads
+  // every non-expert weight and, per MoE layer, the experts at least one token chose: with uniform routing a
+  // fraction 1 - (1 - k/E)^B of them (k/E at batch 1: the active bytes).
+  int64_t expert_bytes = 0;
+  int64_t num_experts = 0;
+  int64_t experts_per_tok = 0;
+  // Per layer KV bytes per token and window (0 = full attention), and the attention FLOPs per key of one layer.
+  std::vector<int64_t> layer_kv_bytes, layer_windows;
+  int64_t layer_attention_flops_per_key = 0;
   // Activations streamed per token: the residual stream read and written around attention and MLP in every
   // layer (4 * hidden_size bf16 values) plus the f32 logits row.
   int64_t activation_bytes_per_token = 0;
@@ -33,10 +45,16 @@ struct ModelCost {
   int64_t attention_flops_per_key = 0;
 
   double matmul_flops_per_token() const { return 2.0 * static_cast<double>(matmul_params); }
-  // One query token attending to `context` keys (itself included).
+  // Keys each layer reads for a query at `context` (window layers at most their window), summed over layers.
+  double attended_keys(int64_t context) const;
+  // One query token attending to `context` keys (itself included), windows applied.
   double attention_flops(int64_t context) const {
-    return static_cast<double>(attention_flops_per_key) * static_cast<double>(context);
+    return static_cast<double>(layer_attention_flops_per_key) * attended_keys(context);
   }
+  // KV bytes one sequence of `context` tokens reads (and keeps): window layers hold at most their window.
+  double kv_bytes(int64_t context) const;
+  // Weight bytes a decode step of `batch` tokens reads (MoE: only the experts some token chose).
+  double step_weight_bytes(int64_t batch) const;
   double decode_flops_per_token(int64_t context) const { return matmul_flops_per_token() + attention_flops(context); }
   // A causal prefill of `num_tokens` tokens: token i (1-based) attends to i keys, so attention sums to
   // attention_flops_per_key * n (n + 1) / 2.
@@ -44,6 +62,7 @@ struct ModelCost {
 };
 
 ModelCost make_model_cost(const ModelConfig& config, Precision weights, Precision kv);
+
 
 // The two ceilings of one chip at one precision.
 struct Roof {

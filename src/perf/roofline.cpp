@@ -156,6 +156,12 @@ std::string format_roofline_text(const RooflineAnalysis& a) {
   line("parameters", format_count(m.num_params) + " (" + format_g(m.num_params / 1e9) + " B)");
   line("matmul parameters per token", format_count(m.matmul_params));
   line("weight bytes", format_count(m.weight_bytes) + " (" + format_bytes(m.weight_bytes) + ")");
+  if (m.num_experts > 0) {
+    const int64_t b1 = static_cast<int64_t>(m.step_weight_bytes(1)), b64 = static_cast<int64_t>(m.step_weight_bytes(64));
+    line("weight bytes read per step", format_bytes(b1) + " at batch 1 (top-" + std::to_string(m.experts_per_tok) +
+                                           " of " + std::to_string(m.num_experts) + " experts), " +
+                                           format_bytes(b64) + " at batch 64 (uniform routing)");
+  }
   line("KV bytes per token", format_count(m.kv_bytes_per_token) + " (" + format_bytes(m.kv_bytes_per_token) + ")");
   line("activation bytes per token", format_count(m.activation_bytes_per_token));
   line("FLOPs/token: matmuls", format_g(m.matmul_flops_per_token() / 1e9) + " GFLOP");

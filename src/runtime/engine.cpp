@@ -71,12 +71,6 @@ std::string make_fingerprint(const EngineConfig& c, Backend& be, DType weights, 
   return "fp_" + std::string(hex, 12);
 }
 
-// Activation workspace bytes for a step of max_tokens tokens (an upper estimate, for KV sizing on GPUs).
-int64_t workspace_bytes(const ModelConfig& c, int64_t max_tokens, int64_t max_seqs, int64_t act_bytes) {
-  int64_t per_token = 4 * c.hidden_size + (c.q_size() + 2 * c.kv_size()) + c.q_size() + 3 * c.intermediate_size;
-  return max_tokens * per_token * act_bytes + max_seqs * (c.hidden_size * act_bytes + c.vocab_size * (act_bytes + 4));
-}
-
 }  // namespace
 
 int32_t auto_max_num_seqs(int64_t num_kv_tokens) {
@@ -143,11 +137,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   ki.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
   ki.gpu_memory_utilization = config.gpu_memory_utilization;
   const int32_t spec_k = config.speculative.empty() ? 0 : config.num_speculative_tokens;
-  ki.workspace_bytes = workspace_bytes(mc, config.max_num_batched_tokens, seqs_bound * (1 + spec_k), 2);
+  ki.workspace_bytes = static_cast<int64_t>(
+      e->model_->workspace_bytes(config.max_num_batched_tokens, seqs_bound * (1 + spec_k)));
   ki.sampler_bytes = sampler_device_bytes(seqs_bound * (1 + spec_k), mc.vocab_size);
   if (draft_model) {
-    ki.workspace_bytes += workspace_bytes(draft_model->config(), config.max_num_batched_tokens, seqs_bound, 2) +
-                          sampler_device_bytes(seqs_bound, mc.vocab_size);
+    ki.workspace_bytes +=
+        static_cast<int64_t>(draft_model->workspace_bytes(config.max_num_batched_tokens, seqs_bound)) +
+        sampler_device_bytes(seqs_bound, mc.vocab_size);
     ki.extra_block_bytes = KvStorage::bytes_per_block(draft_model->config(), config.block_size, kv_dtype);
   }
   RL_ASSIGN_OR_RETURN(KvSizing sizing, size_kv_cache(ki, mc, *e->backend_, kv_dtype));
@@ -166,7 +162,22 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
              std::to_string(draft_model->config().max_context_len()));
     max_len = draft_model->config().max_context_len();
   }
-  if (max_len > kv_tokens) {
+  int32_t sched_window = 0;
+  // Every layer a sliding window: a sequence holds only the blocks of its widest window (the KV manager
+  // releases the rest), so its length is not bounded by the cache. Not with a draft model: it shares the block
+  // tables and reads every position.
+  int64_t window = 0;
+  for (const KvLayerSpec& l : mc.kv_spec) {
+    if (l.kind != KvKind::kSliding) {
+      window = 0;
+      break;
+    }
+    window = std::max(window, l.window);
+  }
+  const int64_t window_tokens = ((window - 1 + config.max_num_batched_tokens + bs - 1) / bs + 1) * bs;
+  if (window > 0 && !draft_model && window_tokens <= kv_tokens && window <= INT32_MAX) {
+    sched_window = static_cast<int32_t>(window);
+  } else if (max_len > kv_tokens) {
     log_warn("max_model_len lowered from " + std::to_string(max_len) + " to " + std::to_string(kv_tokens) +
              " tokens: the KV cache holds no more");
     max_len = kv_tokens;
@@ -181,6 +192,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.kv.num_blocks = static_cast<int32_t>(num_blocks);
   sc.kv.block_size = static_cast<int32_t>(bs);
   sc.kv.enable_prefix_caching = config.enable_prefix_caching;
+  sc.kv.sliding_window = sched_window;
   const int32_t k = spec_k;
   sc.num_speculative_tokens = k;
   sc.speculative_max_running = config.speculative_max_running;
@@ -584,7 +596,8 @@ void Engine::step() {
       e->timing_.step_seconds += now_seconds() - t0;
     }
   } wall{this, t0};
-  if (proposer_) return spec_step();
+  // Speculative steps are applied at once; above the speculation limit the pipelined step runs as without it.
+  if (proposer_ && scheduler_->speculating()) return spec_step();
   // A grammar needs the previous token before it can mask the next one: while constrained requests are live,
   // the step in flight is applied before scheduling (those steps run without the pipeline's overlap).
   if (inflight_ && !constrained_.empty()) {

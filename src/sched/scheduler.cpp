@@ -70,8 +70,9 @@ AddResult Scheduler::add_request(Request request) {
     return reject("prompt (" + str(prompt) + " tokens) + max_tokens (" + str(*request.params.max_tokens) +
                   ") exceeds max_model_len (" + str(config_.max_model_len) + ")");
   }
-  // The last sampled token never needs a KV slot, so a request needs room for total - 1 tokens.
-  const int64_t num_blocks_needed = (total - 1 + kv_.block_size() - 1) / kv_.block_size();
+  // The last sampled token never needs a KV slot, so a request needs room for total - 1 tokens (with a sliding
+  // window, only for the window and one step's tokens at a time).
+  const int64_t num_blocks_needed = kv_.max_blocks_held(total - 1, config_.max_num_batched_tokens);
   if (num_blocks_needed > kv_.num_usable_blocks()) {
     return reject("needs " + str(num_blocks_needed) + " KV blocks, only " + str(kv_.num_usable_blocks()) +
                   " exist");
@@ -140,9 +141,7 @@ SchedulerOutput Scheduler::schedule() {
   };
 
   // Speculation: how many draft slots a decoding request may reserve this step (0: none).
-  const bool speculating = config_.num_speculative_tokens > 0 &&
-                           (config_.speculative_max_running == 0 ||
-                            num_running() <= config_.speculative_max_running);
+  const bool speculating = this->speculating();
   const auto draft_slots = [&](const Request& r) {
     if (!speculating || !r.speculate || r.num_pending > 0 || r.num_computed_tokens != r.num_tokens() - 1) return 0;
     // After the step the request holds up to k + 1 more tokens: within max_model_len and max_tokens.

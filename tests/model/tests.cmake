@@ -31,3 +31,27 @@ add_test(NAME perf_cli_roofline
 set_tests_properties(perf_cli_roofline PROPERTIES PASS_REGULAR_EXPRESSION "8,030,261,248")
 add_test(NAME perf_cli_unknown_gpu COMMAND ${_rl} roofline --gpu nope)
 set_tests_properties(perf_cli_unknown_gpu PROPERTIES WILL_FAIL TRUE)
+# The new architectures through the engine and the CLI (golden fixtures, f32 on the CPU): transformers' greedy ids.
+set(_golden ${PROJECT_SOURCE_DIR}/tests/data/golden)
+add_test(NAME cli_generate_gpt_oss_golden
+         COMMAND ${_rl} generate -m ${_golden}/gpt_oss_mxfp4 --prompt-ids "134 129 114 243 44 142 63 36 97 292 169 71"
+                 --output-ids --temperature 0 --max-tokens 8 --ignore-eos --dtype f32)
+set_tests_properties(cli_generate_gpt_oss_golden PROPERTIES PASS_REGULAR_EXPRESSION "196 68 310 34 215 261 120 37\n")
+add_test(NAME cli_generate_qwen3_moe_golden
+         COMMAND ${_rl} generate -m ${_golden}/qwen3_moe --prompt-ids "109 60 57 292 112 67 286 301 48 152 316 255"
+                 --output-ids --temperature 0 --max-tokens 8 --ignore-eos --dtype f32)
+set_tests_properties(cli_generate_qwen3_moe_golden PROPERTIES PASS_REGULAR_EXPRESSION "169 243 172 96 96 96 208 118\n")
+add_test(NAME cli_generate_gpt2_golden
+         COMMAND ${_rl} generate -m ${_golden}/gpt2_tied --prompt-ids "280 254 144 122 222 220 241 199 78 129 176 208"
+                 --output-ids --temperature 0 --max-tokens 8 --ignore-eos --dtype f32)
+set_tests_properties(cli_generate_gpt2_golden PROPERTIES PASS_REGULAR_EXPRESSION "78 106 106 106 106 18 18 18\n")
+# inspect and roofline of the MoE configs: totals, active parameters, windows, the MXFP4 note.
+add_test(NAME cli_inspect_gpt_oss COMMAND ${_rl} inspect -m ${PROJECT_SOURCE_DIR}/models/configs/gpt-oss-20b)
+set_tests_properties(cli_inspect_gpt_oss PROPERTIES PASS_REGULAR_EXPRESSION
+                     "20914757184.*\n(.*\n)*active parameters +4193246784(.*\n)*.*window 128(.*\n)*note .*MXFP4")
+add_test(NAME perf_cli_roofline_moe
+         COMMAND ${_rl} roofline --config ${PROJECT_SOURCE_DIR}/models/configs/Qwen3-30B-A3B/config.json)
+set_tests_properties(perf_cli_roofline_moe PROPERTIES PASS_REGULAR_EXPRESSION "30,532,122,624 [(]30.53 B[)]\nmatmul parameters per token +3,041,656,832")
+add_test(NAME perf_cli_roofline_unsupported
+         COMMAND ${_rl} roofline --config ${PROJECT_SOURCE_DIR}/models/configs/DeepSeek-V3/config.json)
+set_tests_properties(perf_cli_roofline_unsupported PROPERTIES WILL_FAIL TRUE)

@@ -20,8 +20,12 @@ struct SeqSpec {
 // Runs one batch on both backends with the given CUDA kernel choice; returns the relative error.
 // max_seqlen_k_override > 0 replaces the host-side max_seqlen_k (as a CUDA graph captured for max_model_len
 // passes it); the kernels must take each sequence's real length from device memory.
+// window > 0 / sinks: the GPT-OSS variant (keys of the last `window` positions, a learned logit per head in
+// the softmax); blocks wholly before every query's window read kNullBlock in the table and their slots hold NaN,
+// as after the KV manager released them.
 double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
-                CudaBackend::AttentionImpl impl, int64_t max_seqlen_k_override = 0) {
+                CudaBackend::AttentionImpl impl, int64_t max_seqlen_k_override = 0, int64_t window = 0,
+                bool sinks = false) {
   const QkvLayout l{num_heads, num_kv_heads, head_dim};
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 0, total_blocks = 0;
@@ -49,7 +53,12 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
     cu[s + 1] = cu[s] + static_cast<int32_t>(seqs[s].q_len);
     lens[s] = static_cast<int32_t>(seqs[s].ctx_len);
     for (int64_t j = 0; j * kBlockSize < seqs[s].ctx_len; ++j) table[s * max_blocks + j] = ids[next++];
-    for (int64_t p = 0; p < seqs[s].ctx_len; ++p) used[table[s * max_blocks + p / kBlockSize] * kBlockSize + p % kBlockSize] = true;
+    // The first query sits at ctx_len - q_len and sees nothing before first_key.
+    const int64_t first_key = window > 0 ? std::max<int64_t>(0, seqs[s].ctx_len - seqs[s].q_len - window + 1) : 0;
+    for (int64_t j = 0; (j + 1) * kBlockSize <= first_key; ++j) table[s * max_blocks + j] = 0;
+    for (int64_t p = first_key; p < seqs[s].ctx_len; ++p) {
+      used[table[s * max_blocks + p / kBlockSize] * kBlockSize + p % kBlockSize] = true;
+    }
   }
   for (size_t slot = 0; slot < used.size(); ++slot) {
     if (used[slot]) continue;
@@ -74,10 +83,17 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
     m.all_decode = max_q == 1;
     m.layout = l;
     m.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    m.sliding_window = window;
     return m;
   };
   std::vector<Owned> g_keep, c_keep;
-  const AttentionMetadata g_meta = make_meta(cpu(), g_keep), c_meta = make_meta(cuda(), c_keep);
+  AttentionMetadata g_meta = make_meta(cpu(), g_keep), c_meta = make_meta(cuda(), c_keep);
+  const std::vector<float> sink_values = random_bf16_values(static_cast<size_t>(num_heads), -1, 3);
+  Owned g_sinks = make_f32(cpu(), sink_values, {num_heads}), c_sinks = make_f32(cuda(), sink_values, {num_heads});
+  if (sinks) {
+    g_meta.sinks = g_sinks.t.f32();
+    c_meta.sinks = c_sinks.t.f32();
+  }
   auto g_qkv = make_f32(cpu(), qkv, {num_tokens, l.row()});
   auto g_k = make_f32(cpu(), k, {num_blocks, kBlockSize, num_kv_heads, head_dim});
   auto g_v = make_f32(cpu(), v, {num_blocks, kBlockSize, num_kv_heads, head_dim});
@@ -153,6 +169,27 @@ TEST(CudaAttention, LargeRandomBatch) {
   }
   const double e = run_case(seqs, 32, 8, 128, CudaBackend::AttentionImpl::kAuto);
   EXPECT_LT(e, kBf16Tol);
+}
+
+// GPT-OSS attention: sliding windows (shorter and longer than the contexts, across page boundaries) and sinks,
+// in prefill chunks with a prefix in the cache, decode, and mixed batches.
+TEST(CudaAttention, SlidingWindowAndSinks) {
+  const std::vector<SeqSpec> batches[] = {{{1, 300}, {1, 17}, {1, 128}, {1, 129}},
+                                          {{40, 40}, {33, 200}, {7, 95}},
+                                          {{1, 77}, {64, 64}, {1, 1}, {20, 151}}};
+  for (const auto& seqs : batches) {
+    for (int64_t window : {int64_t{0}, int64_t{8}, int64_t{40}, int64_t{128}}) {
+      for (bool sinks : {false, true}) {
+        if (window == 0 && !sinks) continue;
+        for (const Shape& s : {Shape{8, 2, 64}, Shape{4, 4, 128}}) {
+          const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim,
+                                    CudaBackend::AttentionImpl::kAuto, 0, window, sinks);
+          EXPECT_LT(e, kBf16Tol) << "window " << window << (sinks ? " sinks" : "") << " heads " << s.num_heads
+                                 << "/" << s.num_kv_heads << " d=" << s.head_dim << " seqs " << seqs.size();
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

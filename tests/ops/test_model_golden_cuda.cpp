@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/json.h"
@@ -19,9 +21,16 @@
 namespace rl {
 namespace {
 
-const std::string kSourceDir = RIDGELINE_SOURCE_DIR;
+// RIDGELINE_SOURCE_ROOT overrides the compiled-in source folder (the GPU machine runs a copy elsewhere).
+const std::string kSourceDir =
+    std::getenv("RIDGELINE_SOURCE_ROOT") ? std::getenv("RIDGELINE_SOURCE_ROOT") : RIDGELINE_SOURCE_DIR;
 // Logit gaps (top-1 minus top-2 in transformers' f32 run) above which bf16 must not change the argmax.
 constexpr double kClearMargin = 0.1;
+// Top-k routing is discontinuous: where two expert scores nearly tie, bf16 may choose the other expert and that
+// position's logits legitimately move by O(1) (tests/model/test_golden.cpp). Positions whose routing margin in
+// transformers' f32 run is below this are skipped (wider than the CPU's 0.02: here activations, attention and
+// the KV cache are all bf16); greedy comparisons stop before the first such step.
+constexpr double kClearRouting = 0.03;
 
 Backend& cuda_backend() {
   static std::unique_ptr<Backend> be = [] {
@@ -105,7 +114,11 @@ struct Harness {
 struct Golden {
   std::vector<int32_t> prompt, greedy;
   std::vector<double> margins;
+  std::vector<double> routing_margins;  // per position, MoE fixtures only
   std::vector<float> logits;  // [positions, vocab]
+  bool routing_clear(size_t position) const {
+    return routing_margins.empty() || routing_margins.at(position) >= kClearRouting;
+  }
 };
 
 Golden load_golden(const std::string& dir) {
@@ -115,6 +128,9 @@ Golden load_golden(const std::string& dir) {
   for (const auto& v : (*j)["prompt_ids"]) g.prompt.push_back(v.get<int32_t>());
   for (const auto& v : (*j)["greedy_ids"]) g.greedy.push_back(v.get<int32_t>());
   for (const auto& v : (*j)["margins"]) g.margins.push_back(v.get<double>());
+  if (j->contains("routing_margins")) {
+    for (const auto& v : (*j)["routing_margins"]) g.routing_margins.push_back(v.get<double>());
+  }
   auto f = SafetensorsFile::open(dir + "/logits.safetensors");
   RL_CHECK_MSG(f.is_ok(), "%s", f.message().c_str());
   const TensorInfo& t = (*f)->tensors().at("logits");
@@ -123,10 +139,11 @@ Golden load_golden(const std::string& dir) {
   return g;
 }
 
-// Greedy steps before the first one whose margin is not clear (after it, bf16 may legitimately diverge).
-size_t num_clear_steps(const std::vector<double>& margins) {
+// Greedy steps before the first one whose logit margin or routing is not clear (after it, bf16 may legitimately
+// diverge). Step i is predicted at position prompt_len - 1 + i.
+size_t num_clear_steps(const Golden& g) {
   size_t i = 0;
-  while (i < margins.size() && margins[i] > kClearMargin) ++i;
+  while (i < g.margins.size() && g.margins[i] > kClearMargin && g.routing_clear(g.prompt.size() - 1 + i)) ++i;
   return i;
 }
 
@@ -144,16 +161,31 @@ TEST_P(CudaGolden, TeacherForcedLogitsWithinBf16Tolerance) {
   seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
   const std::vector<float> logits = h.all_logits(seq);
   ASSERT_EQ(logits.size(), g.logits.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    num += (logits[i] - g.logits[i]) * (logits[i] - g.logits[i]);
-    den += static_cast<double>(g.logits[i]) * g.logits[i];
-  }
-  EXPECT_LT(std::sqrt(num / den), 3e-2);
-  // Position prompt_len - 1 + i predicts greedy[i].
   const int64_t v = h.vocab();
+  const size_t positions = logits.size() / static_cast<size_t>(v);
+  double num = 0, den = 0;
+  size_t used = 0;
+  std::string per_position;
+  for (size_t p = 0; p < positions; ++p) {
+    double pn = 0, pd = 0;
+    for (size_t i = p * static_cast<size_t>(v); i < (p + 1) * static_cast<size_t>(v); ++i) {
+      pn += (logits[i] - g.logits[i]) * (logits[i] - g.logits[i]);
+      pd += static_cast<double>(g.logits[i]) * g.logits[i];
+    }
+    char buf[48];  // snprintf: GCC 12 warns falsely on " " + std::to_string(...)
+    std::snprintf(buf, sizeof(buf), " %zu%s:%.4f", p, g.routing_clear(p) ? "" : "(routing tie)",
+                  std::sqrt(pn / pd));
+    per_position += buf;
+    if (!g.routing_clear(p)) continue;
+    num += pn;
+    den += pd;
+    ++used;
+  }
+  EXPECT_GE(used * 3, positions) << "fewer than a third of the positions have a clear routing";
+  EXPECT_LT(std::sqrt(num / den), 3e-2) << "relative error per position:" << per_position;
+  // Position prompt_len - 1 + i predicts greedy[i].
   for (size_t i = 0; i < g.greedy.size(); ++i) {
-    if (g.margins[i] <= kClearMargin) continue;
+    if (g.margins[i] <= kClearMargin || !g.routing_clear(g.prompt.size() - 1 + i)) continue;
     const float* row = logits.data() + (static_cast<int64_t>(g.prompt.size()) - 1 + static_cast<int64_t>(i)) * v;
     EXPECT_EQ(std::max_element(row, row + v) - row, g.greedy[i]) << "step " << i << " margin " << g.margins[i];
   }
@@ -162,7 +194,7 @@ TEST_P(CudaGolden, TeacherForcedLogitsWithinBf16Tolerance) {
 TEST_P(CudaGolden, GreedyDecodeEagerAndGraphsMatchTransformers) {
   const std::string dir = kSourceDir + "/tests/data/golden/" + GetParam();
   const Golden g = load_golden(dir);
-  const size_t clear = num_clear_steps(g.margins);
+  const size_t clear = num_clear_steps(g);
   const int64_t num_new = static_cast<int64_t>(g.greedy.size());
   Harness eager(dir, /*enforce_eager=*/true), graphs(dir, /*enforce_eager=*/false);
   const std::vector<std::vector<int32_t>> three_prompts = {g.prompt, g.prompt, g.prompt};
@@ -183,7 +215,8 @@ TEST_P(CudaGolden, GreedyDecodeEagerAndGraphsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden,
                          ::testing::Values("llama_gqa_llama3rope", "llama_headdim_tied_bias", "mistral_sharded",
-                                           "qwen2_qkv_bias", "qwen3_qknorm_tied", "qwen3_bias_gqa"));
+                                           "qwen2_qkv_bias", "qwen3_qknorm_tied", "qwen3_bias_gqa", "gpt2_tied", "qwen3_moe",
+                                           "qwen3_moe_step2", "gpt_oss", "gpt_oss_mxfp4"));
 
 TEST(CudaTinyModel, GreedyIdsOfTheThreeGoldenPromptsDecodedTogether) {
   auto j = load_json_file(kSourceDir + "/tests/data/tiny_golden.json");

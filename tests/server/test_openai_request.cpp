@@ -4,6 +4,7 @@
 
 #include "chat/chat_template.h"
 #include "loader/model_config.h"
+#include "model/model.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
 #include "tokenizer/tokenizer.h"

@@ -224,5 +224,97 @@ TEST(KvCacheManager, PrefixCachingCanBeDisabled) {
   EXPECT_EQ(m.pool().num_cached_blocks(), 0);
 }
 
+// Every layer a sliding window of 6 positions, blocks of 4: a request whose next token is at position p needs
+// only positions p - 5 .. p, so blocks wholly before that go back to the pool as it decodes, and a sequence far
+// longer than the cache keeps decoding with a bounded number of blocks.
+TEST(KvCacheManager, SlidingWindowReleasesBlocksBehindTheWindow) {
+  KvCacheConfig config;
+  config.num_blocks = 6;  // 5 usable: 20 token slots
+  config.block_size = 4;
+  config.sliding_window = 6;
+  KvCacheManager m(config);
+  EXPECT_EQ(m.max_blocks_held(1000, 1), 3);  // ceil((6 - 1 + 1) / 4) + 1
+  EXPECT_EQ(m.max_blocks_held(7, 1), 2);     // a short request: all of its blocks
+  Tokens tokens = iota_tokens(10, 0);
+  admit(m, 1, tokens);
+  finish_prefill(m, 1, tokens);
+  EXPECT_EQ(table(m, 1), (Ids{1, 2, 3}));
+  const auto decode = [&](TokenId next) {
+    tokens.push_back(next);
+    const int32_t num_computed = static_cast<int32_t>(tokens.size()) - 1;
+    const bool ok = m.allocate_slots(KvRequestView{1, tokens, num_computed, ""}, 1).has_value();
+    m.cache_full_blocks(KvRequestView{1, tokens, num_computed + 1, ""});
+    return ok;
+  };
+  // Position 10 sees 5..10: block 0 (positions 0-3) is released, cached, to the free queue's tail.
+  ASSERT_TRUE(decode(100));
+  EXPECT_EQ(table(m, 1), (Ids{0, 2, 3}));
+  EXPECT_EQ(m.pool().free_queue_order(), (Ids{4, 5, 1}));
+  EXPECT_TRUE(m.pool().is_cached(1));
+  ASSERT_TRUE(decode(101));  // position 11: sees 6..11, block 1 (4-7) still needed
+  ASSERT_TRUE(decode(102));  // position 12: sees 7..12 in blocks 1-3; block 3 is new
+  EXPECT_EQ(table(m, 1), (Ids{0, 2, 3, 4}));
+  ASSERT_TRUE(decode(103));  // position 13: sees 8..13, block 1 (4-7) released
+  EXPECT_EQ(table(m, 1), (Ids{0, 0, 3, 4}));
+  EXPECT_EQ(m.pool().free_queue_order(), (Ids{5, 1, 2}));
+  // 300 more tokens: far beyond the 20 slots of the cache, never more than 3 blocks held.
+  for (int32_t i = 0; i < 300; ++i) {
+    ASSERT_TRUE(decode(200 + i)) << "step " << i;
+    int32_t held = 0;
+    for (BlockId id : table(m, 1)) held += id != kNullBlock;
+    ASSERT_LE(held, 3) << "step " << i;
+    ASSERT_EQ(held + m.num_free_blocks(), 5);
+    ASSERT_TRUE(m.check_integrity().is_ok()) << m.check_integrity().message();
+  }
+  EXPECT_EQ(table(m, 1).size(), (tokens.size() + 3) / 4);
+  m.free(1);
+  EXPECT_EQ(m.num_free_blocks(), 5);
+  EXPECT_TRUE(m.check_integrity().is_ok()) << m.check_integrity().message();
+
+  // The same cache without a window runs out after 20 tokens.
+  config.sliding_window = 0;
+  KvCacheManager full(config);
+  Tokens t = iota_tokens(10, 0);
+  admit(full, 1, t);
+  int32_t steps = 0;
+  for (; steps < 100; ++steps) {
+    t.push_back(7);
+    if (!full.allocate_slots(KvRequestView{1, t, static_cast<int32_t>(t.size()) - 1, ""}, 1)) break;
+  }
+  EXPECT_EQ(steps, 10);
+}
+
+// A chunked prefill under a window: each chunk's first token decides what is released, hits behind the window
+// of the first new token are released right after they are taken.
+TEST(KvCacheManager, SlidingWindowChunkedPrefillAndPrefixHits) {
+  KvCacheConfig config;
+  config.num_blocks = 9;
+  config.block_size = 4;
+  config.sliding_window = 4;
+  KvCacheManager m(config);
+  const Tokens prompt = iota_tokens(21, 0);
+  KvRequestView v{1, prompt, 0, ""};
+  ASSERT_TRUE(m.allocate_slots(v, 8).has_value());  // positions 0-7
+  m.cache_full_blocks(KvRequestView{1, prompt, 8, ""});
+  EXPECT_EQ(table(m, 1), (Ids{1, 2}));
+  v.num_computed_tokens = 8;
+  ASSERT_TRUE(m.allocate_slots(v, 8).has_value());  // positions 8-15: the first sees 5..8, block 0 released
+  m.cache_full_blocks(KvRequestView{1, prompt, 16, ""});
+  EXPECT_EQ(table(m, 1), (Ids{0, 2, 3, 4}));
+  EXPECT_TRUE(m.check_integrity().is_ok()) << m.check_integrity().message();
+  // A second request with the same prompt hits blocks 1-4 (cached, block 1 idle in the free queue); its first
+  // new token is at position 16 (sees 13..16), so blocks 0-2 are released again at once.
+  KvRequestView w{2, prompt, 0, ""};
+  ComputedBlocks hit = m.get_computed_blocks(w);
+  EXPECT_EQ(hit.block_ids, (Ids{1, 2, 3, 4}));
+  ASSERT_TRUE(m.allocate_slots(w, 21 - hit.num_computed_tokens, &hit).has_value());
+  EXPECT_EQ(table(m, 2), (Ids{0, 0, 0, 4, 5, 6}));
+  EXPECT_TRUE(m.check_integrity().is_ok()) << m.check_integrity().message();
+  m.free(1);
+  m.free(2);
+  EXPECT_EQ(m.num_free_blocks(), 8);
+  EXPECT_TRUE(m.check_integrity().is_ok()) << m.check_integrity().message();
+}
+
 }  // namespace
 }  // namespace rl

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "loader/model_config.h"
+#include "model/model.h"
 #include "perf/cost_model.h"
 #include "perf/hardware.h"
 

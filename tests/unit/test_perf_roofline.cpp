@@ -6,6 +6,7 @@
 
 #include "core/file.h"
 #include "loader/model_config.h"
+#include "model/model.h"
 #include "perf/hardware.h"
 #include "perf/roofline.h"
 

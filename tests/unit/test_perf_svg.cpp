@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "loader/model_config.h"
+#include "model/model.h"
 #include "perf/bench_report.h"
 #include "perf/roofline.h"
 #include "perf/roofline_svg.h"

@@ -160,6 +160,7 @@ void CpuBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& s
 
 void CpuBackend::attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
                            const Tensor& out) {
+  if (!meta.plain()) return cpu_paged_attention_window(pool_, qkv, cache, meta, out);
   cpu_paged_attention(pool_, *kern_, qkv, cache, meta, out);
 }
 

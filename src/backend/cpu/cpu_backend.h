@@ -55,6 +55,17 @@ class CpuBackend final : public Backend {
                           int64_t vocab_size) override;
   void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
   void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
+  // Layer-library ops (cpu_layer_ops.cpp).
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                  const NormParams& p) override;
+  void add_layer_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const Tensor& out, const NormParams& p) override;
+  void add_position_embedding(const Tensor& positions, const Tensor& table, const Tensor& out) override;
+  void activation(const Tensor& in, const Tensor& out, const ActParams& p) override;
+  void moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
+                   const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias, const MoeParams& p,
+                   void* scratch, const Tensor& out) override;
 
   ThreadPool& pool() { return pool_; }
   const CpuKernels& kernels() const { return *kern_; }
@@ -71,5 +82,11 @@ class CpuBackend final : public Backend {
 // Causal paged attention (cpu_attention.cpp), its dot products and sums through `kern`.
 void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor& qkv, const KvLayer& cache,
                          const AttentionMetadata& meta, const Tensor& out);
+// The same with a sliding window and/or attention sinks (cpu_attention_window.cpp).
+void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache,
+                                const AttentionMetadata& meta, const Tensor& out);
+// Activations and routing of one row range (cpu_layer_ops.cpp), shared with tests' references.
+void cpu_activation_rows(const float* in, float* out, int64_t rows, int64_t inter, const ActParams& p);
+void cpu_route_row(const float* logits, int64_t num_experts, const MoeRouteParams& p, int32_t* ids, float* w);
 
 }  // namespace rl

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/kernel_config.h"
 #include "core/check.h"
@@ -181,6 +182,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
   a.row = l.row();
   a.scale = meta.scale;
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
+  if (!meta.plain()) return cuda::launch_attention_window(a, meta.sliding_window, meta.sinks, stream_);
   if (attention_impl_ == AttentionImpl::kAuto && deterministic_) {
     // Every row through one kernel family whose per-row arithmetic does not depend on the batch.
     if (cuda::prefill_attention_supported(a)) {

@@ -67,6 +67,17 @@ class CudaBackend final : public Backend {
   uint64_t record_marker() override;
   double marker_seconds(uint64_t marker) override;
   void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
+  // Layer-library ops (cuda_layer_ops.cpp).
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                  const NormParams& p) override;
+  void add_layer_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const Tensor& out, const NormParams& p) override;
+  void add_position_embedding(const Tensor& positions, const Tensor& table, const Tensor& out) override;
+  void activation(const Tensor& in, const Tensor& out, const ActParams& p) override;
+  void moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
+                   const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias, const MoeParams& p,
+                   void* scratch, const Tensor& out) override;
 
   // Batch-invariant kernels: linear uses the invariant GEMM family for every M (one MMA chain per output element
   // over K, no split-K) instead of the split-K GEMV and cuBLASLt; attention computes every row, decode rows

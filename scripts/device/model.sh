@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The model-layer device run (issue 14) on the GPU machine, building nothing: binaries from $RL_BIN_DIR
+# (rl_tests_ops, rl_tests_model of the cuda preset), sources from $RL_ROOT (default: this checkout).
+#   1. transformers' routing margins: tools/make_fixtures.py remakes the MoE fixtures into a scratch folder; the
+#      script checks that their logits equal the committed ones and copies each golden.json (now with
+#      routing_margins from transformers) over the checkout's and into $OUT/golden/ to be committed;
+#   2. every CUDA op test (layer ops, MoE, window attention) and the CUDA golden tests (bf16 rule);
+#   3. the engine tests on CUDA (deterministic kernels) and the sliding-window release test.
+# Logs go to $OUT; a table is printed last.
+set -uo pipefail
+root="${RL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
+cd "$root"
+bin_dir="$(cd "${RL_BIN_DIR:-build/cuda}" && pwd)"
+out="${OUT:-/tmp/rl_device}"
+mkdir -p "$out/golden"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$bin_dir/lib"
+export RIDGELINE_SOURCE_ROOT="$root" RIDGELINE_TINY_MODEL="$root/models/ridgeline-tiny"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+
+scratch="$(mktemp -d)"
+timeout 120 python3 tools/make_fixtures.py --out "$scratch" --cases qwen3_moe,qwen3_moe_step2,gpt_oss \
+  >"$out/fixtures.log" 2>&1
+echo "make_fixtures rc=$?" | tee "$out/rc.txt"
+python3 - "$scratch" "$out/golden" >>"$out/fixtures.log" 2>&1 <<'PY'
+import json, os, shutil, sys
+from safetensors.torch import load_file
+scratch, dest = sys.argv[1], sys.argv[2]
+for case in sorted(os.listdir(scratch)):
+    new, old = os.path.join(scratch, case), os.path.join("tests/data/golden", case)
+    if not os.path.exists(os.path.join(new, "golden.json")) or not os.path.isdir(old):
+        continue
+    a, b = load_file(os.path.join(new, "logits.safetensors"))["logits"], load_file(os.path.join(old, "logits.safetensors"))["logits"]
+    same = a.shape == b.shape and float((a - b).abs().max()) == 0.0
+    g = json.load(open(os.path.join(new, "golden.json")))
+    rm = g.get("routing_margins")
+    print(f"GOLDEN {case}: logits identical to the committed ones: {same}; routing margins: "
+          f"{'none' if rm is None else f'min {min(rm):.4f}, below 0.02 at {[i for i, v in enumerate(rm) if v < 0.02]}'}")
+    if same and rm is not None:
+        os.makedirs(os.path.join(dest, case), exist_ok=True)
+        shutil.copy(os.path.join(new, "golden.json"), os.path.join(dest, case, "golden.json"))
+        shutil.copy(os.path.join(new, "golden.json"), os.path.join(old, "golden.json"))
+PY
+
+timeout 150 "$bin_dir/rl_tests_ops" --gtest_color=no >"$out/ops_tests.log" 2>&1
+echo "rl_tests_ops rc=$?" | tee -a "$out/rc.txt"
+RIDGELINE_TEST_DEVICE=cuda timeout 150 "$bin_dir/rl_tests_model" --gtest_color=no \
+  --gtest_filter='EngineTest.*:EngineDeterminism.*:SlidingWindowEngine.*' >"$out/engine_cuda.log" 2>&1
+echo "engine tests (cuda) rc=$?" | tee -a "$out/rc.txt"
+
+echo "== fixtures =="
+grep -E "^GOLDEN|FAILED|routing margins" "$out/fixtures.log" | head -20
+echo "== CUDA tests =="
+grep -hE "^\[  FAILED  \]|^\[==========\]|^\[  PASSED  \]" "$out/ops_tests.log" "$out/engine_cuda.log" | head -30
+grep -hE "^\[       OK \] CudaGolden.*(gpt_oss|moe|gpt2)" "$out/ops_tests.log" | head -12
+cat "$out/rc.txt"

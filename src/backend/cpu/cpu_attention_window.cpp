@@ -1,0 +1,70 @@
+// Reference paged attention with a sliding window and attention sinks (GPT-OSS), in f32 with an exact softmax.
+// Keys of the query at position p: positions max(0, p - window + 1) .. p; a sink adds exp(sink_h) to the
+// softmax denominator (a logit with no value).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace rl {
+
+void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache,
+                                const AttentionMetadata& meta, const Tensor& out) {
+  const QkvLayout& l = meta.layout;
+  const int64_t num_heads = l.num_heads, d = l.head_dim, row = l.row();
+  const int64_t num_kv_heads = cache.num_kv_heads(), bs = cache.block_size();
+  const int64_t group = num_heads / num_kv_heads;
+  const int64_t max_blocks = meta.block_tables.dim(1);
+  const int32_t* cu = meta.cu_seqlens_q.i32();
+  const int32_t* seq_lens = meta.seq_lens_k.i32();
+  const int32_t* tables = meta.block_tables.i32();
+  const float* kc = cache.k.as<float>();
+  const float* vc = cache.v.as<float>();
+  RL_CHECK(cache.k.dtype == DType::kF32 && cache.head_dim() == d);
+  const int64_t num_tokens = qkv.dim(0);
+  std::vector<int32_t> seq_of(static_cast<size_t>(num_tokens));
+  for (int64_t s = 0; s < meta.num_seqs; ++s)
+    for (int32_t i = cu[s]; i < cu[s + 1]; ++i) seq_of[static_cast<size_t>(i)] = static_cast<int32_t>(s);
+
+  pool.parallel_for(num_tokens * num_heads, [&](int64_t b, int64_t e, int) {
+    std::vector<float> scores(static_cast<size_t>(meta.max_seqlen_k));
+    std::vector<float> acc(static_cast<size_t>(d));
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t tok = task / num_heads, h = task % num_heads, kvh = h / group;
+      const int32_t s = seq_of[static_cast<size_t>(tok)];
+      const int64_t qlen = cu[s + 1] - cu[s];
+      const int64_t pos = seq_lens[s] - qlen + (tok - cu[s]);
+      const int64_t first = meta.sliding_window > 0 ? std::max<int64_t>(0, pos - meta.sliding_window + 1) : 0;
+      RL_CHECK(pos / bs < max_blocks);
+      const float* qv = qkv.f32() + tok * row + h * d;
+      const int32_t* table = tables + s * max_blocks;
+      float mx = meta.sinks ? meta.sinks[h] : -INFINITY;
+      for (int64_t j = first; j <= pos; ++j) {
+        const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
+        const float* kv = kc + (slot * num_kv_heads + kvh) * d;
+        float dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += qv[c] * kv[c];
+        scores[static_cast<size_t>(j - first)] = dot * meta.scale;
+        mx = std::max(mx, dot * meta.scale);
+      }
+      float sum = meta.sinks ? std::exp(meta.sinks[h] - mx) : 0.0f;
+      for (int64_t j = first; j <= pos; ++j) {
+        float& sc = scores[static_cast<size_t>(j - first)];
+        sc = std::exp(sc - mx);
+        sum += sc;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = first; j <= pos; ++j) {
+        const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
+        const float* vv = vc + (slot * num_kv_heads + kvh) * d;
+        const float p = scores[static_cast<size_t>(j - first)];
+        for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p * vv[c];
+      }
+      float* o = out.f32() + (tok * num_heads + h) * d;
+      for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] / sum;
+    }
+  });
+}
+
+}  // namespace rl

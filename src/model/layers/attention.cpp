@@ -1,0 +1,73 @@
+#include "model/layers/attention.h"
+
+#include <cmath>
+
+namespace rl {
+
+void Attention::init(const AttentionSpec& s) {
+  spec = s;
+  if (spec.scale == 0) spec.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  layout = {s.num_heads, s.num_kv_heads, s.head_dim};
+}
+
+Status Attention::load_hf(WeightLoader& w, const std::string& a, float s) {
+  const int64_t h = spec.hidden, q = spec.num_heads * spec.head_dim, kv = spec.num_kv_heads * spec.head_dim;
+  RL_ASSIGN_OR_RETURN(
+      qkv, w.load({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, {{q, h}, {kv, h}, {kv, h}}, s));
+  if (spec.qkv_bias) {
+    RL_ASSIGN_OR_RETURN(qkv_bias,
+                        w.load({a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, {{q}, {kv}, {kv}}, s));
+  }
+  RL_ASSIGN_OR_RETURN(o, w.load({a + "o_proj.weight"}, {{h, q}}, s));
+  if (spec.o_bias) {
+    RL_ASSIGN_OR_RETURN(o_bias, w.load({a + "o_proj.bias"}, {{h}}, s));
+  }
+  if (spec.qk_norm) {
+    RL_ASSIGN_OR_RETURN(q_norm, w.load({a + "q_norm.weight"}, {{spec.head_dim}}, 0, 1.0f));
+    RL_ASSIGN_OR_RETURN(k_norm, w.load({a + "k_norm.weight"}, {{spec.head_dim}}, 0, 1.0f));
+  }
+  return Status::ok();
+}
+
+Status Attention::load_sinks(WeightLoader& w, Backend& be, const std::string& name) {
+  const int64_t n = spec.num_heads;
+  std::vector<float> host(static_cast<size_t>(n), 0.0f);
+  if (!w.dummy()) {
+    RL_ASSIGN_OR_RETURN(host, w.read_f32(name, {n}));
+  }
+  sinks_f32_ = DeviceBuffer(&be, host.size() * 4);
+  be.upload(sinks_f32_.data(), host.data(), host.size() * 4);
+  sinks = Tensor(sinks_f32_.data(), DType::kF32, {n});
+  return Status::ok();
+}
+
+KvLayerSpec Attention::kv_spec() const {
+  KvLayerSpec k;
+  k.kind = spec.window > 0 ? KvKind::kSliding : KvKind::kFull;
+  k.num_kv_heads = spec.num_kv_heads;
+  k.head_dim = k.v_head_dim = spec.head_dim;
+  k.window = spec.window;
+  return k;
+}
+
+void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, const KvLayer& kv, const float* inv_freq,
+                        const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out) const {
+  be.linear(x, qkv, qkv_bias, qkv_buf);
+  if (spec.rope || spec.qk_norm) {
+    RopeParams rope;
+    rope.layout = layout;
+    rope.inv_freq = inv_freq;
+    RL_CHECK_MSG(spec.rope, "q/k norm without RoPE is not implemented");
+    be.qk_norm_rope(qkv_buf, q_norm, k_norm, b.positions, rope, NormParams{spec.norm_eps});
+  }
+  be.kv_write(qkv_buf, layout, b.slot_mapping, kv);
+  AttentionMetadata meta = b.attn;
+  meta.layout = layout;
+  meta.scale = spec.scale;
+  meta.sliding_window = spec.window;
+  meta.sinks = spec.sinks ? static_cast<const float*>(sinks.data) : nullptr;
+  be.attention(qkv_buf, kv, meta, attn_buf);
+  be.linear(attn_buf, o, o_bias, out);
+}
+
+}  // namespace rl

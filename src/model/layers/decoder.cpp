@@ -1,0 +1,131 @@
+#include "model/layers/decoder.h"
+
+#include <algorithm>
+
+namespace rl {
+
+namespace {
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+}  // namespace
+
+// Workspace layout: [T, H] residual, normed, attention output, feed-forward output; [T, widest qkv row],
+// [T, widest attention output]; [T, widest gate_up], [T, widest I]; the largest MoE workspace; [N, H] last
+// hidden, [N, vocab] logits (act dtype and f32).
+struct Decoder::Plan {
+  size_t residual, normed, proj, ffn, qkv, attn, gate_up, inter, moe, last, logits_act, logits_f32, total;
+  int64_t qkv_row = 0, attn_width = 0, gu_width = 0, inter_width = 0;
+};
+
+Decoder::Plan Decoder::plan(int64_t max_tokens, int64_t max_logits) const {
+  Plan p{};
+  const size_t es = dtype_size(backend_->act_dtype());
+  const size_t t = static_cast<size_t>(max_tokens), n = static_cast<size_t>(max_logits);
+  const size_t h = static_cast<size_t>(config_.hidden_size), v = static_cast<size_t>(config_.vocab_size);
+  size_t moe_bytes = 0;
+  for (const DecoderBlock& b : blocks) {
+    p.qkv_row = std::max(p.qkv_row, b.attn.layout.row());
+    p.attn_width = std::max(p.attn_width, b.attn.layout.num_heads * b.attn.layout.head_dim);
+    if (b.mlp) {
+      p.gu_width = std::max(p.gu_width, b.mlp->gate_up.dim(0));
+      p.inter_width = std::max(p.inter_width, b.mlp->inter);
+    }
+    if (b.moe) moe_bytes = std::max(moe_bytes, b.moe->workspace_bytes(max_tokens, es));
+  }
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    size_t at = off;
+    off += align256(bytes);
+    return at;
+  };
+  p.residual = take(t * h * es);
+  p.normed = take(t * h * es);
+  p.proj = take(t * h * es);
+  p.ffn = take(t * h * es);
+  p.qkv = take(t * static_cast<size_t>(p.qkv_row) * es);
+  p.attn = take(t * static_cast<size_t>(p.attn_width) * es);
+  p.gate_up = take(t * static_cast<size_t>(p.gu_width) * es);
+  p.inter = take(t * static_cast<size_t>(p.inter_width) * es);
+  p.moe = take(moe_bytes);
+  p.last = take(n * h * es);
+  p.logits_act = take(n * v * es);
+  p.logits_f32 = take(n * v * 4);
+  p.total = off;
+  return p;
+}
+
+void Decoder::finish_load(WeightLoader& w, const std::vector<float>& inv_freq) {
+  w.finish();
+  weight_bytes_ = w.bytes_loaded();
+  weight_buffers_ = w.take_buffers();
+  if (!inv_freq.empty()) {
+    inv_freq_ = DeviceBuffer(backend_, inv_freq.size() * sizeof(float));
+    backend_->upload(inv_freq_.data(), inv_freq.data(), inv_freq.size() * sizeof(float));
+  }
+}
+
+std::vector<KvLayerSpec> Decoder::kv_spec() const {
+  std::vector<KvLayerSpec> out;
+  for (const DecoderBlock& b : blocks) out.push_back(b.attn.kv_spec());
+  return out;
+}
+
+uint64_t Decoder::workspace_bytes(int64_t max_num_tokens, int64_t max_num_logits) const {
+  return plan(max_num_tokens, max_num_logits).total;
+}
+
+void Decoder::reserve(int64_t max_num_tokens, int64_t max_num_logits) {
+  if (max_num_tokens <= max_tokens_ && max_num_logits <= max_logits_) return;
+  max_tokens_ = std::max(max_tokens_, max_num_tokens);
+  max_logits_ = std::max(max_logits_, max_num_logits);
+  workspace_ = DeviceBuffer(backend_, plan(max_tokens_, max_logits_).total);
+}
+
+Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
+  const int64_t t = b.num_tokens, h = config_.hidden_size, n = b.num_logits;
+  RL_CHECK_MSG(t > 0 && t <= max_tokens_ && n <= max_logits_, "batch exceeds the reserved workspace");
+  RL_CHECK(kv.size() == blocks.size());
+  Backend& be = *backend_;
+  const Plan p = plan(max_tokens_, max_logits_);
+  char* ws = static_cast<char*>(workspace_.data());
+  const DType adt = be.act_dtype();
+  auto act = [&](size_t off, int64_t rows, int64_t cols) { return Tensor(ws + off, adt, {rows, cols}); };
+  Tensor residual = act(p.residual, t, h), normed = act(p.normed, t, h), proj = act(p.proj, t, h);
+  Tensor ffn = act(p.ffn, t, h);
+  const float* inv_freq = static_cast<const float*>(inv_freq_.data());
+
+  be.embedding(b.input_ids, embed, residual);
+  if (pos_embed.data) be.add_position_embedding(b.positions, pos_embed, residual);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const DecoderBlock& L = blocks[i];
+    if (i == 0) {
+      L.attn_norm.apply(be, residual, normed);
+    } else {
+      L.attn_norm.add_apply(be, residual, ffn, normed);
+    }
+    const QkvLayout& lay = L.attn.layout;
+    L.attn.forward(be, b, normed, kv[i], inv_freq, act(p.qkv, t, lay.row()),
+                   act(p.attn, t, lay.num_heads * lay.head_dim), proj);
+    L.ffn_norm.add_apply(be, residual, proj, normed);
+    if (L.mlp) {
+      L.mlp->forward(be, normed, act(p.gate_up, t, L.mlp->gate_up.dim(0)), act(p.inter, t, L.mlp->inter), ffn);
+    } else {
+      L.moe->forward(be, normed, ws + p.moe, ffn);
+    }
+  }
+  final_norm.add_apply(be, residual, ffn, normed);
+  Tensor last = act(p.last, n, h);
+  be.gather_rows(normed, b.logits_indices, last);
+  Tensor logits_f32(ws + p.logits_f32, DType::kF32, {n, config_.vocab_size});
+  if (adt == DType::kF32) {
+    be.linear(last, lm_head, Tensor(), logits_f32);
+  } else {
+    Tensor logits = act(p.logits_act, n, config_.vocab_size);
+    be.linear(last, lm_head, Tensor(), logits);
+    be.cast(logits, logits_f32);
+  }
+  return logits_f32;
+}
+
+}  // namespace rl

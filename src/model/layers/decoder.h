@@ -1,0 +1,61 @@
+// The decoder every architecture composes: token embedding (+ learned positions), blocks of
+// norm → attention → norm → feed-forward (dense MLP or MoE) around one residual stream, final norm, lm_head.
+// Arch files (src/model/arch) parse their hyper-parameters, fill the blocks by their checkpoints' names and
+// hand the result over as a Model. The workspace is sized from the blocks (workspace_bytes) and the KV spec is
+// the blocks' attention specs.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/layers/attention.h"
+#include "model/layers/mlp.h"
+#include "model/layers/moe.h"
+#include "model/layers/norm.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace rl {
+
+struct DecoderBlock {
+  Norm attn_norm, ffn_norm;
+  Attention attn;
+  std::unique_ptr<Mlp> mlp;  // exactly one of mlp and moe
+  std::unique_ptr<Moe> moe;
+};
+
+class Decoder final : public Model {
+ public:
+  Decoder(const ModelConfig& c, Backend* b) : config_(c), backend_(b) {}
+
+  // Filled by the architecture before finish_load().
+  Tensor embed, pos_embed, lm_head;  // pos_embed: [max_positions, hidden] or empty (RoPE)
+  Norm final_norm;
+  std::vector<DecoderBlock> blocks;
+
+  // Records the loaded weights and uploads RoPE frequencies (none when no block uses RoPE).
+  void finish_load(WeightLoader& w, const std::vector<float>& inv_freq);
+
+  const ModelConfig& config() const override { return config_; }
+  Backend& backend() const override { return *backend_; }
+  uint64_t weight_bytes() const override { return weight_bytes_; }
+  std::vector<KvLayerSpec> kv_spec() const override;
+  uint64_t workspace_bytes(int64_t max_num_tokens, int64_t max_num_logits) const override;
+  void reserve(int64_t max_num_tokens, int64_t max_num_logits) override;
+  Tensor forward(const ForwardBatch& batch, std::span<const KvLayer> kv) override;
+
+ private:
+  struct Plan;  // offsets of every buffer in the workspace
+  Plan plan(int64_t max_tokens, int64_t max_logits) const;
+
+  ModelConfig config_;
+  Backend* backend_;
+  uint64_t weight_bytes_ = 0;
+  std::vector<DeviceBuffer> weight_buffers_;
+  DeviceBuffer inv_freq_;
+  int64_t max_tokens_ = 0, max_logits_ = 0;
+  DeviceBuffer workspace_;
+};
+
+}  // namespace rl

@@ -1,0 +1,29 @@
+#include "model/layers/mlp.h"
+
+namespace rl {
+
+Status Mlp::load_gated_hf(WeightLoader& w, const std::string& m, int64_t h, int64_t i, bool bias, float s) {
+  hidden = h;
+  inter = i;
+  act.kind = Activation::kSiluGated;
+  RL_ASSIGN_OR_RETURN(gate_up, w.load({m + "gate_proj.weight", m + "up_proj.weight"}, {{i, h}, {i, h}}, s));
+  RL_ASSIGN_OR_RETURN(down, w.load({m + "down_proj.weight"}, {{h, i}}, s));
+  if (bias) {
+    RL_ASSIGN_OR_RETURN(gate_up_bias, w.load({m + "gate_proj.bias", m + "up_proj.bias"}, {{i}, {i}}, s));
+    RL_ASSIGN_OR_RETURN(down_bias, w.load({m + "down_proj.bias"}, {{h}}, s));
+  }
+  return Status::ok();
+}
+
+void Mlp::forward(Backend& be, const Tensor& x, const Tensor& gu_buf, const Tensor& inter_buf,
+                  const Tensor& out) const {
+  be.linear(x, gate_up, gate_up_bias, gu_buf);
+  if (act.kind == Activation::kSiluGated) {
+    be.silu_mul(gu_buf, inter_buf);
+  } else {
+    be.activation(gu_buf, inter_buf, act);
+  }
+  be.linear(inter_buf, down, down_bias, out);
+}
+
+}  // namespace rl

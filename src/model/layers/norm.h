@@ -1,0 +1,25 @@
+// Norms of the layer library: RMSNorm (Llama family, GPT-OSS, Qwen) and LayerNorm with bias (GPT-2).
+#pragma once
+
+#include <string>
+
+#include "backend/backend.h"
+#include "model/weights.h"
+
+namespace rl {
+
+struct Norm {
+  enum class Kind { kRms, kLayer };
+  Kind kind = Kind::kRms;
+  Tensor weight, bias;  // [n]; bias only for LayerNorm
+  NormParams params;
+
+  // Loads `<prefix>weight` (and `<prefix>bias` for LayerNorm).
+  Status load(WeightLoader& w, const std::string& prefix, int64_t n, Kind k, float eps);
+  // out = norm(x)
+  void apply(Backend& be, const Tensor& x, const Tensor& out) const;
+  // residual += x; out = norm(residual)
+  void add_apply(Backend& be, const Tensor& residual, const Tensor& x, const Tensor& out) const;
+};
+
+}  // namespace rl
