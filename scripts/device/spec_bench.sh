@@ -6,8 +6,11 @@
 #   Here, first: bible -f "Gen1:1-Rev22:21" > DIR/kjv.txt, and copy the cuda build's ridgeline and
 #   rl_tests_model (+ lib/) to DIR/bin; then through the device tool with carry [DIR]:
 #     DATA=DIR/kjv.txt RL_BIN_DIR=DIR/bin scripts/device/spec_bench.sh
-# Workloads (held-out chapters only, never trained on): "copy" = each 3-verse passage written three times, so
-# the continuation repeats text the prompt already holds (n-gram's case); "text" = the chapters as they are.
+# A second draft, "small" (2 layers of 512, 9 M parameters, a quarter of the default model's kernels per step),
+# trains beside the target the same way. Workloads: "copy" = held-out chapters with each 3-verse passage written
+# three times, so the continuation repeats text the prompt already holds (n-gram's case); "text" = the held-out
+# chapters as they are; "recite" = training chapters (the target has memorised them: recitation, where target
+# and drafts agree most).
 # Request i's prompt is --input-len tokens of the file from token i * input_len / 2 on (bench latency
 # --prompt-file). TRAIN_SECONDS (default 120) caps training; BUDGET (seconds, default 420) skips what would not fit.
 set -uo pipefail
@@ -41,6 +44,10 @@ with open(sys.argv[3] + "/copy.txt", "w") as f:
         for i in range(0, len(verses) - 2, 3):
             passage = "\n".join(verses[i:i + 3]) + "\n"
             f.write(passage * 3)
+train, _ = split_chapters(read_chapters(sys.argv[2]))
+with open(sys.argv[3] + "/recite.txt", "w") as f:
+    for _, _, verses in train[::40]:
+        f.write("\n".join(verses) + "\n")
 PY
 
 # 2. The target: Qwen3, hidden 1024, 10 layers, 16 heads / 4 KV heads of 64, MLP 2816, tied embeddings
@@ -49,13 +56,22 @@ work="$(mktemp -d)"
 mkdir -p "$work/tokenizer"
 cp "$tiny/tokenizer.json" "$tiny/tokenizer_config.json" "$work/tokenizer/"
 shape="hidden_size=1024,num_hidden_layers=10,num_attention_heads=16,num_key_value_heads=4,head_dim=64,intermediate_size=2816"
-timeout $(( ${TRAIN_SECONDS:-120} + 90 )) python3 "$tools/train_tiny.py" train --data "$data" --work "$work" --tag t \
-  --epochs 40 --dropout 0.0 --lr 1e-3 --min-lr 1e-4 --time-limit "${TRAIN_SECONDS:-120}" --shape "$shape" \
-  >"$out/train.log" 2>&1
+secs="${TRAIN_SECONDS:-120}"
+timeout $((secs + 90)) python3 "$tools/train_tiny.py" train --data "$data" --work "$work" --tag t \
+  --epochs 40 --dropout 0.0 --lr 1e-3 --min-lr 1e-4 --time-limit "$secs" --shape "$shape" >"$out/train.log" 2>&1 &
+tpid=$!
+small="hidden_size=512,num_hidden_layers=2,num_attention_heads=8,num_key_value_heads=2,head_dim=64,intermediate_size=1536"
+timeout $((secs + 90)) python3 "$tools/train_tiny.py" train --data "$data" --work "$work" --tag s \
+  --epochs 40 --dropout 0.0 --lr 2e-3 --min-lr 2e-4 --time-limit "$secs" --shape "$small" >"$out/train_small.log" 2>&1
+echo "train small rc=$?"
+wait "$tpid"
 echo "train rc=$?"
-grep -E "params|epoch" "$out/train.log" | tail -4
+grep -E "params|epoch" "$out/train.log" | tail -2
+grep -E "params|epoch" "$out/train_small.log" | tail -1
 target="$work/run_t/model"
 cp "$tiny/tokenizer.json" "$tiny/tokenizer_config.json" "$target/"
+draft_small="$work/run_s/model"
+cp "$tiny/tokenizer.json" "$tiny/tokenizer_config.json" "$draft_small/"
 
 # 3. CUDA tests of speculative decoding (deterministic kernels): greedy and seeded output equal plain decoding.
 if [ -x "$bin_dir/rl_tests_model" ] && fits 200 tests; then
@@ -75,18 +91,25 @@ lat() {
 }
 k="${K:-4}"
 for b in 1 8 32; do
-  for wl in copy text; do
+  for wl in recite copy text; do
     [ "$wl" = text ] && [ "$b" != 1 ] && continue
     p=(--batch "$b" --prompt-file "$out/$wl.txt")
     fits 20 "b$b $wl" || continue
     lat "${wl}_b${b}_plain" "${p[@]}"
     lat "${wl}_b${b}_ngram" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" --speculative-max-running 0
-    lat "${wl}_b${b}_draft" "${p[@]}" --speculative draft --draft-model "$tiny" --num-speculative-tokens "$k" \
+    lat "${wl}_b${b}_draftsmall" "${p[@]}" --speculative draft --draft-model "$draft_small" \
+      --num-speculative-tokens "$k" --speculative-max-running 0
+    [ "$wl" = copy ] && continue
+    lat "${wl}_b${b}_drafttiny" "${p[@]}" --speculative draft --draft-model "$tiny" --num-speculative-tokens "$k" \
       --speculative-max-running 0
   done
 done
-fits 15 auto && lat copy_b32_draft_auto --batch 32 --prompt-file "$out/copy.txt" --speculative draft \
-  --draft-model "$tiny" --num-speculative-tokens "$k"
+fits 10 auto && lat recite_b32_draftsmall_auto --batch 32 --prompt-file "$out/recite.txt" --speculative draft \
+  --draft-model "$draft_small" --num-speculative-tokens "$k"
+fits 10 k8 && lat recite_b1_ngramk8 --batch 1 --prompt-file "$out/recite.txt" --speculative ngram \
+  --num-speculative-tokens 8 --speculative-max-running 0
+fits 10 k8 && lat recite_b1_draftsmallk8 --batch 1 --prompt-file "$out/recite.txt" --speculative draft \
+  --draft-model "$draft_small" --num-speculative-tokens 8 --speculative-max-running 0
 
 # 5. The table.
 python3 - "$out" "$target" <<'PY' | tee "$out/table.txt"
@@ -99,20 +122,30 @@ try:
             stats = json.loads(line[len("[t] stats "):])
 except OSError:
     pass
+small = {}
+try:
+    for line in open(out + "/train_small.log"):
+        if line.startswith("[s] stats "):
+            small = json.loads(line[len("[s] stats "):])
+except OSError:
+    pass
 print(f"target: {stats.get('num_params', '?')} parameters, held-out loss {stats.get('heldout_loss', '?')}, "
-      f"{stats.get('steps', '?')} steps in {stats.get('train_time_s', '?')} s; draft: ridgeline-tiny (7.9 M)")
+      f"{stats.get('steps', '?')} steps in {stats.get('train_time_s', '?')} s; drafts: small "
+      f"({small.get('num_params', '?')} parameters, held-out loss {small.get('heldout_loss', '?')}), "
+      f"tiny (the default model, 7.9 M)")
 rows = {}
-for f in sorted(glob.glob(out + "/lat_*.json")):
+for f in sorted(glob.glob(out + "/lat_*.json"), key=lambda f: (os.path.basename(f).split("_")[1], int(os.path.basename(f).split("_")[2][1:]), f)):
     tag = os.path.basename(f)[4:-5]
     rows[tag] = json.load(open(f))
-print(f"{'workload':8} {'batch':>5} {'method':12} {'TPOT ms':>8} {'tok/s':>9} {'speedup':>8} {'accept':>7} {'mean len':>8}")
+print(f"{'workload':8} {'batch':>5} {'method':22} {'TPOT ms':>8} {'tok/s':>9} {'speedup':>8} {'accept':>7} {'mean len':>8}")
 for tag, j in rows.items():
     wl, b, method = tag.split("_", 2)
     plain = rows.get(f"{wl}_{b}_plain")
     speed = plain["tpot_ms"] / j["tpot_ms"] if plain else float("nan")
+    method += f" k={j['num_speculative_tokens']}" if "num_speculative_tokens" in j else ""
     acc = j.get("spec_acceptance_rate")
     ml = j.get("spec_mean_accepted_length")
-    print(f"{wl:8} {b[1:]:>5} {method:12} {j['tpot_ms']:8.3f} {j['decode_tokens_per_s']:9.1f} {speed:8.2f} "
+    print(f"{wl:8} {b[1:]:>5} {method:22} {j['tpot_ms']:8.3f} {j['decode_tokens_per_s']:9.1f} {speed:8.2f} "
           f"{'' if acc is None else f'{acc:7.3f}':>7} {'' if ml is None else f'{ml:8.2f}':>8}")
 PY
 tar czf "$final_out/spec_logs.tgz" -C "$out" . 2>/dev/null

@@ -596,7 +596,8 @@ void Engine::step() {
       e->timing_.step_seconds += now_seconds() - t0;
     }
   } wall{this, t0};
-  if (proposer_) return spec_step();
+  // Speculative steps are applied at once; above the speculation limit the pipelined step runs as without it.
+  if (proposer_ && scheduler_->speculating()) return spec_step();
   // A grammar needs the previous token before it can mask the next one: while constrained requests are live,
   // the step in flight is applied before scheduling (those steps run without the pipeline's overlap).
   if (inflight_ && !constrained_.empty()) {

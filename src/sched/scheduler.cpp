@@ -141,9 +141,7 @@ SchedulerOutput Scheduler::schedule() {
   };
 
   // Speculation: how many draft slots a decoding request may reserve this step (0: none).
-  const bool speculating = config_.num_speculative_tokens > 0 &&
-                           (config_.speculative_max_running == 0 ||
-                            num_running() <= config_.speculative_max_running);
+  const bool speculating = this->speculating();
   const auto draft_slots = [&](const Request& r) {
     if (!speculating || !r.speculate || r.num_pending > 0 || r.num_computed_tokens != r.num_tokens() - 1) return 0;
     // After the step the request holds up to k + 1 more tokens: within max_model_len and max_tokens.

@@ -106,6 +106,11 @@ class Scheduler {
   // Speculative decoding: gives row i of output (which reserved num_draft_slots) its draft tokens, at most
   // that many. Before the step is launched.
   void set_drafts(SchedulerOutput* output, size_t i, std::span<const TokenId> drafts) const;
+  // Whether the next schedule() may reserve draft slots (speculation on, and not above its running limit).
+  bool speculating() const {
+    return config_.num_speculative_tokens > 0 &&
+           (config_.speculative_max_running == 0 || num_running() <= config_.speculative_max_running);
+  }
 
   // Finishes a request in any state (waiting, running mid-prefill, preempted) with a finished status, freeing
   // its blocks without caching anything not yet completely written. nullptr if the id is unknown.

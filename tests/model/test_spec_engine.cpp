@@ -43,8 +43,9 @@ std::unique_ptr<Engine> make_engine(const SpecOptions& o = {}) {
   c.gpu_memory_utilization = 0.1;
   c.weight_dtype = DType::kF32;
   c.num_threads = 2;
-  c.num_kv_blocks = o.num_kv_blocks;
-  c.kv_cache_memory_bytes = 128ll << 20;
+  // A fixed cache (1,024 blocks of 16 tokens): tests hold a plain and a speculative engine at once, and on CUDA
+  // sizing from memory would leave the second one nothing.
+  c.num_kv_blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : 1024;
   c.max_num_seqs = 16;
   c.max_num_batched_tokens = o.max_batched;
   c.speculative = o.method;
