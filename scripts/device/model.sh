@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The model-layer device run (issue 14) on the GPU machine, building nothing: binaries from $RL_BIN_DIR
 # (rl_tests_ops, rl_tests_model of the cuda preset), sources from $RL_ROOT (default: this checkout).
-#   1. transformers' routing margins: tools/make_fixtures.py remakes the MoE fixtures into a scratch folder; the
+# In this order (so that the tests come first when device time is short; each step has a timeout):
+#   1. every CUDA op test (layer ops, MoE, window attention) and the CUDA golden tests (bf16 rule);
+#   2. the engine tests on CUDA (deterministic kernels) and the sliding-window release test;
+#   3. transformers' routing margins: tools/make_fixtures.py remakes the MoE fixtures into a scratch folder; the
 #      script checks that their logits equal the committed ones and copies each golden.json (now with
-#      routing_margins from transformers) over the checkout's and into $OUT/golden/ to be committed;
-#   2. every CUDA op test (layer ops, MoE, window attention) and the CUDA golden tests (bf16 rule);
-#   3. the engine tests on CUDA (deterministic kernels) and the sliding-window release test.
+#      routing_margins from transformers) over the checkout's and into $OUT/golden/ to be committed.
 # Logs go to $OUT; a table is printed last.
 set -uo pipefail
 root="${RL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -14,13 +15,25 @@ bin_dir="$(cd "${RL_BIN_DIR:-build/cuda}" && pwd)"
 out="${OUT:-/tmp/rl_device}"
 mkdir -p "$out/golden"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$bin_dir/lib"
+# libnccl.so.2 (linked by the CUDA backend): the machine's, or the one torch ships.
+if ! ldconfig -p | grep -q libnccl.so.2; then
+  nccl="$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)"
+  [ -n "$nccl" ] || nccl="$(dirname "$(find /usr/local /usr/lib /opt -maxdepth 6 -name libnccl.so.2 2>/dev/null | head -1)")"
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl"
+fi
 export RIDGELINE_SOURCE_ROOT="$root" RIDGELINE_TINY_MODEL="$root/models/ridgeline-tiny"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 
+timeout "${OPS_TIMEOUT:-100}" "$bin_dir/rl_tests_ops" --gtest_color=no >"$out/ops_tests.log" 2>&1
+echo "rl_tests_ops rc=$?" | tee -a "$out/rc.txt"
+RIDGELINE_TEST_DEVICE=cuda timeout "${ENGINE_TIMEOUT:-70}" "$bin_dir/rl_tests_model" --gtest_color=no \
+  --gtest_filter="${ENGINE_FILTER:-EngineTest.*:SlidingWindowEngine.*:EngineDeterminism.*}" >"$out/engine_cuda.log" 2>&1
+echo "engine tests (cuda) rc=$?" | tee -a "$out/rc.txt"
+
 scratch="$(mktemp -d)"
-timeout 120 python3 tools/make_fixtures.py --out "$scratch" --cases qwen3_moe,qwen3_moe_step2,gpt_oss \
+timeout "${FIXTURES_TIMEOUT:-60}" python3 tools/make_fixtures.py --out "$scratch" --cases qwen3_moe,qwen3_moe_step2,gpt_oss \
   >"$out/fixtures.log" 2>&1
-echo "make_fixtures rc=$?" | tee "$out/rc.txt"
+echo "make_fixtures rc=$?" | tee -a "$out/rc.txt"
 python3 - "$scratch" "$out/golden" >>"$out/fixtures.log" 2>&1 <<'PY'
 import json, os, shutil, sys
 from safetensors.torch import load_file
@@ -40,12 +53,6 @@ for case in sorted(os.listdir(scratch)):
         shutil.copy(os.path.join(new, "golden.json"), os.path.join(dest, case, "golden.json"))
         shutil.copy(os.path.join(new, "golden.json"), os.path.join(old, "golden.json"))
 PY
-
-timeout 150 "$bin_dir/rl_tests_ops" --gtest_color=no >"$out/ops_tests.log" 2>&1
-echo "rl_tests_ops rc=$?" | tee -a "$out/rc.txt"
-RIDGELINE_TEST_DEVICE=cuda timeout 150 "$bin_dir/rl_tests_model" --gtest_color=no \
-  --gtest_filter='EngineTest.*:EngineDeterminism.*:SlidingWindowEngine.*' >"$out/engine_cuda.log" 2>&1
-echo "engine tests (cuda) rc=$?" | tee -a "$out/rc.txt"
 
 echo "== fixtures =="
 grep -E "^GOLDEN|FAILED|routing margins" "$out/fixtures.log" | head -20

@@ -17,6 +17,8 @@
 #include "model/model.h"
 #include "runtime/kv_storage.h"
 #include "runtime/model_runner.h"
+#include "runtime/sampler.h"
+#include "sched/sampling_params.h"
 
 namespace rl {
 namespace {
@@ -45,6 +47,7 @@ struct Harness {
   std::unique_ptr<Model> model;
   std::unique_ptr<KvStorage> kv;
   std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<Sampler> sampler;  // one per runner: captured graphs keep its buffers
 
   Harness(const std::string& dir, bool enforce_eager) {
     LoadOptions opts;
@@ -60,6 +63,8 @@ struct Harness {
     lim.max_num_logits = 128;
     lim.enforce_eager = enforce_eager;
     runner = std::make_unique<ModelRunner>(model.get(), kv.get(), lim);
+    sampler = std::make_unique<Sampler>(&cuda_backend(), lim.max_num_seqs, model->config().vocab_size,
+                                        lim.max_num_seqs);
   }
 
   int64_t vocab() const { return model->config().vocab_size; }
@@ -87,6 +92,9 @@ struct Harness {
     }
     std::vector<int64_t> computed(n, 0);
     std::vector<std::vector<int32_t>> out(n);
+    SamplingParams greedy_params;
+    greedy_params.temperature = 0.0f;
+    int parity = 0;
     for (int64_t step = 0; step <= num_new; ++step) {
       std::vector<SeqStep> steps(n);
       for (size_t i = 0; i < n; ++i) {
@@ -96,16 +104,24 @@ struct Harness {
         steps[i].block_table = tables[i].data();
         steps[i].num_blocks = static_cast<int64_t>(tables[i].size());
       }
-      std::vector<float> logits;
-      runner->step(steps, &logits);
       if (step == num_new) break;
+      // The engine's path: the pipelined launch samples on the device (greedy: argmax, ties to the lower id),
+      // and an all-decode step replays a CUDA graph unless enforce_eager.
+      std::vector<SamplerRow> rows(n);
       for (size_t i = 0; i < n; ++i) {
-        const float* row = logits.data() + static_cast<int64_t>(i) * vocab();
-        const int32_t next = static_cast<int32_t>(std::max_element(row, row + vocab()) - row);
+        rows[i].params = &greedy_params;
+        rows[i].prompt_token_ids = prompts[i];
+        rows[i].num_outputs = static_cast<int64_t>(out[i].size());
+      }
+      runner->launch(steps, rows, sampler.get(), parity);
+      cuda_backend().wait_fence(cuda_backend().record_fence());
+      for (size_t i = 0; i < n; ++i) {
+        const int32_t next = sampler->result(parity, static_cast<int64_t>(i)).token;
         computed[i] = static_cast<int64_t>(seqs[i].size());
         seqs[i].push_back(next);
         out[i].push_back(next);
       }
+      parity ^= 1;
     }
     return out;
   }
