@@ -616,7 +616,24 @@ void Engine::step() {
     inflight_.reset();
     return;
   }
-  const double t1 = now_seconds();
+  double t_launch = 0.0;
+  InFlight f = launch_step(std::move(out), /*keep_pending=*/true, &t_launch);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    timing_.num_steps++;
+    timing_.scheduler_seconds += t_sched;
+    timing_.host_seconds += t_sched + t_launch;
+    timing_.max_running = std::max<int64_t>(timing_.max_running, static_cast<int64_t>(f.out.scheduled.size()));
+  }
+  if (inflight_) process(std::move(*inflight_), 0.0);
+  inflight_ = std::move(f);
+}
+
+// Stages a scheduled step into the parity's buffers, launches it (forward + sampling) and records its fence.
+// keep_pending: the next step may read this step's sampled ids on the device (the pipelined loop); otherwise the
+// step is processed before the next one is scheduled and nothing stays pending.
+Engine::InFlight Engine::launch_step(SchedulerOutput out, bool keep_pending, double* seconds) {
+  const double t0 = now_seconds();
   InFlight f;
   std::unordered_map<uint64_t, int32_t> next_pending;
   stage_rows(out, &f, &next_pending);
@@ -629,19 +646,15 @@ void Engine::step() {
   f.fence = backend_->record_fence();
   scheduler_->advance(out);
   f.out = std::move(out);
-  pending_row_ = std::move(next_pending);
-  parity_ ^= 1;
-  const double t_launch = now_seconds() - t1;
-  profile_.span("stage+launch", t1, t_launch, 0, f.step);
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    timing_.num_steps++;
-    timing_.scheduler_seconds += t_sched;
-    timing_.host_seconds += t_sched + t_launch;
-    timing_.max_running = std::max<int64_t>(timing_.max_running, static_cast<int64_t>(f.out.scheduled.size()));
+  if (keep_pending) {
+    pending_row_ = std::move(next_pending);
+  } else {
+    pending_row_.clear();
   }
-  if (inflight_) process(std::move(*inflight_), 0.0);
-  inflight_ = std::move(f);
+  parity_ ^= 1;
+  *seconds = now_seconds() - t0;
+  profile_.span("stage+launch", t0, *seconds, 0, f.step);
+  return f;
 }
 
 // Waits for a launched step's sampled ids and applies them: tokens, stop conditions, outputs to the channels.

@@ -185,6 +185,7 @@ class Engine {
   // The step with speculation on (engine_spec.cpp): schedule, propose drafts, launch, then apply at once (the
   // proposer needs the verified tokens before the next step, so these steps are not pipelined).
   void spec_step();
+  InFlight launch_step(SchedulerOutput out, bool keep_pending, double* seconds);
   void process(InFlight f, double extra_host_seconds);
   void release_slot(const std::string& choice_id);
   void finish_choice(const std::string& choice_id, const Request& r, FinishReason reason,

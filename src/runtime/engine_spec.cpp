@@ -53,23 +53,8 @@ void Engine::spec_step() {
   const double t_propose = now_seconds() - t1;
   profile_.span("propose", t1, t_propose, 0, step_index_);
 
-  const double t2 = now_seconds();
-  InFlight f;
-  std::unordered_map<uint64_t, int32_t> next_pending;
-  stage_rows(out, &f, &next_pending);
-  fill_constraint_masks(out, f.sample_row);
-  f.parity = parity_;
-  f.step = step_index_++;
-  if (profile_.enabled()) f.marker_begin = backend_->record_marker();
-  runner_->launch(seq_steps_, rows_, sampler_.get(), parity_);
-  if (profile_.enabled()) f.marker_end = backend_->record_marker();
-  f.fence = backend_->record_fence();
-  scheduler_->advance(out);
-  f.out = std::move(out);
-  pending_row_.clear();  // nothing stays pending: the step is applied right away
-  parity_ ^= 1;
-  const double t_launch = now_seconds() - t2;
-  profile_.span("stage+launch", t2, t_launch, 0, f.step);
+  double t_launch = 0.0;
+  InFlight f = launch_step(std::move(out), /*keep_pending=*/false, &t_launch);  // applied right away below
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     timing_.num_steps++;
