@@ -115,6 +115,8 @@ inline size_t moe_scratch_bytes(const MoeParams& p, int64_t num_tokens, size_t a
 //      E_i = -log(u_i), u_i from the counter-based generator keyed by (seed, step, token id). That is an exact
 //      draw from the filtered distribution that needs no sort, and the same (seed, step) gives the same token
 //      whatever else is in the batch, on the CPU and on the GPU.
+// A forced row (forced_token >= 0) stops after step 1: its token is the forced one (teacher forcing: the logprob
+// of a prompt token given the tokens before it), scored on the raw logits with its rank.
 // A row that cannot be sampled gets a negative code instead of a token, and the engine fails that request alone:
 // kSampleNonFinite when the raw logits hold NaN or +Inf (a numerically broken model), kSampleNothingLeft when
 // nothing finite is left after the processors (every token masked or suppressed, or an infinite bias).
@@ -136,6 +138,9 @@ struct SampleRowParams {
   int32_t suppress_begin = 0, suppress_end = 0;  // [begin, end) in suppress_ids (applied while step < min_tokens)
   int32_t min_tokens = 0;
   int32_t mask_row = -1;        // row of allowed_mask; -1: every token allowed
+  // >= 0: a teacher-forced row (prompt logprobs): nothing is sampled and no state is touched; the row's token is
+  // this id, with its raw logprob, its rank (1 + the tokens ranked before it) and the top num_logprobs (>= 0).
+  int32_t forced_token = -1;
 };
 
 inline constexpr int32_t kMaxTopLogprobs = 20;
@@ -158,6 +163,7 @@ struct SampleBatch {
   float* out_logprobs = nullptr;            // [num_rows]: the chosen token's raw logprob (logprob rows)
   int32_t* out_top_ids = nullptr;           // [num_rows, kMaxTopLogprobs]
   float* out_top_logprobs = nullptr;        // [num_rows, kMaxTopLogprobs]
+  int32_t* out_ranks = nullptr;             // [num_rows]: the forced token's rank (forced rows only)
 };
 
 // Resets one penalty slot to a request's known tokens: counts = histogram of output_ids, prompt bits = the set

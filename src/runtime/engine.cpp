@@ -137,9 +137,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   ki.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
   ki.gpu_memory_utilization = config.gpu_memory_utilization;
   const int32_t spec_k = config.speculative.empty() ? 0 : config.num_speculative_tokens;
+  if (config.max_prompt_logprob_rows < 0 || config.max_prompt_logprob_rows > config.max_num_batched_tokens) {
+    return Status::error("max_prompt_logprob_rows must be in [0, max_num_batched_tokens], got " +
+                         std::to_string(config.max_prompt_logprob_rows));
+  }
+  const int32_t prompt_rows = config.max_prompt_logprob_rows;
   ki.workspace_bytes = static_cast<int64_t>(
-      e->model_->workspace_bytes(config.max_num_batched_tokens, seqs_bound * (1 + spec_k)));
-  ki.sampler_bytes = sampler_device_bytes(seqs_bound * (1 + spec_k), mc.vocab_size);
+      e->model_->workspace_bytes(config.max_num_batched_tokens, seqs_bound * (1 + spec_k) + prompt_rows));
+  ki.sampler_bytes = sampler_device_bytes(seqs_bound * (1 + spec_k) + prompt_rows, mc.vocab_size);
   if (draft_model) {
     ki.workspace_bytes +=
         static_cast<int64_t>(draft_model->workspace_bytes(config.max_num_batched_tokens, seqs_bound)) +
@@ -196,6 +201,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   const int32_t k = spec_k;
   sc.num_speculative_tokens = k;
   sc.speculative_max_running = config.speculative_max_running;
+  sc.max_prompt_logprob_rows = prompt_rows;
   RL_RETURN_IF_ERROR(sc.validate());
   e->sched_config_ = sc;
   e->scheduler_ = std::make_unique<Scheduler>(sc);
@@ -209,10 +215,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   const int64_t max_rows = k > 0 ? std::min<int64_t>(int64_t{max_num_seqs} * (1 + k),
                                                      int64_t{max_num_seqs} + config.max_num_batched_tokens)
                                  : max_num_seqs;
-  lim.max_num_logits = max_rows;
+  lim.max_num_logits = max_rows + prompt_rows;  // prompt-logprob chunks add a row per token
   lim.max_num_seqs = max_rows;  // a speculative request runs as 1 + k decode rows
   e->runner_ = std::make_unique<ModelRunner>(e->model_.get(), e->kv_.get(), lim);
-  e->sampler_ = std::make_unique<Sampler>(e->backend_.get(), max_rows, mc.vocab_size, max_num_seqs);
+  e->sampler_ =
+      std::make_unique<Sampler>(e->backend_.get(), max_rows + prompt_rows, mc.vocab_size, max_num_seqs);
   if (draft_model) {
     RunnerLimits dl = lim;
     dl.max_num_logits = 0;
@@ -424,6 +431,7 @@ void Engine::admit_choice(const std::shared_ptr<Parent>& p, int32_t index) {
   SamplingParams params = p->params;
   params.n = 1;
   if (params.seed && index > 0) params.seed = *params.seed + static_cast<uint64_t>(index);
+  if (index > 0) params.prompt_logprobs.reset();  // the prompt's logprobs come once, with choice 0
   std::string cid = choice_id(p->id, n, index);
   Request r(cid, p->prompt, params, eos_token_ids());
   r.arrival_time = p->submit_time;
@@ -531,6 +539,21 @@ void Engine::stage_rows(const SchedulerOutput& out, InFlight* f,
       RL_CHECK_MSG(pit != pending_row_.end(), "request '%s' has a pending token from no in-flight row",
                    r.id.c_str());
       st.pending_source = pit->second;
+    }
+    // Prompt logprobs: a logits row per token of the chunk; every row but a sampling last one is teacher-forced
+    // with the prompt's next token (the scheduler capped the chunk to the step's rows).
+    if (Scheduler::needs_prompt_rows(r) && s.num_draft_tokens == 0) {
+      st.all_logits = true;
+      const int32_t forced = s.num_scheduled_tokens - (s.samples ? 1 : 0);
+      f->prompt_rows.push_back({i, static_cast<int32_t>(rows_.size()), forced, s.num_computed_tokens + 1});
+      for (int32_t j = 0; j < forced; ++j) {
+        SamplerRow row;
+        row.params = &r.params;
+        const TokenId next = r.token_ids[static_cast<size_t>(s.num_computed_tokens + j + 1)];
+        row.forced_token = next >= 0 ? next : 0;
+        row.forced_num_logprobs = *r.params.prompt_logprobs;
+        rows_.push_back(row);
+      }
     }
     if (s.num_draft_tokens == 0) {
       seq_steps_.push_back(st);
@@ -712,6 +735,37 @@ void Engine::process(InFlight f, double extra_host_seconds) {
     engine_metrics_->observe_finished(*done);
     finish_choice(cid, *done, FinishReason::kError, samples[static_cast<size_t>(error_row[i])].error);
   }
+  // Prompt logprobs, in position order; a position delivered before (a preempted request recomputes its prompt)
+  // is not sent again. A row the model could not score fails its request.
+  std::unordered_map<std::string, RequestOutput> msgs;
+  for (const InFlight::PromptRows& pr : f.prompt_rows) {
+    Request* r = scheduler_->live(out.scheduled[pr.scheduled]);
+    if (r == nullptr) continue;
+    auto it = choices_.find(r->id);
+    if (it == choices_.end()) continue;
+    for (int32_t c = 0; c < pr.count; ++c) {
+      SampleResult& sr = samples[static_cast<size_t>(pr.first_row + c)];
+      if (sr.token < 0) {
+        const std::string cid = r->id;
+        std::unique_ptr<Request> done = scheduler_->finish_request(cid, RequestStatus::kFinishedError);
+        engine_metrics_->observe_finished(*done);
+        finish_choice(cid, *done, FinishReason::kError, sr.error);
+        msgs.erase(cid);
+        break;
+      }
+      const int32_t pos = pr.first_pos + c;
+      if (pos != r->next_prompt_logprob || pos >= r->num_prompt_tokens) continue;
+      ++r->next_prompt_logprob;
+      TokenOutput t;
+      t.token = sr.token;
+      t.logprob = sr.logprob;
+      t.top_logprobs = std::move(sr.top_logprobs);
+      t.rank = sr.rank;
+      RequestOutput& m = msgs[r->id];
+      m.index = it->second.second;
+      m.prompt_logprobs.push_back(std::move(t));
+    }
+  }
   advance_constraints(out, f.sample_row, sampled);
   UpdateResult res = scheduler_->resolve(out, sampled, accepted.empty() ? nullptr : &accepted);
   engine_metrics_->observe_step(res);
@@ -723,8 +777,7 @@ void Engine::process(InFlight f, double extra_host_seconds) {
     }
   }
 
-  // One message per choice per step: its new token, and the finish if it ended.
-  std::unordered_map<std::string, RequestOutput> msgs;
+  // One message per choice per step: its prompt logprobs and new token, and the finish if it ended.
   for (TokenUpdate& tu : res.tokens) {
     auto it = choices_.find(tu.request_id);
     if (it == choices_.end()) continue;
@@ -756,6 +809,7 @@ void Engine::process(InFlight f, double extra_host_seconds) {
       RequestOutput carry;
       carry.index = it->second.second;
       carry.tokens = std::move(m.tokens);
+      carry.prompt_logprobs = std::move(m.prompt_logprobs);
       p->channel->push(std::move(carry));
       finish_choice(cid, *fin->second, reason_of(fin->second->status));
       finished.erase(fin);
@@ -852,6 +906,7 @@ std::vector<std::vector<Completion>> Engine::generate(const std::vector<std::vec
     }
     while (auto msg = channels[i]->pop()) {
       Completion& comp = results[i][static_cast<size_t>(msg->index)];
+      for (TokenOutput& t : msg->prompt_logprobs) comp.prompt_logprobs.push_back(std::move(t));
       TextStream* ts = tokenizer_ ? streams[static_cast<size_t>(msg->index)].get() : nullptr;
       for (const TokenOutput& t : msg->tokens) {
         if (ts && ts->stopped()) break;

@@ -63,6 +63,9 @@ struct EngineConfig {
   std::string draft_model_dir;
   // Above this many running requests no drafts are proposed (decoding stops being bandwidth bound); 0 = never.
   int32_t speculative_max_running = 16;
+  // Prompt logprobs: logits rows per step for prompt chunks that score every token (their chunks are capped to
+  // it; each row costs vocab * 8 bytes of logits and sampler scratch). 0 turns prompt_logprobs off.
+  int32_t max_prompt_logprob_rows = 64;
 };
 
 struct Completion {
@@ -71,6 +74,7 @@ struct Completion {
   FinishReason finish = FinishReason::kNone;
   std::string error;
   std::vector<TokenOutput> logprobs;  // per token, when requested
+  std::vector<TokenOutput> prompt_logprobs;  // prompt positions 1.., when requested (choice 0 only)
 };
 
 // max_num_seqs for EngineConfig::max_num_seqs == 0: as many sequences as the KV cache holds at
@@ -178,6 +182,13 @@ class Engine {
     uint64_t fence = 0;
     int64_t step = 0;
     uint64_t marker_begin = 0, marker_end = 0;  // device markers around the step (profiling only)
+    // Teacher-forced rows of prompt-logprob chunks: scheduled row i's rows [first_row, first_row + count) score
+    // prompt positions first_pos, first_pos + 1, ...
+    struct PromptRows {
+      size_t scheduled = 0;
+      int32_t first_row = 0, count = 0, first_pos = 0;
+    };
+    std::vector<PromptRows> prompt_rows;
   };
   void step();
   // Builds seq_steps_ and rows_ for a scheduled step (a row with drafts samples each of its 1 + k positions).

@@ -22,11 +22,15 @@ struct TokenOutput {
   TokenId token = 0;
   std::optional<float> logprob;
   std::vector<TokenLogprob> top_logprobs;
+  int32_t rank = 0;  // prompt logprobs only: 1 + the number of tokens the model ranked before this one
 };
 
 struct RequestOutput {
   int32_t index = 0;                  // choice index (0 .. n-1)
   std::vector<TokenOutput> tokens;    // new tokens since the previous message of this choice
+  // Prompt logprobs (choice 0 of a request with params.prompt_logprobs): the next prompt positions' entries, in
+  // order from position 1 (position 0 has none), all delivered by the message with the first token at the latest.
+  std::vector<TokenOutput> prompt_logprobs;
   FinishReason finish = FinishReason::kNone;
   AddError add_error = AddError::kNone;  // set when admission failed (finish == kError)
   std::string error;

@@ -19,6 +19,7 @@ struct Sampler::Host {
   float* logprobs = nullptr;
   int32_t* top_ids = nullptr;
   float* top_logprobs = nullptr;
+  int32_t* ranks = nullptr;
   int32_t* init_ids = nullptr;
   size_t init_cap = 0;  // int32 entries of init_ids
   std::vector<void*> owned;
@@ -56,6 +57,7 @@ Sampler::Sampler(Backend* backend, int64_t max_rows, int64_t vocab, int64_t num_
   d_logprobs_ = DeviceBuffer(backend, rows * 4);
   d_top_ids_ = DeviceBuffer(backend, rows * kMaxTopLogprobs * 4);
   d_top_logprobs_ = DeviceBuffer(backend, rows * kMaxTopLogprobs * 4);
+  d_ranks_ = DeviceBuffer(backend, rows * 4);
   backend->fill_zero(d_tokens_.data(), d_tokens_.size());
   for (int i = 0; i < 2; ++i) {
     auto h = std::make_unique<Host>();
@@ -69,8 +71,10 @@ Sampler::Sampler(Backend* backend, int64_t max_rows, int64_t vocab, int64_t num_
     h->logprobs = h->take<float>(rows);
     h->top_ids = h->take<int32_t>(rows * kMaxTopLogprobs);
     h->top_logprobs = h->take<float>(rows * kMaxTopLogprobs);
+    h->ranks = h->take<int32_t>(rows);
     host_.push_back(std::move(h));
     num_logprobs_[i].assign(rows, -1);
+    forced_[i].assign(rows, 0);
   }
   batch_.params = static_cast<const SampleRowParams*>(d_params_.data());
   batch_.bias_ids = static_cast<const int32_t*>(d_bias_ids_.data());
@@ -84,6 +88,7 @@ Sampler::Sampler(Backend* backend, int64_t max_rows, int64_t vocab, int64_t num_
   batch_.out_logprobs = static_cast<float*>(d_logprobs_.data());
   batch_.out_top_ids = static_cast<int32_t*>(d_top_ids_.data());
   batch_.out_top_logprobs = static_cast<float*>(d_top_logprobs_.data());
+  batch_.out_ranks = static_cast<int32_t*>(d_ranks_.data());
 }
 
 Sampler::~Sampler() = default;
@@ -122,6 +127,15 @@ void Sampler::prepare(std::span<const SamplerRow> rows, int64_t num_rows, int pa
     d.seed = row.seed;
     d.step = static_cast<uint64_t>(row.num_outputs);
     d.num_logprobs = p.logprobs ? *p.logprobs : -1;
+    forced_[parity][r] = row.forced_token >= 0 ? 1 : 0;
+    if (row.forced_token >= 0) {  // teacher-forced: scored only, no processor or state is involved
+      RL_CHECK(row.forced_token < vocab_ && row.forced_num_logprobs >= 0 &&
+               row.forced_num_logprobs <= kMaxTopLogprobs);
+      d.forced_token = row.forced_token;
+      d.num_logprobs = row.forced_num_logprobs;
+      num_logprobs_[parity][r] = d.num_logprobs;
+      continue;
+    }
     d.min_tokens = p.min_tokens;
     d.bias_begin = nb;
     for (const auto& [token, bias] : p.logit_bias) {
@@ -173,8 +187,12 @@ void Sampler::prepare(std::span<const SamplerRow> rows, int64_t num_rows, int pa
     h.params[r] = SampleRowParams{};
     h.params[r].temperature = 0.0f;  // padding rows: plain argmax, no state touched
     num_logprobs_[parity][static_cast<size_t>(r)] = -1;
+    forced_[parity][static_cast<size_t>(r)] = 0;
   }
-  any_logprobs_[parity] = std::any_of(rows.begin(), rows.end(), [](const SamplerRow& r) {
+  any_forced_[parity] = std::any_of(rows.begin(), rows.end(), [](const SamplerRow& r) {
+    return r.forced_token >= 0;
+  });
+  any_logprobs_[parity] = any_forced_[parity] || std::any_of(rows.begin(), rows.end(), [](const SamplerRow& r) {
     return r.params->logprobs.has_value();
   });
   backend_->upload_async(d_params_.data(), h.params, static_cast<size_t>(num_rows) * sizeof(SampleRowParams));
@@ -206,6 +224,7 @@ void Sampler::fetch(int64_t num_rows, int parity) {
     backend_->download_async(h.top_ids, d_top_ids_.data(), n * kMaxTopLogprobs * 4);
     backend_->download_async(h.top_logprobs, d_top_logprobs_.data(), n * kMaxTopLogprobs * 4);
   }
+  if (any_forced_[parity]) backend_->download_async(h.ranks, d_ranks_.data(), n * 4);
 }
 
 SampleResult Sampler::result(int parity, int64_t row) const {
@@ -221,6 +240,7 @@ SampleResult Sampler::result(int parity, int64_t row) const {
   const int32_t n = num_logprobs_[parity][static_cast<size_t>(row)];
   if (n >= 0 && res.token >= 0) {
     res.logprob = h.logprobs[row];
+    if (forced_[parity][static_cast<size_t>(row)]) res.rank = h.ranks[row];
     for (int32_t k = 0; k < std::min<int64_t>(n, vocab_); ++k) {
       res.top_logprobs.push_back(
           TokenLogprob{h.top_ids[row * kMaxTopLogprobs + k], h.top_logprobs[row * kMaxTopLogprobs + k]});

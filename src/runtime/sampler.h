@@ -36,6 +36,10 @@ struct SamplerRow {
   bool init_slot = false;                     // reset the slot from the known tokens first
   // Structured-output hook: allowed tokens as bits [ceil(vocab / 32)] in host memory; null = all allowed.
   const uint32_t* allowed_mask = nullptr;
+  // Prompt logprobs: >= 0 makes this a teacher-forced row (ops.h, SampleRowParams::forced_token) scoring this
+  // token with forced_num_logprobs top alternatives; params then only names the request (nothing is sampled).
+  int32_t forced_token = -1;
+  int32_t forced_num_logprobs = 0;
 };
 
 struct TokenLogprob {
@@ -47,6 +51,7 @@ struct SampleResult {
   TokenId token = 0;                        // < 0 when error is set (ops.h, kSampleNonFinite / kSampleNothingLeft)
   std::optional<float> logprob;             // set when params->logprobs is set
   std::vector<TokenLogprob> top_logprobs;   // [min(params->logprobs, vocab_size)], descending
+  int32_t rank = 0;                         // forced rows: 1 + the number of tokens ranked before the token
   // Non-empty when the row cannot be sampled (NaN or +Inf logits from a numerically broken model, or nothing
   // left above -inf after the processors): the request fails with this message, token is meaningless.
   std::string error;
@@ -80,12 +85,14 @@ class Sampler {
   int64_t max_rows_, vocab_, words_, num_slots_;
   int64_t bias_cap_, suppress_cap_;
   DeviceBuffer d_params_, d_bias_ids_, d_bias_values_, d_suppress_, d_mask_;
-  DeviceBuffer d_counts_, d_prompt_bits_, d_raw_, d_tokens_, d_logprobs_, d_top_ids_, d_top_logprobs_;
+  DeviceBuffer d_counts_, d_prompt_bits_, d_raw_, d_tokens_, d_logprobs_, d_top_ids_, d_top_logprobs_, d_ranks_;
   DeviceBuffer d_init_ids_;  // slot-reset token ids, grown as needed (not used by captured graphs)
   std::vector<std::unique_ptr<Host>> host_;  // [2]
   SampleBatch batch_;
   std::vector<int32_t> num_logprobs_[2];     // per fetched row: -1 or N (host side)
   bool any_logprobs_[2] = {false, false};
+  bool any_forced_[2] = {false, false};
+  std::vector<uint8_t> forced_[2];           // per fetched row: a forced row (host side)
 };
 
 }  // namespace rl

@@ -52,6 +52,10 @@ struct Request {
   // Speculative decoding may propose draft tokens for it (set by the engine at admission: requests whose
   // sampling keeps state across positions, such as penalties or grammars, never speculate).
   bool speculate = false;
+  // Prompt logprobs (params.prompt_logprobs): the next prompt position whose logprob is still to be delivered
+  // (the engine advances it; position 0 has none). While it is below num_prompt_tokens, prefill chunks compute
+  // a logits row per token (Scheduler::needs_prompt_rows).
+  int32_t next_prompt_logprob = 1;
   // Structured outputs: this sequence's constraint state, made from params.constraint on its first sampled step
   // and advanced by the engine thread only (mutable: the scheduler hands requests out as const).
   mutable std::shared_ptr<TokenConstraint> constraint;

@@ -32,6 +32,10 @@ Status SamplingParams::validate(int32_t vocab_size) const {
     return bad("logprobs", "must be in [0, " + std::to_string(kMaxLogprobs) + "], got " +
                                std::to_string(*logprobs));
   }
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxLogprobs)) {
+    return bad("prompt_logprobs", "must be in [0, " + std::to_string(kMaxLogprobs) + "], got " +
+                                      std::to_string(*prompt_logprobs));
+  }
   if (min_tokens < 0) return bad("min_tokens", "must be >= 0, got " + std::to_string(min_tokens));
   if (max_tokens && *max_tokens < 1) return bad("max_tokens", "must be >= 1, got " + std::to_string(*max_tokens));
   if (max_tokens && min_tokens > *max_tokens) {

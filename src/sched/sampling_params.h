@@ -31,6 +31,9 @@ struct SamplingParams {
   std::unordered_map<TokenId, float> logit_bias;
   std::optional<uint64_t> seed;
   std::optional<int32_t> logprobs;  // top-N logprobs per sampled token, N in [0, kMaxLogprobs]
+  // vLLM's prompt_logprobs: the logprob, rank and top-N alternatives of every prompt token after the first,
+  // N in [0, kMaxLogprobs]. Such a request computes its whole prompt (no prefix-cache hit).
+  std::optional<int32_t> prompt_logprobs;
   std::vector<TokenId> stop_token_ids;
   std::vector<std::string> stop;  // stop strings: matched on text by the engine, not by the scheduler
   int32_t min_tokens = 0;

@@ -26,6 +26,7 @@ Status SchedulerConfig::validate() const {
     return Status::error("scheduler: num_speculative_tokens must be in [0, 32]");
   }
   if (speculative_max_running < 0) return Status::error("scheduler: speculative_max_running < 0");
+  if (max_prompt_logprob_rows < 0) return Status::error("scheduler: max_prompt_logprob_rows < 0");
   if (kv.block_size < 1) return Status::error("scheduler: block_size must be >= 1");
   if (kv.num_blocks < 2) return Status::error("scheduler: num_blocks must be >= 2 (block 0 is reserved)");
   return Status::ok();
@@ -58,6 +59,9 @@ AddResult Scheduler::add_request(Request request) {
   if (request.num_prompt_tokens != request.num_tokens()) return reject("must not carry output tokens");
   if (request.num_prompt_tokens == 0) return reject("empty prompt");
   if (Status st = request.params.validate(); !st.is_ok()) return reject(st.message());
+  if (request.params.prompt_logprobs && config_.max_prompt_logprob_rows <= 0) {
+    return reject("prompt_logprobs is not available (this engine computes no per-token prompt logits)");
+  }
   const int64_t prompt = request.num_prompt_tokens;
   if (prompt >= config_.max_model_len) {
     return reject("prompt has " + str(prompt) + " tokens, max_model_len is " + str(config_.max_model_len));
@@ -133,11 +137,17 @@ SchedulerOutput Scheduler::schedule() {
     out.num_scheduled_tokens += num_new;
     budget -= num_new + num_draft_slots;
   };
-  const auto clamp = [&](int32_t num_new) {
+  // Prompt-logprob chunks spend a second budget: one logits row per token.
+  int32_t row_budget = config_.max_prompt_logprob_rows;
+  const auto clamp = [&](int32_t num_new, const Request& r) {
     if (config_.long_prefill_token_threshold > 0) {
       num_new = std::min(num_new, config_.long_prefill_token_threshold);
     }
+    if (needs_prompt_rows(r)) num_new = std::min(num_new, row_budget);
     return std::min(num_new, budget);
+  };
+  const auto spend_rows = [&](const Request& r, int32_t num_new) {
+    if (needs_prompt_rows(r)) row_budget -= num_new;
   };
 
   // Speculation: how many draft slots a decoding request may reserve this step (0: none).
@@ -165,8 +175,11 @@ SchedulerOutput Scheduler::schedule() {
       ++i;
       continue;
     }
-    const int32_t num_new = clamp(r->num_tokens() - r->num_computed_tokens);
-    RL_CHECK(num_new > 0);
+    const int32_t num_new = clamp(r->num_tokens() - r->num_computed_tokens, *r);
+    if (num_new == 0) {  // a prompt-logprob chunk with no logits rows left this step
+      ++i;
+      continue;
+    }
     bool self_preempted = false;
     while (!kv_.allocate_slots(kv_view(*r), num_new)) {
       Request* victim = running_.back();
@@ -180,6 +193,7 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
     if (self_preempted) break;
+    spend_rows(*r, num_new);
     emit(r, num_new, false);
     ++i;
   }
@@ -189,7 +203,8 @@ SchedulerOutput Scheduler::schedule() {
     Request* r = waiting_.front();
     RL_CHECK(r->num_computed_tokens == 0);
     if (r->num_pending > 0) break;  // preempted with a token still in flight: resolve() first
-    ComputedBlocks hit = kv_.get_computed_blocks(kv_view(*r));
+    // A request that wants prompt logprobs computes every prompt position: no prefix-cache hit.
+    ComputedBlocks hit = needs_prompt_rows(*r) ? ComputedBlocks{} : kv_.get_computed_blocks(kv_view(*r));
     const int32_t num_remaining = r->num_tokens() - hit.num_computed_tokens;
     // Without chunked prefill a prompt waits for a step with room for all of it; only a resumed request that
     // has outgrown max_num_batched_tokens is chunked, or it could never run again.
@@ -197,7 +212,8 @@ SchedulerOutput Scheduler::schedule() {
         num_remaining <= config_.max_num_batched_tokens) {
       break;
     }
-    const int32_t num_new = clamp(num_remaining);
+    const int32_t num_new = clamp(num_remaining, *r);
+    if (num_new == 0) break;  // no logits rows left this step for its prompt logprobs
     if (!kv_.allocate_slots(kv_view(*r), num_new, &hit)) break;
     waiting_.pop_front();
     running_.push_back(r);
@@ -207,6 +223,7 @@ SchedulerOutput Scheduler::schedule() {
     }
     r->status = RequestStatus::kRunning;
     r->num_computed_tokens = hit.num_computed_tokens;
+    spend_rows(*r, num_new);
     emit(r, num_new, true);
   }
   return out;

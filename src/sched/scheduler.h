@@ -42,6 +42,9 @@ struct SchedulerConfig {
   // Speculation pays only while decoding is bandwidth bound: with more running requests than this, no drafts
   // are reserved (0 = no limit).
   int32_t speculative_max_running = 0;
+  // Prompt logprobs: logits rows per step for prefill chunks that need one per token (needs_prompt_rows); such
+  // a chunk is capped to what is left of it. 0: requests with prompt_logprobs are rejected.
+  int32_t max_prompt_logprob_rows = 0;
   KvCacheConfig kv;
 
   Status validate() const;
@@ -106,6 +109,12 @@ class Scheduler {
   // Speculative decoding: gives row i of output (which reserved num_draft_slots) its draft tokens, at most
   // that many. Before the step is launched.
   void set_drafts(SchedulerOutput* output, size_t i, std::span<const TokenId> drafts) const;
+  // Whether r's next chunk computes a logits row per token (prompt logprobs still to be delivered and prompt
+  // positions left to compute). The engine stages such a chunk with all_logits.
+  static bool needs_prompt_rows(const Request& r) {
+    return r.params.prompt_logprobs.has_value() && r.next_prompt_logprob < r.num_prompt_tokens &&
+           r.num_computed_tokens + 1 < r.num_prompt_tokens;
+  }
   // Whether the next schedule() may reserve draft slots (speculation on, and not above its running limit).
   bool speculating() const {
     return config_.num_speculative_tokens > 0 &&

@@ -1,5 +1,7 @@
 #include "server/completion_extras.h"
 
+#include <algorithm>
+
 #include "server/openai_request.h"
 
 namespace rl::server {
@@ -45,16 +47,25 @@ MaybeError apply_suffix(const OrderedJson& body, const ModelContext& ctx, Genera
                                  "prefix/suffix/middle tokens");
 }
 
+MaybeError read_prompt_logprobs(const OrderedJson& body, GenerationRequest* r) {
+  std::optional<int64_t> n;
+  if (MaybeError e = read_int(body, "prompt_logprobs", 0, kMaxLogprobs, &n)) return e;
+  if (!n) return std::nullopt;
+  r->prompt_logprobs = static_cast<int32_t>(*n);
+  r->params.prompt_logprobs = std::max(r->params.prompt_logprobs.value_or(0), static_cast<int32_t>(*n));
+  return std::nullopt;
+}
+
 MaybeError apply_echo(const OrderedJson& body, const ModelContext& ctx, GenerationRequest* r) {
-  if (field(body, "prompt_logprobs"))
-    return invalid_param("prompt_logprobs", "'prompt_logprobs' is not supported (the engine computes logits of the "
-                                            "last prompt position only)");
+  if (MaybeError e = read_prompt_logprobs(body, r)) return e;
   bool echo = false;
   if (MaybeError e = read_bool(body, "echo", &echo)) return e;
   if (!echo) return std::nullopt;
-  if (r->want_logprobs)
-    return invalid_param("echo", "'echo' together with 'logprobs' needs prompt logprobs, which are not supported");
   if (r->fim) return invalid_param("echo", "'echo' cannot be combined with 'suffix'");
+  if (r->want_logprobs) {
+    r->echo_logprobs = true;
+    r->params.prompt_logprobs = std::max(r->params.prompt_logprobs.value_or(0), r->params.logprobs.value_or(0));
+  }
   r->echo_text.clear();
   for (const auto& p : r->prompts) r->echo_text.push_back(ctx.tokenizer->decode(p, true));
   return std::nullopt;

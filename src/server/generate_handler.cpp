@@ -118,6 +118,7 @@ void handle_generate(ServerState& state, Endpoint endpoint, const HttpRequest& r
   w->meta.model = state.model.served_model_name;
   w->meta.endpoint = endpoint;
   w->meta.want_logprobs = greq.want_logprobs;
+  w->meta.want_prompt_logprobs = greq.prompt_logprobs.has_value();
   w->meta.system_fingerprint = state.engine->system_fingerprint();
   w->stream = greq.stream;
   w->include_usage = greq.include_usage;

@@ -95,6 +95,49 @@ std::vector<ChoiceDelta> Generation::poll(double timeout_s) {
   return deltas;
 }
 
+void Generation::add_prompt_logprob(Choice& c, size_t prompt, const TokenOutput& t) const {
+  const std::vector<TokenId>& ids = request_.prompts[prompt];
+  if (request_.echo_logprobs) {
+    if (c.echo_logprobs.empty()) {  // the first prompt token has no logprob
+      LogprobEntry first;
+      const TokenId one[1] = {ids.front()};
+      first.token = tokenizer_->decode_raw(one, false);
+      first.null_logprob = true;
+      c.echo_logprobs.push_back(std::move(first));
+    }
+    TokenOutput echo = t;
+    const auto n = static_cast<size_t>(request_.params.logprobs.value_or(0));
+    if (echo.top_logprobs.size() > n) echo.top_logprobs.resize(n);
+    c.echo_logprobs.push_back(logprob_entry(echo));
+  }
+  if (request_.prompt_logprobs) {
+    PromptLogprobEntry e;
+    const auto item = [&](TokenId token, float logprob, int32_t rank) {
+      const TokenId one[1] = {token};
+      e.items.push_back({token, logprob, rank, tokenizer_->decode_raw(one, false)});
+    };
+    item(t.token, t.logprob.value_or(0.0f), t.rank);
+    const auto n = static_cast<size_t>(*request_.prompt_logprobs);
+    for (size_t k = 0; k < t.top_logprobs.size() && k < n; ++k) {
+      if (t.top_logprobs[k].token != t.token) {
+        item(t.top_logprobs[k].token, t.top_logprobs[k].logprob, static_cast<int32_t>(k + 1));
+      }
+    }
+    c.prompt_logprobs.push_back(std::move(e));
+  }
+}
+
+void Generation::flush_lead(Choice& c, ChoiceDelta* d) {
+  if (!c.lead_pending) return;
+  c.lead_pending = false;
+  d->text += c.echo;
+  c.echo.clear();
+  for (LogprobEntry& e : c.echo_logprobs) d->logprobs.push_back(std::move(e));
+  c.echo_logprobs.clear();
+  d->prompt_logprobs = std::move(c.prompt_logprobs);
+  c.prompt_logprobs.clear();
+}
+
 ChoiceDelta& Generation::delta_for(int32_t index, std::vector<ChoiceDelta>* deltas) {
   for (ChoiceDelta& d : *deltas) {
     if (d.index == index) return d;
@@ -166,13 +209,17 @@ void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>*
   if (index < 0 || index >= static_cast<int32_t>(choices_.size())) return;
   Choice& c = choices_[static_cast<size_t>(index)];
   admitted_ = true;
+  // Prompt logprobs come with the engine's choice 0; every choice of the prompt reports them.
+  for (const TokenOutput& t : out.prompt_logprobs) {
+    for (int32_t k = 0; k < request_.params.n; ++k) {
+      Choice& ck = choices_[static_cast<size_t>(sub.first_choice + k)];
+      if (ck.lead_pending) add_prompt_logprob(ck, static_cast<size_t>(sub.prompt_index), t);
+    }
+  }
   for (const TokenOutput& t : out.tokens) {
     if (c.finished) break;
     ChoiceDelta& d = delta_for(index, deltas);
-    if (!c.echo.empty()) {
-      d.text += c.echo;
-      c.echo.clear();
-    }
+    flush_lead(c, &d);
     c.num_tokens++;
     if (request_.want_logprobs) d.logprobs.push_back(logprob_entry(t));
     // The token that ended a parsed choice (EOS, <|im_end|>, <|call|>, ...) is not part of its text.
@@ -197,6 +244,7 @@ void Generation::handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>*
       return;
     }
     ChoiceDelta& d = delta_for(index, deltas);
+    flush_lead(c, &d);
     add_text(c, c.text->finish(), &d);
     finish_text(c, &d);
     c.finished = true;

@@ -23,7 +23,20 @@ namespace rl::server {
 struct LogprobEntry {
   std::string token;  // the token's text (lossy for partial UTF-8)
   float logprob = 0;
+  bool null_logprob = false;  // echo's first prompt token: no logprob (and no alternatives)
   std::vector<std::pair<std::string, float>> top;  // the most likely alternatives, best first
+};
+
+// One prompt position of vLLM's prompt_logprobs: the prompt token and the top-N alternatives, each with its
+// logprob, rank (1 = the most likely) and text.
+struct PromptLogprobEntry {
+  struct Item {
+    TokenId token = 0;
+    float logprob = 0;
+    int32_t rank = 0;
+    std::string text;
+  };
+  std::vector<Item> items;  // the prompt token first, then the alternatives not equal to it
 };
 
 struct ChoiceDelta {
@@ -33,6 +46,8 @@ struct ChoiceDelta {
   std::vector<tools::ToolCallDelta> tool_calls;  // chat: tool-call fragments
   bool tool_calls_finish = false;                // the finished choice made tool calls ("tool_calls")
   std::vector<LogprobEntry> logprobs;  // one per token consumed by this delta (when requested)
+  // prompt_logprobs: the whole list (position 0 excluded) in the choice's first delta, when requested.
+  std::vector<PromptLogprobEntry> prompt_logprobs;
   std::optional<FinishReason> finish;  // kStop or kLength when the choice ended
 };
 
@@ -78,6 +93,9 @@ class Generation {
     std::unique_ptr<TextStream> text;
     std::unique_ptr<tools::ToolStream> parse;  // chat with a parse mode
     std::string echo;                          // completions echo: the prompt text, until the first delta
+    bool lead_pending = true;                  // echo text and prompt logprobs not yet sent
+    std::vector<LogprobEntry> echo_logprobs;   // echo with logprobs: the prompt's entries, until the first delta
+    std::vector<PromptLogprobEntry> prompt_logprobs;  // until the first delta
     int32_t num_tokens = 0;
     bool finished = false;
     std::optional<FinishReason> finish;
@@ -86,6 +104,10 @@ class Generation {
   void handle(Sub& sub, RequestOutput&& out, std::vector<ChoiceDelta>* deltas);
   ChoiceDelta& delta_for(int32_t index, std::vector<ChoiceDelta>* deltas);
   LogprobEntry logprob_entry(const TokenOutput& t) const;
+  // Adds one prompt position's scores (engine prompt logprobs) to choice c's buffers.
+  void add_prompt_logprob(Choice& c, size_t prompt, const TokenOutput& t) const;
+  // The echo text, echo logprobs and prompt logprobs lead the choice's first delta.
+  static void flush_lead(Choice& c, ChoiceDelta* d);
   // Text of a choice into its delta: through the choice's parser when it has one.
   static void add_text(Choice& c, const std::string& text, ChoiceDelta* d);
   static void finish_text(Choice& c, ChoiceDelta* d);

@@ -254,6 +254,7 @@ MaybeError parse_chat_request(const OrderedJson& body, const ModelContext& ctx, 
   if (MaybeError e = read_int(body, "top_logprobs", 0, kMaxLogprobs, &top)) return e;
   if (top && !r.want_logprobs) return invalid_param("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   if (r.want_logprobs) r.params.logprobs = static_cast<int32_t>(top.value_or(0));
+  if (MaybeError e = read_prompt_logprobs(body, &r)) return e;
   if (MaybeError e = parse_structured(body, ctx, &r)) return e;
   std::optional<int64_t> max_tokens;
   const char* max_param = "max_completion_tokens";

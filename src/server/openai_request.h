@@ -59,6 +59,12 @@ struct GenerationRequest {
   // Completions (completion_extras.h): the prompt text to echo, per prompt (empty: no echo); a FIM prompt.
   std::vector<std::string> echo_text;
   bool fim = false;
+  // vLLM's prompt_logprobs (both endpoints): the top-N count of the response's prompt_logprobs list, which
+  // params.prompt_logprobs computes (it may ask for more: echo's logprobs share it).
+  std::optional<int32_t> prompt_logprobs;
+  // Completions echo with logprobs (OpenAI): the prompt's tokens lead each choice's logprobs (the first with a
+  // null logprob), scored from params.prompt_logprobs.
+  bool echo_logprobs = false;
 };
 
 // model: the "model" field (absent: the served model); an unknown name is a 404 with code "model_not_found".

@@ -32,12 +32,33 @@ OrderedJson chat_logprobs(const std::vector<LogprobEntry>& entries) {
   return out;
 }
 
+// vLLM's shape: [null, {"<token id>": {"logprob", "rank", "decoded_token"}, ...}, ...] (position 0 has none).
+OrderedJson prompt_logprobs_json(const std::vector<PromptLogprobEntry>& entries) {
+  OrderedJson list = OrderedJson::array();
+  list.push_back(OrderedJson());
+  for (const PromptLogprobEntry& e : entries) {
+    OrderedJson pos = OrderedJson::object();
+    for (const PromptLogprobEntry::Item& it : e.items) {
+      pos[std::to_string(it.token)] = {{"logprob", it.logprob}, {"rank", it.rank}, {"decoded_token", it.text}};
+    }
+    list.push_back(std::move(pos));
+  }
+  return list;
+}
+
 OrderedJson completion_logprobs(const std::vector<LogprobEntry>& entries, int64_t* text_offset) {
   OrderedJson tokens = OrderedJson::array(), lps = OrderedJson::array(), tops = OrderedJson::array(),
               offsets = OrderedJson::array();
   for (const LogprobEntry& e : entries) {
     const std::string& tok = e.token;
     tokens.push_back(tok);
+    if (e.null_logprob) {  // echo's first prompt token
+      lps.push_back(OrderedJson());
+      tops.push_back(OrderedJson());
+      offsets.push_back(*text_offset);
+      *text_offset += static_cast<int64_t>(tok.size());
+      continue;
+    }
     lps.push_back(e.logprob);
     OrderedJson top = OrderedJson::object();
     for (const auto& [t, lp] : e.top) {
@@ -111,12 +132,16 @@ OrderedJson full_response(const ResponseMeta& meta, const std::vector<ChoiceResu
     } else {
       choice["text"] = c.text;
       choice["logprobs"] = meta.want_logprobs ? completion_logprobs(c.logprobs, &offset) : OrderedJson();
+      if (meta.want_prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(c.prompt_logprobs);
     }
     const bool calls = c.tool_calls_finish && c.finish == FinishReason::kStop;
     choice["finish_reason"] = calls ? "tool_calls" : finish_reason_json(c.finish);
     list.push_back(std::move(choice));
   }
   r["choices"] = std::move(list);
+  if (meta.endpoint == Endpoint::kChat && meta.want_prompt_logprobs && !choices.empty()) {
+    r["prompt_logprobs"] = prompt_logprobs_json(choices.front().prompt_logprobs);
+  }
   r["usage"] = usage_json(usage);
   return r;
 }
@@ -152,6 +177,10 @@ OrderedJson delta_chunk(const ResponseMeta& meta, const ChoiceDelta& d, int64_t*
     choice["text"] = d.text;
     choice["logprobs"] = meta.want_logprobs ? completion_logprobs(d.logprobs, text_offset) : OrderedJson();
   }
+  // Streams carry prompt_logprobs once per choice, in its first chunk (chat: in the choice, as vLLM streams it).
+  if (meta.want_prompt_logprobs && !d.prompt_logprobs.empty()) {
+    choice["prompt_logprobs"] = prompt_logprobs_json(d.prompt_logprobs);
+  }
   choice["finish_reason"] = !d.finish ? OrderedJson()
                             : d.tool_calls_finish && *d.finish == FinishReason::kStop ? OrderedJson("tool_calls")
                                                   : OrderedJson(finish_reason_json(*d.finish));
@@ -168,6 +197,7 @@ void accumulate(ChoiceResult* r, ChoiceDelta&& d) {
       r->tool_calls[static_cast<size_t>(t.index)].arguments += t.arguments;
   }
   for (LogprobEntry& e : d.logprobs) r->logprobs.push_back(std::move(e));
+  for (PromptLogprobEntry& e : d.prompt_logprobs) r->prompt_logprobs.push_back(std::move(e));
   if (d.finish) r->finish = *d.finish;
   if (d.tool_calls_finish) r->tool_calls_finish = true;
 }

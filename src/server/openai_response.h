@@ -19,6 +19,7 @@ struct ResponseMeta {
   std::string model;
   Endpoint endpoint = Endpoint::kCompletions;
   bool want_logprobs = false;
+  bool want_prompt_logprobs = false;  // vLLM's prompt_logprobs: completions per choice, chat at the top level
   std::string system_fingerprint;  // Engine::system_fingerprint(); omitted when empty
 };
 
@@ -33,6 +34,7 @@ struct ChoiceResult {
   std::vector<ToolCallResult> tool_calls;
   bool tool_calls_finish = false;
   std::vector<LogprobEntry> logprobs;
+  std::vector<PromptLogprobEntry> prompt_logprobs;
   FinishReason finish = FinishReason::kNone;
 };
 

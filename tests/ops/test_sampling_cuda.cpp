@@ -112,5 +112,50 @@ TEST(CudaSampling, EveryParameterMatchesTheCpuReference) {
   for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(again[static_cast<size_t>(r)].token, got[static_cast<size_t>(r)].token);
 }
 
+// Teacher-forced rows (prompt logprobs): the forced token, its logprob, rank and top-N as the CPU reference.
+TEST(CudaSampling, ForcedRowsMatchTheCpuReference) {
+  const int64_t rows = 64, vocab = 151936;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> x(static_cast<size_t>(rows * vocab));
+  for (float& v : x) v = normal(rng);
+  SamplingParams p;
+  p.repetition_penalty = 1.3f;
+  std::vector<SamplerRow> sr(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    SamplerRow& row = sr[static_cast<size_t>(r)];
+    row.params = &p;
+    row.forced_token = static_cast<int32_t>((r * 7919) % vocab);
+    row.forced_num_logprobs = static_cast<int32_t>(r % 6);
+  }
+  const auto run = [&](Backend& be) {
+    Sampler s(&be, rows, vocab, rows);
+    auto lx = make_f32(be, x, {rows, vocab});
+    s.prepare(sr, rows, 0);
+    s.sample(lx.t, rows);
+    s.fetch(rows, 0);
+    be.synchronize();
+    std::vector<SampleResult> res;
+    for (int64_t r = 0; r < rows; ++r) res.push_back(s.result(0, r));
+    return res;
+  };
+  const std::vector<SampleResult> got = run(cuda()), want = run(cpu());
+  for (int64_t r = 0; r < rows; ++r) {
+    const SampleResult& g = got[static_cast<size_t>(r)];
+    const SampleResult& w = want[static_cast<size_t>(r)];
+    EXPECT_EQ(g.token, sr[static_cast<size_t>(r)].forced_token) << r;
+    EXPECT_EQ(g.token, w.token) << r;
+    EXPECT_EQ(g.rank, w.rank) << r;
+    EXPECT_GE(g.rank, 1);
+    ASSERT_TRUE(g.logprob && w.logprob) << r;
+    EXPECT_NEAR(*g.logprob, *w.logprob, 1e-3) << r;
+    ASSERT_EQ(g.top_logprobs.size(), w.top_logprobs.size()) << r;
+    for (size_t k = 0; k < g.top_logprobs.size(); ++k) {
+      EXPECT_EQ(g.top_logprobs[k].token, w.top_logprobs[k].token) << r;
+      EXPECT_NEAR(g.top_logprobs[k].logprob, w.top_logprobs[k].logprob, 1e-3) << r;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rl::ops_test

@@ -1,5 +1,6 @@
 // The OpenAI wire format with the official `openai` client (tests/js/node_modules) against `ridgeline serve` on
-// the default model: completions and chat, streamed and not, usage, stop, n, seeds, logprobs, logit_bias,
+// the default model: completions and chat, streamed and not, usage, stop, n, seeds, logprobs, prompt_logprobs and
+// echo, logit_bias,
 // tokenize/detokenize, models, health, metrics, the playground files, and a clean SIGTERM shutdown.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -206,6 +207,57 @@ test("logprobs: completions and chat", async () => {
   const none = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Hi" }],
                                                      max_tokens: 2 });
   assert.equal(none.choices[0].logprobs, null);
+});
+
+test("prompt_logprobs and echo with logprobs: completions and chat, streamed and not", async () => {
+  const ids = (await post("/tokenize", { prompt: PROMPT })).json.tokens;
+  const r = await client.completions.create({ model, prompt: PROMPT, max_tokens: 3, temperature: 0, logprobs: 2,
+                                              echo: true, prompt_logprobs: 3, ignore_eos: true });
+  const pl = r.choices[0].prompt_logprobs;
+  assert.equal(pl.length, ids.length);
+  assert.equal(pl[0], null);
+  const lp = r.choices[0].logprobs;
+  // echo + logprobs: the prompt's tokens first (the first with null), then the 3 generated ones.
+  assert.equal(lp.tokens.length, ids.length + 3);
+  assert.equal(lp.token_logprobs[0], null);
+  assert.equal(lp.top_logprobs[0], null);
+  assert.equal(lp.text_offset[0], 0);
+  assert.ok(r.choices[0].text.startsWith(PROMPT));
+  assert.equal(lp.tokens.join(""), r.choices[0].text);
+  for (let k = 1; k < ids.length; k++) {
+    const entry = pl[k][String(ids[k])];
+    assert.ok(entry, `position ${k} holds the prompt token`);
+    assert.ok(entry.logprob <= 0 && entry.rank >= 1);
+    assert.equal(typeof entry.decoded_token, "string");
+    assert.ok(Object.keys(pl[k]).length >= 3 && Object.keys(pl[k]).length <= 4);
+    const ranks = Object.values(pl[k]).map((e) => e.rank).sort((a, b) => a - b);
+    if (entry.rank > 3) assert.deepEqual(ranks, [1, 2, 3, entry.rank]);
+    // The same score twice: vLLM's list and OpenAI's echo logprobs.
+    assert.ok(Math.abs(lp.token_logprobs[k] - entry.logprob) < 1e-6);
+    assert.equal(Object.keys(lp.top_logprobs[k]).length <= 2, true);
+  }
+  // Teacher forcing agrees with sampling: the first generated token scored as a prompt token.
+  const first = await client.completions.create({ model, prompt: ids, max_tokens: 1, temperature: 0, logprobs: 0,
+                                                  ignore_eos: true });
+  const t1 = (await post("/tokenize", { prompt: first.choices[0].text, add_special_tokens: false })).json.tokens;
+  assert.equal(t1.length, 1, `the first generated token "${first.choices[0].text}" re-tokenizes to itself`);
+  const scored = await client.completions.create({ model, prompt: [...ids, ...t1], max_tokens: 1, temperature: 0,
+                                                   prompt_logprobs: 0 });
+  const last = scored.choices[0].prompt_logprobs[ids.length][String(t1[0])];
+  assert.equal(last.rank, 1);
+  assert.ok(Math.abs(last.logprob - first.choices[0].logprobs.token_logprobs[0]) < 1e-4,
+            `${last.logprob} vs ${first.choices[0].logprobs.token_logprobs[0]}`);
+
+  const c = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Hi" }], max_tokens: 2,
+                                                  prompt_logprobs: 1 });
+  assert.equal(c.prompt_logprobs[0], null);
+  assert.equal(c.prompt_logprobs.length, c.usage.prompt_tokens);
+  const stream = await client.completions.create({ model, prompt: PROMPT, max_tokens: 3, prompt_logprobs: 1,
+                                                   stream: true });
+  const lists = [];
+  for await (const chunk of stream) if (chunk.choices[0]?.prompt_logprobs) lists.push(chunk.choices[0].prompt_logprobs);
+  assert.equal(lists.length, 1, "the list comes once, in the first chunk");
+  assert.equal(lists[0].length, ids.length);
 });
 
 test("logit_bias forces a token; tokenize and detokenize round-trip", async () => {

@@ -124,10 +124,12 @@ TEST_F(OpenAiRequestTest, InvalidValuesNameTheirParam) {
       {R"({"prompt": {}})", "prompt"},
       {R"({"prompt": ""})", "prompt"},
       {R"({})", "prompt"},
-      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
+      {R"({"prompt": "x", "echo": "yes"})", "echo"},
       {R"({"prompt": "x", "suffix": "y"})", "suffix"},
       {R"({"prompt": [1, 2], "suffix": "y"})", "suffix"},
-      {R"({"prompt": "x", "prompt_logprobs": 2})", "prompt_logprobs"},
+      {R"({"prompt": "x", "prompt_logprobs": 21})", "prompt_logprobs"},
+      {R"({"prompt": "x", "prompt_logprobs": -1})", "prompt_logprobs"},
+      {R"({"prompt": "x", "prompt_logprobs": "2"})", "prompt_logprobs"},
       {R"({"prompt": "x", "min_tokens": 20, "max_tokens": 4})", "min_tokens"},
   };
   for (const BadCase& c : cases) {

@@ -230,6 +230,38 @@ TEST(Sampler, LogprobsComeFromTheRawLogits) {
   EXPECT_TRUE(q.top_logprobs.empty());
 }
 
+TEST(Sampler, ForcedRowsScoreTheGivenTokenAndTouchNothing) {
+  Harness h(2, 5);
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.repetition_penalty = 2.0f;  // a penalty slot exists; a forced row must not count its token
+  p.logit_bias[4] = 50.0f;      // and no processor changes what it reports
+  std::vector<float> logits{std::log(1.0f), std::log(4.0f), std::log(2.0f), std::log(2.0f), std::log(1.0f),
+                            std::log(1.0f), std::log(4.0f), std::log(2.0f), std::log(2.0f), std::log(1.0f)};
+  SamplerRow forced = row_of(p, {}, {});
+  forced.forced_token = 3;
+  forced.forced_num_logprobs = 3;
+  SamplerRow rank1 = forced;
+  rank1.forced_token = 1;
+  rank1.forced_num_logprobs = 0;
+  const auto res = h.run(logits, {forced, rank1});
+  EXPECT_EQ(res[0].token, 3);
+  ASSERT_TRUE(res[0].logprob.has_value());
+  EXPECT_NEAR(*res[0].logprob, std::log(0.2), 1e-5);
+  EXPECT_EQ(res[0].rank, 3);  // after token 1 (4) and token 2 (2, the lower id of the tie)
+  ASSERT_EQ(res[0].top_logprobs.size(), 3u);
+  EXPECT_EQ(res[0].top_logprobs[0].token, 1);
+  EXPECT_EQ(res[0].top_logprobs[1].token, 2);
+  EXPECT_EQ(res[0].top_logprobs[2].token, 3);
+  EXPECT_NEAR(res[0].top_logprobs[0].logprob, std::log(0.4), 1e-5);
+  EXPECT_EQ(res[1].token, 1);
+  EXPECT_EQ(res[1].rank, 1);
+  EXPECT_TRUE(res[1].top_logprobs.empty());
+  EXPECT_NEAR(*res[1].logprob, std::log(0.4), 1e-5);
+  // The rows were scored on their raw logits, which stay as they were (no bias, no penalty applied).
+  EXPECT_EQ(logits[4], std::log(1.0f));
+}
+
 TEST(Sampler, SeededDrawsAreReproducibleAndBatchIndependent) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);

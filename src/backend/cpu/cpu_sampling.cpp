@@ -83,6 +83,15 @@ void CpuBackend::sample(const Tensor& logits, const SampleBatch& b) {
         prev = best;
       }
     }
+    if (p.forced_token >= 0) {  // teacher-forced (prompt logprobs): score the given token, sample nothing
+      const int64_t f = std::min<int64_t>(p.forced_token, vocab - 1);
+      int32_t rank = 1;
+      for (int64_t i = 0; i < vocab; ++i) rank += ranks_before(x[i], i, x[f], f) ? 1 : 0;
+      b.out_tokens[r] = static_cast<int32_t>(f);
+      b.out_logprobs[r] = x[f] - lse;
+      b.out_ranks[r] = rank;
+      continue;
+    }
     // 2. Bias, min_tokens suppression, the allowed-token mask.
     for (int32_t j = p.bias_begin; j < p.bias_end; ++j) x[b.bias_ids[j]] += b.bias_values[j];
     if (static_cast<int64_t>(p.step) < p.min_tokens) {

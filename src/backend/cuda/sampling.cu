@@ -172,6 +172,21 @@ __global__ void sample_kernel(float* logits, int64_t vocab, SampleBatch b) {
       }
     }
   }
+  if (p.forced_token >= 0) {  // teacher-forced (prompt logprobs): score the given token, sample nothing
+    const int f = static_cast<int>(p.forced_token < vocab ? p.forced_token : vocab - 1);
+    const float fv = ld(row, f);
+    unsigned long long before = 0;
+    for (int64_t i = tid; i < vocab; i += blockDim.x) {
+      before += ranks_before(ld(row, i), static_cast<int>(i), fv, f) ? 1ull : 0ull;
+    }
+    const unsigned long long rank = block_sum_u64(before, reinterpret_cast<unsigned long long*>(sd));
+    if (tid == 0) {
+      b.out_tokens[blockIdx.x] = f;
+      b.out_logprobs[blockIdx.x] = fv - lse;
+      b.out_ranks[blockIdx.x] = static_cast<int32_t>(rank + 1);
+    }
+    return;
+  }
   // 2. Bias, min_tokens suppression (sparse), then the allowed mask and 3. penalties (one dense pass).
   for (int j = p.bias_begin + tid; j < p.bias_end; j += blockDim.x) {
     row[b.bias_ids[j]] = ld(row, b.bias_ids[j]) + b.bias_values[j];
