@@ -1,7 +1,7 @@
 # Fuzz targets: every tests/fuzz/fuzz_<name>.cpp defines LLVMFuzzerTestOneInput and may name the libraries it
 # needs on a line `// fuzz-libs: rl_loader rl_chat` (default: rl_loader rl_tokenizer rl_chat).
-#  - fuzz preset (RIDGELINE_FUZZ): one libFuzzer binary per file, build/fuzz/fuzz_<name>; run them with
-#    scripts/fuzz.sh <name> SECONDS on tests/fuzz/corpus/<name>.
+#  - fuzz and asan presets (RIDGELINE_FUZZ): one libFuzzer binary per file, build/<preset>/fuzz_<name>; run
+#    them with scripts/fuzz.sh <name> SECONDS on tests/fuzz/corpus/<name>; ctest replays the corpus with -runs=0.
 #  - every other preset: the same file linked with replay_main.cpp replays its corpus as a ctest
 #    (fuzz_replay.<name>), so each seed and every committed regression input runs under the asan preset too.
 file(GLOB rl_fuzz_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/fuzz_*.cpp)
@@ -24,6 +24,10 @@ foreach(src ${rl_fuzz_srcs})
     target_link_options(${name} PRIVATE -fsanitize=fuzzer)
     target_compile_definitions(${name} PRIVATE RIDGELINE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
     add_dependencies(rl_fuzz_all ${name})
+    # The fuzz binary replays its corpus once (-runs=0): the same check as the other presets' replay test,
+    # so a build with both RIDGELINE_FUZZ and RIDGELINE_SANITIZE (the asan preset) runs it under ctest too.
+    add_test(NAME fuzz_replay.${short} COMMAND ${name} -runs=0 ${CMAKE_CURRENT_LIST_DIR}/corpus/${short})
+    set_tests_properties(fuzz_replay.${short} PROPERTIES LABELS fuzz TIMEOUT 300)
   else()
     add_executable(${name}_replay ${src} ${CMAKE_CURRENT_LIST_DIR}/replay_main.cpp)
     target_link_libraries(${name}_replay PRIVATE ${libs} rl_options)

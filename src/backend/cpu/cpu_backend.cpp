@@ -31,8 +31,12 @@ void* CpuBackend::alloc(size_t nbytes) {
   return p;
 }
 void CpuBackend::free(void* p) { std::free(p); }
-void CpuBackend::upload(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
-void CpuBackend::download(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+void CpuBackend::upload(void* dst, const void* src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);  // a null src with n == 0 is still undefined for memcpy
+}
+void CpuBackend::download(void* dst, const void* src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);
+}
 void CpuBackend::fill_zero(void* dst, size_t n) { std::memset(dst, 0, n); }
 
 void CpuBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {
