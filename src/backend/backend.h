@@ -74,6 +74,14 @@ class Backend {
                          const Tensor& out) = 0;
   // gate_up: [T, 2 * I] (gate then up); out: [T, I] = silu(gate) * up
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // A gated MLP's gate_up projection and SiLU·mul: out [T, I] = silu(x · gateᵀ) * (x · upᵀ) for w [2I, K] (gate rows
+  // first), bias [2I] or none. This default is linear into scratch ([T, 2I]) then silu_mul; a backend with a fused
+  // kernel overrides it (and may leave scratch untouched).
+  virtual void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                               const Tensor& out) {
+    linear(x, w, bias, scratch);
+    silu_mul(scratch, out);
+  }
   // out[i] = x[indices[i]]. x: [T, H]; indices: i32 [n]; out: [n, H]
   virtual void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) = 0;
   // Fills t (f32 or bf16) with uniform values in [lo, hi) from a counter-based generator keyed by seed:
