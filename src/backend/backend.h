@@ -128,6 +128,25 @@ class Backend {
                            const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias,
                            const MoeParams& p, void* scratch, const Tensor& out) = 0;
 
+  // --- multi-head latent attention (ops.h, MlaLayout) ---
+  // Backends without these ops return false; a model that needs them refuses to load.
+  virtual bool supports_mla() const { return false; }
+  // q: [T, num_heads * q_head] (the q projection); ckv: [T, latent] (kv_a_proj_with_mqa); kv_norm: [kv_lora_rank].
+  // Writes q_lat[t, h, kv_lora_rank:] = RoPE(q rope part) * q_rope_scale (q_lat: [T, num_heads * latent]; its
+  // first kv_lora_rank columns per head are left to head_linear), and cache row slot_mapping[t] =
+  // [rms_norm(ckv[:kv_lora_rank]) * kv_norm, RoPE(ckv rope part)] (negative slots skipped).
+  virtual void mla_prepare(const Tensor& q, const Tensor& ckv, const Tensor& kv_norm, const Tensor& positions,
+                           const Tensor& slot_mapping, const MlaRopeParams& p, const Tensor& q_lat,
+                           const KvLayer& cache);
+  // Per head b: y[t, b, :N] = x[t, b, :K] · w[b]ᵀ. x: [T, B * x_stride] (K <= x_stride); w: [B, N, K];
+  // y: [T, B * y_stride] (N <= y_stride; the other columns are left alone).
+  virtual void head_linear(const Tensor& x, int64_t x_stride, const Tensor& w, const Tensor& y, int64_t y_stride);
+  // Causal attention of q_lat ([T, num_heads * latent]) over the latent cache (rows [latent], one per token,
+  // through the block tables): out[t, h] = Σ_j softmax_j(scale · q_lat[t, h] · row_j) · row_j[:kv_lora_rank].
+  // out: [T, num_heads * kv_lora_rank]. meta.layout is unused.
+  virtual void mla_attention(const Tensor& q_lat, const KvLayer& cache, const AttentionMetadata& meta,
+                             const MlaLayout& layout, const Tensor& out);
+
   // --- batch invariance (deterministic inference) ---
   // On: every op computes a row with a reduction order that does not depend on the other rows of the call
   // (their number, a prompt's chunking, prefix hits, mixed prefill/decode batches), so a request's logits are
