@@ -37,3 +37,22 @@ double Backend::marker_seconds(uint64_t marker) {
 }
 
 }  // namespace rl
+
+namespace rl {
+
+// Models check supports_mla() at load, so reaching these is a bug.
+void Backend::mla_prepare(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                          const MlaRopeParams&, const Tensor&, const KvLayer&) {
+  RL_CHECK_MSG(false, "%s: mla_prepare is not implemented", name().c_str());
+}
+
+void Backend::head_linear(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t) {
+  RL_CHECK_MSG(false, "%s: head_linear is not implemented", name().c_str());
+}
+
+void Backend::mla_attention(const Tensor&, const KvLayer&, const AttentionMetadata&, const MlaLayout&,
+                            const Tensor&) {
+  RL_CHECK_MSG(false, "%s: mla_attention is not implemented", name().c_str());
+}
+
+}  // namespace rl

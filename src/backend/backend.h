@@ -74,6 +74,14 @@ class Backend {
                          const Tensor& out) = 0;
   // gate_up: [T, 2 * I] (gate then up); out: [T, I] = silu(gate) * up
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // A gated MLP's gate_up projection and SiLU·mul: out [T, I] = silu(x · gateᵀ) * (x · upᵀ) for w [2I, K] (gate rows
+  // first), bias [2I] or none. This default is linear into scratch ([T, 2I]) then silu_mul; a backend with a fused
+  // kernel overrides it (and may leave scratch untouched).
+  virtual void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                               const Tensor& out) {
+    linear(x, w, bias, scratch);
+    silu_mul(scratch, out);
+  }
   // out[i] = x[indices[i]]. x: [T, H]; indices: i32 [n]; out: [n, H]
   virtual void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) = 0;
   // Fills t (f32 or bf16) with uniform values in [lo, hi) from a counter-based generator keyed by seed:
@@ -119,6 +127,25 @@ class Backend {
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
                            const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias,
                            const MoeParams& p, void* scratch, const Tensor& out) = 0;
+
+  // --- multi-head latent attention (ops.h, MlaLayout) ---
+  // Backends without these ops return false; a model that needs them refuses to load.
+  virtual bool supports_mla() const { return false; }
+  // q: [T, num_heads * q_head] (the q projection); ckv: [T, latent] (kv_a_proj_with_mqa); kv_norm: [kv_lora_rank].
+  // Writes q_lat[t, h, kv_lora_rank:] = RoPE(q rope part) * q_rope_scale (q_lat: [T, num_heads * latent]; its
+  // first kv_lora_rank columns per head are left to head_linear), and cache row slot_mapping[t] =
+  // [rms_norm(ckv[:kv_lora_rank]) * kv_norm, RoPE(ckv rope part)] (negative slots skipped).
+  virtual void mla_prepare(const Tensor& q, const Tensor& ckv, const Tensor& kv_norm, const Tensor& positions,
+                           const Tensor& slot_mapping, const MlaRopeParams& p, const Tensor& q_lat,
+                           const KvLayer& cache);
+  // Per head b: y[t, b, :N] = x[t, b, :K] · w[b]ᵀ. x: [T, B * x_stride] (K <= x_stride); w: [B, N, K];
+  // y: [T, B * y_stride] (N <= y_stride; the other columns are left alone).
+  virtual void head_linear(const Tensor& x, int64_t x_stride, const Tensor& w, const Tensor& y, int64_t y_stride);
+  // Causal attention of q_lat ([T, num_heads * latent]) over the latent cache (rows [latent], one per token,
+  // through the block tables): out[t, h] = Σ_j softmax_j(scale · q_lat[t, h] · row_j) · row_j[:kv_lora_rank].
+  // out: [T, num_heads * kv_lora_rank]. meta.layout is unused.
+  virtual void mla_attention(const Tensor& q_lat, const KvLayer& cache, const AttentionMetadata& meta,
+                             const MlaLayout& layout, const Tensor& out);
 
   // --- batch invariance (deterministic inference) ---
   // On: every op computes a row with a reduction order that does not depend on the other rows of the call

@@ -75,11 +75,47 @@ struct ActParams {
 enum class MoeRouting {
   kSoftmaxTopK,  // softmax over all experts, top-k; weights renormalised to sum 1 when norm_topk_prob (Qwen3-MoE)
   kTopKSoftmax,  // top-k of the logits, softmax over the chosen k (GPT-OSS)
+  // DeepSeek-V3: s = sigmoid(logit); experts are chosen on s + correction_bias, only inside the topk_group
+  // groups (of n_group equal groups) with the largest sum of their two best biased scores; experts of the other
+  // groups score 0 (as transformers' masked_fill). Weights are the unbiased s of the chosen, renormalised when
+  // norm_topk_prob, times routed_scaling_factor.
+  kSigmoidGroupTopK,
 };
 struct MoeRouteParams {
   MoeRouting routing = MoeRouting::kSoftmaxTopK;
-  int64_t top_k = 1;
+  int64_t top_k = 1;  // routed experts per token
   bool norm_topk_prob = false;
+  // kSigmoidGroupTopK
+  int64_t n_group = 1, topk_group = 1;
+  float routed_scaling_factor = 1.0f;
+  const float* correction_bias = nullptr;  // f32 [num_experts] in backend memory, or null
+  // Shared experts ride along as extra experts: ids [T, top_k + num_shared] end with num_experts ..
+  // num_experts + num_shared - 1 (experts after the routed ones in the stacked weights), weight 1 each.
+  int64_t num_shared = 0;
+  int64_t slots() const { return top_k + num_shared; }
+};
+
+// Multi-head latent attention (DeepSeek MLA). The cache holds per token one latent row of kv_lora_rank + rope_dim
+// values: the RMS-normed compressed KV c, then the shared RoPE key k_r. Attention runs in the absorbed form: a
+// query row per head is [q_nope · W_UK (kv_lora_rank), RoPE(q_rope) (rope_dim)], scores are q · row over the
+// whole latent row, and the output per head is Σ p · c (kv_lora_rank wide), which W_UV then maps to v_head_dim.
+struct MlaLayout {
+  int64_t num_heads = 0;
+  int64_t nope_dim = 0;      // qk_nope_head_dim
+  int64_t rope_dim = 0;      // qk_rope_head_dim
+  int64_t kv_lora_rank = 0;  // latent width c
+  int64_t q_head() const { return nope_dim + rope_dim; }        // per head of the q projection
+  int64_t latent() const { return kv_lora_rank + rope_dim; }    // per token of the cache, per absorbed q head
+};
+struct MlaRopeParams {
+  MlaLayout layout;
+  const float* inv_freq = nullptr;  // f32 [rope_dim / 2] in backend memory
+  // The RoPE input pairs are interleaved (x0, x1), (x2, x3), .. (DeepSeek checkpoints, rope_interleave); the
+  // output is in rotate-half order (first halves, then second halves), as transformers' interleaved apply does.
+  bool interleaved = true;
+  // Applied to the rotated q only: YaRN's attention factor multiplies cos and sin (so q_r · k_r by its square).
+  float q_rope_scale = 1.0f;
+  float eps = 1e-6f;  // of the kv_a RMSNorm
 };
 
 // The expert computation: every token's rows go to its top_k experts, each expert computes

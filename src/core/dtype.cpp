@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include <cmath>
+
 #include "core/check.h"
 
 namespace rl {
@@ -86,6 +88,24 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(half);
 }
 
+namespace {
+
+// FP8 e4m3fn (safetensors "F8_E4M3"): bias 7, no infinities, 0x7f / 0xff NaN.
+float fp8_e4m3_to_f32(uint8_t v) {
+  const int exp = (v >> 3) & 0xF, man = v & 7;
+  float f;
+  if (exp == 0xF && man == 7) {
+    f = NAN;  // e4m3fn has no infinities; S.1111.111 is NaN
+  } else if (exp == 0) {
+    f = std::ldexp(static_cast<float>(man) / 8.0f, -6);
+  } else {
+    f = std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+  }
+  return (v & 0x80) ? -f : f;
+}
+
+}  // namespace
+
 void convert_to_f32(const void* src, DType from, float* dst, size_t n) {
   switch (from) {
     case DType::kF32: std::memcpy(dst, src, n * 4); return;
@@ -97,6 +117,11 @@ void convert_to_f32(const void* src, DType from, float* dst, size_t n) {
     case DType::kF16: {
       const auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    case DType::kFP8E4M3: {
+      const auto* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = fp8_e4m3_to_f32(s[i]);
       return;
     }
     default: RL_CHECK_MSG(false, "convert_to_f32: unsupported dtype %s", std::string(dtype_name(from)).c_str());

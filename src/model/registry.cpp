@@ -12,6 +12,8 @@ namespace {
 // architectures[0] → architecture. Adding an architecture: its arch file and one line here.
 const std::map<std::string, const Arch*>& registry() {
   static const std::map<std::string, const Arch*> kRegistry = {
+      {"DeepseekV2ForCausalLM", &kDeepseekV2Arch},
+      {"DeepseekV3ForCausalLM", &kDeepseekV3Arch},
       {"GPT2LMHeadModel", &kGpt2Arch},
       {"GptOssForCausalLM", &kGptOssArch},
       {"LlamaForCausalLM", &kLlamaArch},

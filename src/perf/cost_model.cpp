@@ -64,6 +64,7 @@ ModelCost make_model_cost(const ModelConfig& c, Precision weights, Precision kv)
   m.num_experts = p.num_experts;
   m.experts_per_tok = p.experts_per_tok;
   m.kv_bytes_per_token = c.kv_bytes_per_token(precision_bytes(kv));
+  m.notes = c.notes;
   for (const KvLayerSpec& l : c.kv_spec) {
     m.layer_kv_bytes.push_back(l.elems_per_token() * precision_bytes(kv));
     m.layer_windows.push_back(l.kind == KvKind::kSliding ? l.window : 0);

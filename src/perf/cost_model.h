@@ -37,6 +37,7 @@ struct ModelCost {
   int64_t experts_per_tok = 0;
   // Per layer KV bytes per token and window (0 = full attention), and the attention FLOPs per key of one layer.
   std::vector<int64_t> layer_kv_bytes, layer_windows;
+  std::vector<std::string> notes;  // the config's facts worth a line (ModelConfig::notes): dequantised formats, MTP
   int64_t layer_attention_flops_per_key = 0;
   // Activations streamed per token: the residual stream read and written around attention and MLP in every
   // layer (4 * hidden_size bf16 values) plus the f32 logits row.

@@ -163,6 +163,7 @@ std::string format_roofline_text(const RooflineAnalysis& a) {
                                            format_bytes(b64) + " at batch 64 (uniform routing)");
   }
   line("KV bytes per token", format_count(m.kv_bytes_per_token) + " (" + format_bytes(m.kv_bytes_per_token) + ")");
+  for (const std::string& n : m.notes) line("note", n);
   line("activation bytes per token", format_count(m.activation_bytes_per_token));
   line("FLOPs/token: matmuls", format_g(m.matmul_flops_per_token() / 1e9) + " GFLOP");
   line("FLOPs/token: attention @ ctx " + ctx, format_g(m.attention_flops(o.context) / 1e9) + " GFLOP (QK^T " +

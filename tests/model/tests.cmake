@@ -52,6 +52,20 @@ set_tests_properties(cli_inspect_gpt_oss PROPERTIES PASS_REGULAR_EXPRESSION
 add_test(NAME perf_cli_roofline_moe
          COMMAND ${_rl} roofline --config ${PROJECT_SOURCE_DIR}/models/configs/Qwen3-30B-A3B/config.json)
 set_tests_properties(perf_cli_roofline_moe PROPERTIES PASS_REGULAR_EXPRESSION "30,532,122,624 [(]30.53 B[)]\nmatmul parameters per token +3,041,656,832")
-add_test(NAME perf_cli_roofline_unsupported
+# DeepSeek (MLA): the KV cache holds one latent of 512 + 64 values per token and layer; MTP and FP8 notes. (One
+# fact per test: CMake's regex backtracks exponentially on "(.*\n)*" over roofline's long output.)
+add_test(NAME perf_cli_roofline_deepseek_v3
          COMMAND ${_rl} roofline --config ${PROJECT_SOURCE_DIR}/models/configs/DeepSeek-V3/config.json)
-set_tests_properties(perf_cli_roofline_unsupported PROPERTIES WILL_FAIL TRUE)
+set_tests_properties(perf_cli_roofline_deepseek_v3 PROPERTIES PASS_REGULAR_EXPRESSION "KV bytes per token +70,272 [(]")
+add_test(NAME perf_cli_roofline_deepseek_v3_mtp
+         COMMAND ${_rl} roofline --config ${PROJECT_SOURCE_DIR}/models/configs/DeepSeek-V3/config.json)
+set_tests_properties(perf_cli_roofline_deepseek_v3_mtp PROPERTIES PASS_REGULAR_EXPRESSION
+                     "note +1 MTP layer[(]s[)] [(]num_nextn_predict_layers, model.layers.61[)] are not loaded")
+add_test(NAME cli_inspect_deepseek_v2_lite
+         COMMAND ${_rl} inspect -m ${PROJECT_SOURCE_DIR}/models/configs/DeepSeek-V2-Lite)
+set_tests_properties(cli_inspect_deepseek_v2_lite PROPERTIES PASS_REGULAR_EXPRESSION
+                     "KV bytes/token [(]bf16[)] 31104\nKV bytes/token [(]f32[)]  62208\n")
+add_test(NAME cli_generate_deepseek_v3_fp8_golden
+         COMMAND ${_rl} generate -m ${_golden}/deepseek_v3_fp8 --prompt-ids "14 216 212 13 43 61 279 75 113 138 296 246"
+                 --output-ids --temperature 0 --max-tokens 8 --ignore-eos --dtype f32)
+set_tests_properties(cli_generate_deepseek_v3_fp8_golden PROPERTIES PASS_REGULAR_EXPRESSION "199 233 19 199 30 159 19 184\n")

@@ -1,6 +1,7 @@
 // CUDA vs CPU for every non-attention op, on fresh random inputs with poisoned outputs.
 #include <numeric>
 
+#include "backend/cuda/cuda_kernels.h"
 #include "ops_test_util.h"
 
 namespace rl::ops_test {
@@ -193,6 +194,64 @@ TEST(CudaOps, LinearSmallM) {
   for (int64_t m : {1, 2, 3, 5, 8, 11, 16}) check_linear(m, 1000, 768, DType::kBF16, m % 2 == 1, DType::kBF16);
   check_linear(4, 96, 100, DType::kF32, true, DType::kBF16);  // K not a multiple of 8: scalar path
   check_linear(1, 520, 4096, DType::kBF16, false, DType::kF32);
+}
+
+// Every GEMV kernel and lab configuration (launch_gemv variants: v2 1-3, streaming 10-15) against the CPU: split-K
+// clusters with a partial chunk per split (N = 1024 at K = 3072), row tails (N = 37, 200), K tails inside a chunk
+// (K = 1000, 136), bias and f32 out.
+TEST(CudaOps, LinearGemvVariants) {
+  struct Shape {
+    int64_t n, k;
+  };
+  for (const Shape& s : {Shape{1024, 3072}, Shape{37, 1000}, Shape{4096, 1024}, Shape{200, 136}}) {
+    for (int64_t m : {1, 5, 16, 33, 64}) {
+      auto x = random_bf16_values(m * s.k), w = random_bf16_values(s.n * s.k, -0.1f, 0.1f), b = random_bf16_values(s.n);
+      auto g_x = make_f32(cpu(), x, {m, s.k}), g_w = make_bf16(cpu(), w, {s.n, s.k}), g_b = make_f32(cpu(), b, {s.n});
+      auto g_y = make(cpu(), DType::kF32, {m, s.n});
+      cpu().linear(g_x.t, g_w.t, g_b.t, g_y.t);
+      auto c_x = make_bf16(cuda(), x, {m, s.k}), c_w = make_bf16(cuda(), w, {s.n, s.k});
+      auto c_b = make_bf16(cuda(), b, {s.n});
+      const auto ref = read_f32(cpu(), g_y.t);
+      for (int variant : {0, 1, 2, 3, 10, 11, 12, 13, 14, 15}) {
+        if (variant >= 1 && variant <= 3 && m > 16) continue;  // v2 lab variants serve M <= 16
+        for (DType y_dt : {DType::kBF16, DType::kF32}) {
+          auto c_y = make(cuda(), y_dt, {m, s.n});
+          poison(c_y.t);
+          cuda::launch_gemv(static_cast<const uint16_t*>(c_x.t.data), static_cast<const uint16_t*>(c_w.t.data),
+                            c_b.t.data, DType::kBF16, c_y.t.data, y_dt, m, s.n, s.k, cuda().stream(), variant);
+          EXPECT_LT(rel_err(read_f32(cuda(), c_y.t), ref), kBf16Tol)
+              << "variant=" << variant << " m=" << m << " n=" << s.n << " k=" << s.k;
+        }
+      }
+    }
+  }
+}
+
+// The fused gate_up projection + SiLU·mul (launch_gemv_silu_mul) against the CPU's linear then silu_mul.
+TEST(CudaOps, LinearSiluMulFused) {
+  struct Shape {
+    int64_t inter, k;
+  };
+  for (const Shape& s : {Shape{3072, 1024}, Shape{37, 1000}, Shape{520, 2048}}) {
+    for (int64_t m : {1, 3, 16}) {
+      auto x = random_bf16_values(m * s.k), w = random_bf16_values(2 * s.inter * s.k, -0.1f, 0.1f);
+      auto b = random_bf16_values(2 * s.inter);
+      auto g_x = make_f32(cpu(), x, {m, s.k}), g_w = make_bf16(cpu(), w, {2 * s.inter, s.k});
+      auto g_b = make_f32(cpu(), b, {2 * s.inter});
+      auto g_gu = make(cpu(), DType::kF32, {m, 2 * s.inter}), g_y = make(cpu(), DType::kF32, {m, s.inter});
+      cpu().linear(g_x.t, g_w.t, m % 2 ? g_b.t : Tensor(), g_gu.t);
+      cpu().silu_mul(g_gu.t, g_y.t);
+      auto c_x = make_bf16(cuda(), x, {m, s.k}), c_w = make_bf16(cuda(), w, {2 * s.inter, s.k});
+      auto c_b = make_bf16(cuda(), b, {2 * s.inter});
+      auto c_y = make(cuda(), DType::kBF16, {m, s.inter});
+      poison(c_y.t);
+      ASSERT_TRUE(cuda::launch_gemv_silu_mul(static_cast<const uint16_t *>(c_x.t.data),
+                                             static_cast<const uint16_t *>(c_w.t.data), m % 2 ? c_b.t.data : nullptr,
+                                             DType::kBF16, c_y.t.data, DType::kBF16, m, s.inter, s.k, cuda().stream()));
+      EXPECT_LT(rel_err(read_f32(cuda(), c_y.t), read_f32(cpu(), g_y.t)), kBf16Tol)
+          << "m=" << m << " inter=" << s.inter << " k=" << s.k;
+    }
+  }
 }
 
 TEST(CudaOps, LinearCublasLt) {

@@ -68,10 +68,19 @@ TEST(ModelConfigTest, NewArchitecturesCountsAndKvSpec) {
   EXPECT_EQ(o.kv_bytes_at(32768, 2), 12 * 2048 * (32768 + 128));
   EXPECT_EQ(o.rope_scaling.type, RopeScalingType::kYarn);
   EXPECT_EQ(o.notes.size(), 1u);  // MXFP4 dequantised at load
-  // DeepSeek is configured for the next issue but not supported yet: a clear error listing the supported ones.
+  // DeepSeek-V3: every layer caches one MLA latent (512 + 64), 58 of 61 layers are MoE; FP8 and MTP noted.
   auto d = load_model_config(kConfigs + "DeepSeek-V3/config.json");
-  ASSERT_FALSE(d.is_ok());
-  EXPECT_NE(d.message().find("GptOssForCausalLM"), std::string::npos);
+  ASSERT_TRUE(d.is_ok()) << d.message();
+  ASSERT_EQ(d->kv_spec.size(), 61u);
+  EXPECT_EQ(d->kv_spec[0].kind, KvKind::kLatent);
+  EXPECT_EQ(d->kv_spec[0].latent_dim, 576);
+  EXPECT_EQ(d->params.num_moe_layers, 58);
+  EXPECT_EQ(d->notes.size(), 2u);
+  // An unknown architecture: a clear error listing the supported ones.
+  auto u = parse_model_config(Json::parse(R"({"architectures":["FooForCausalLM"]})"));
+  ASSERT_FALSE(u.is_ok());
+  EXPECT_NE(u.message().find("DeepseekV3ForCausalLM"), std::string::npos);
+  EXPECT_NE(u.message().find("GptOssForCausalLM"), std::string::npos);
 }
 
 TEST(ModelConfigTest, MoeAndGptOssErrors) {

@@ -66,6 +66,14 @@ class CpuBackend final : public Backend {
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
                    const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias, const MoeParams& p,
                    void* scratch, const Tensor& out) override;
+  // Multi-head latent attention (cpu_mla.cpp).
+  bool supports_mla() const override { return true; }
+  void mla_prepare(const Tensor& q, const Tensor& ckv, const Tensor& kv_norm, const Tensor& positions,
+                   const Tensor& slot_mapping, const MlaRopeParams& p, const Tensor& q_lat,
+                   const KvLayer& cache) override;
+  void head_linear(const Tensor& x, int64_t x_stride, const Tensor& w, const Tensor& y, int64_t y_stride) override;
+  void mla_attention(const Tensor& q_lat, const KvLayer& cache, const AttentionMetadata& meta,
+                     const MlaLayout& layout, const Tensor& out) override;
 
   ThreadPool& pool() { return pool_; }
   const CpuKernels& kernels() const { return *kern_; }

@@ -101,8 +101,71 @@ void CpuBackend::activation(const Tensor& in, const Tensor& out, const ActParams
   });
 }
 
+namespace {
+
+// kSigmoidGroupTopK (ops.h), in transformers' order of operations; ties go to the lower group / expert id.
+void route_sigmoid_group(const float* logits, int64_t num_experts, const MoeRouteParams& p, int32_t* ids,
+                         float* w) {
+  const int64_t k = p.top_k, groups = p.n_group, per_group = num_experts / groups;
+  std::vector<float> s(static_cast<size_t>(num_experts)), choice(s.size());
+  for (int64_t e = 0; e < num_experts; ++e) {
+    s[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-logits[e]));
+    choice[static_cast<size_t>(e)] = s[static_cast<size_t>(e)] + (p.correction_bias ? p.correction_bias[e] : 0.0f);
+  }
+  // Group score: the sum of its two best biased scores.
+  std::vector<float> gscore(static_cast<size_t>(groups));
+  for (int64_t g = 0; g < groups; ++g) {
+    float b1 = -INFINITY, b2 = -INFINITY;
+    for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+      const float v = choice[static_cast<size_t>(e)];
+      if (v > b1) {
+        b2 = b1;
+        b1 = v;
+      } else if (v > b2) {
+        b2 = v;
+      }
+    }
+    gscore[static_cast<size_t>(g)] = b1 + b2;
+  }
+  std::vector<int32_t> order(static_cast<size_t>(groups));
+  std::iota(order.begin(), order.end(), 0);
+  auto desc = [](const std::vector<float>& v) {
+    return [&v](int32_t a, int32_t b) {
+      return v[static_cast<size_t>(a)] > v[static_cast<size_t>(b)] ||
+             (v[static_cast<size_t>(a)] == v[static_cast<size_t>(b)] && a < b);
+    };
+  };
+  std::partial_sort(order.begin(), order.begin() + p.topk_group, order.end(), desc(gscore));
+  std::vector<char> keep(static_cast<size_t>(groups), 0);
+  for (int64_t g = 0; g < p.topk_group; ++g) keep[static_cast<size_t>(order[static_cast<size_t>(g)])] = 1;
+  for (int64_t e = 0; e < num_experts; ++e) {
+    if (!keep[static_cast<size_t>(e / per_group)]) choice[static_cast<size_t>(e)] = 0.0f;
+  }
+  std::vector<int32_t> eorder(static_cast<size_t>(num_experts));
+  std::iota(eorder.begin(), eorder.end(), 0);
+  std::partial_sort(eorder.begin(), eorder.begin() + k, eorder.end(), desc(choice));
+  float sum = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    ids[j] = eorder[static_cast<size_t>(j)];
+    w[j] = s[static_cast<size_t>(ids[j])];
+    sum += w[j];
+  }
+  const float denom = p.norm_topk_prob ? sum + 1e-20f : 1.0f;
+  for (int64_t j = 0; j < k; ++j) w[j] = w[j] / denom * p.routed_scaling_factor;
+}
+
+}  // namespace
+
 void cpu_route_row(const float* logits, int64_t num_experts, const MoeRouteParams& p, int32_t* ids, float* w) {
   const int64_t k = p.top_k;
+  for (int64_t j = 0; j < p.num_shared; ++j) {
+    ids[k + j] = static_cast<int32_t>(num_experts + j);
+    w[k + j] = 1.0f;
+  }
+  if (p.routing == MoeRouting::kSigmoidGroupTopK) {
+    route_sigmoid_group(logits, num_experts, p, ids, w);
+    return;
+  }
   std::vector<float> probs(logits, logits + num_experts);
   if (p.routing == MoeRouting::kSoftmaxTopK) {
     float mx = *std::max_element(probs.begin(), probs.end());
@@ -132,13 +195,18 @@ void cpu_route_row(const float* logits, int64_t num_experts, const MoeRouteParam
     for (int64_t j = 0; j < k; ++j) sum += w[j];
     for (int64_t j = 0; j < k; ++j) w[j] /= sum;
   }
+  if (p.routed_scaling_factor != 1.0f) {
+    for (int64_t j = 0; j < k; ++j) w[j] *= p.routed_scaling_factor;
+  }
 }
 
 void CpuBackend::moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) {
-  const int64_t t = logits.dim(0), e = logits.dim(1);
-  RL_CHECK(p.top_k >= 1 && p.top_k <= e && ids.dim(1) == p.top_k);
+  const int64_t t = logits.dim(0), e = logits.dim(1), n = p.slots();
+  RL_CHECK(p.top_k >= 1 && p.top_k <= e && ids.dim(1) == n);
+  RL_CHECK(p.routing != MoeRouting::kSigmoidGroupTopK ||
+           (p.n_group >= 1 && e % p.n_group == 0 && p.topk_group >= 1 && p.topk_group <= p.n_group));
   for (int64_t r = 0; r < t; ++r) {
-    cpu_route_row(logits.f32() + r * e, e, p, ids.i32() + r * p.top_k, weights.f32() + r * p.top_k);
+    cpu_route_row(logits.f32() + r * e, e, p, ids.i32() + r * n, weights.f32() + r * n);
   }
 }
 

@@ -215,6 +215,21 @@ void CudaBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
   cuda::launch_silu_mul(bf16_ptr(gate_up), bf16_ptr(out), out.rows(), out.dim(-1), stream_);
 }
 
+void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                                  const Tensor& out) {
+  const int64_t m = x.rows(), k = x.dim(-1), n = out.dim(-1);
+  RL_CHECK(w.dim(0) == 2 * n && w.dim(1) == k && out.rows() == m);
+  if (bias.data) check_param_dtype(bias);
+  // Deterministic mode keeps linear + silu_mul: the fused epilogue (no bf16 rounding of gate/up) serves only
+  // M <= kGemvMaxM, so a row's bits would depend on the batch size.
+  if (!deterministic_ && m > 0 && out.dtype == DType::kBF16 &&
+      cuda::launch_gemv_silu_mul(bf16_ptr(x), bf16_ptr(w), bias.data, bias.dtype, out.data, out.dtype, m, n, k,
+                                 stream_)) {
+    return;
+  }
+  Backend::linear_silu_mul(x, w, bias, scratch, out);
+}
+
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) {
   RL_CHECK(indices.dtype == DType::kI32 && x.dtype == out.dtype && x.dim(-1) == out.dim(-1));
   RL_CHECK(out.rows() == indices.numel());

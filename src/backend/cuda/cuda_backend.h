@@ -49,6 +49,8 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
                  const Tensor& out) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                       const Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
   void cast(const Tensor& src, const Tensor& dst) override;

@@ -70,6 +70,22 @@ __device__ __forceinline__ float block_sum(float v) {
   return warp_sum(v);
 }
 
+// Programmatic dependent launch (sm_90; no-ops on older targets). A kernel launched with the programmatic
+// stream serialization attribute may start while its predecessor in the stream still runs: before pdl_wait() it
+// may only read data no kernel of the step writes (weights); pdl_wait() returns once the predecessor has completed
+// and its writes are visible. pdl_launch_dependents() lets such a successor be scheduled before this kernel ends
+// (the successor's pdl_wait() still waits for this kernel's completion, so calling it early is always safe).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 inline unsigned int ceil_div(int64_t a, int64_t b) { return static_cast<unsigned int>((a + b - 1) / b); }
 
 }  // namespace rl::cuda

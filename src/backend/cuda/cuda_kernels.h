@@ -61,11 +61,18 @@ void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, 
 
 // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias) for small M (≤ kSkinnyMaxM; any M on the unaligned scalar path),
 // bandwidth-bound: each weight row is read once for all M rows. x, w: bf16; bias: [N] bf16/f32 or null; y: bf16
-// or f32. variant (kernel lab, M ≤ 16): 0 = kGemvWarps × kGemvUnroll; 1 = 4 warps × unroll 8; 2 = 8 × 4;
-// 3 = 8 × 8; 4, 5 = 4 × 4, 4 × 8 with an L2 256-byte prefetch hint. Split-K over the warps: not the
-// batch-invariant order (launch_gemv_invariant).
+// or f32. sm_90 runs the streaming kernel (gemv_stream.cu, programmatic dependent launch), older GPUs v2.
+// variant (kernel lab): 0 = the dispatch above; 1 = v2 with kGemvWarps × kGemvUnroll; 2 = v2 4 warps × unroll 8;
+// 3 = v2 8 × 8 (v2 variants: M ≤ 16); 10 + c = the streaming kernel's config c (launch_gemv_stream). Split-K
+// over warps (and, streaming, over a cluster's blocks) in a fixed order, but not the batch-invariant order
+// (launch_gemv_invariant).
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
                  int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant = 0);
+// y[M, N] = silu(x · gateᵀ) · (x · upᵀ) (+ bias [2N] before the activation) for w = [gate; up] of [2N, K]: the
+// gated MLP's gate_up projection and SiLU·mul in one kernel (the streaming GEMV's gated epilogue). Returns false,
+// launching nothing, where it has no kernel for the shape (unaligned, M > kGemvMaxM, before sm_90).
+bool launch_gemv_silu_mul(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
+                          int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 // Whether launch_gemv takes the tensor-core path (16-byte aligned x and w, K % 8 == 0); otherwise a scalar
 // kernel (any M) serves. Both reduce each output element in an order that does not depend on M.
 bool gemv_aligned(const uint16_t* x, const uint16_t* w, int64_t k);

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/kernel_config.h"
 
 namespace rl::cuda {
@@ -27,6 +28,8 @@ struct DecodeParams {
 
 template <int D, int G>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(DecodeParams p) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   static_assert(G <= kDecodeWarps, "the merge gives each query head of the chunk one warp");
   constexpr int kLanesPerRow = D / 8;
   constexpr int kTokPerStep = 32 / kLanesPerRow;
@@ -225,7 +228,7 @@ template <int D, int G>
 void launch_dg(const DecodeParams& p, cudaStream_t stream) {
   const dim3 grid(p.num_splits, static_cast<unsigned int>(p.a.num_kv_heads * p.num_chunks),
                   static_cast<unsigned int>(p.a.num_seqs));
-  decode_attention_kernel<D, G><<<grid, kDecodeWarps * 32, 0, stream>>>(p);
+  launch_pdl(decode_attention_kernel<D, G>, grid, dim3(kDecodeWarps * 32), 0, stream, p);
 }
 
 template <int D>

@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/kernel_config.h"
 
 namespace rl::cuda {
@@ -11,6 +12,8 @@ namespace {
 
 __global__ void embedding_kernel(const int32_t* ids, const void* table, bool table_f32, int64_t vocab,
                                  int64_t hidden, uint16_t* out) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   const int64_t r = blockIdx.x;
   const int32_t id = ids[r];
   if (id < 0 || id >= vocab) __trap();  // the runtime validates ids; an invalid one here is a bug
@@ -25,13 +28,56 @@ __global__ void embedding_kernel(const int32_t* ids, const void* table, bool tab
   }
 }
 
+// 16-byte chunks of a row each thread of rms_norm_kernel's register path holds (hidden ≤ 8 · 2 · kRowThreads).
+constexpr int kNormChunks = 2;
+
 // One block per row. With residual: residual = bf16(residual + x), then the norm of that stored value.
+// Rows of up to 8 · kNormChunks · blockDim elements stay in registers, and the weights are loaded before pdl_wait()
+// (model constants), so at batch 1 the kernel's chain is one read of the row, the block sum and one write.
 __global__ void rms_norm_kernel(uint16_t* residual, const uint16_t* x, const void* w, bool w_f32, uint16_t* out,
                                 int64_t hidden, float eps) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const uint16_t* src = residual ? residual + base : x + base;
   float ss = 0.0f;
   const bool vec = hidden % 8 == 0;
+  if (vec && hidden / 8 <= kNormChunks * static_cast<int64_t>(blockDim.x)) {
+    float wv[kNormChunks][8], v[kNormChunks][8];
+#pragma unroll
+    for (int j = 0; j < kNormChunks; ++j) {
+      const int64_t c = threadIdx.x + j * static_cast<int64_t>(blockDim.x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) wv[j][i] = c < hidden / 8 ? load_param(w, w_f32, c * 8 + i) : 0.0f;
+    }
+    pdl_wait();  // launched with PDL (cuda_launch.cuh)
+    pdl_launch_dependents();
+#pragma unroll
+    for (int j = 0; j < kNormChunks; ++j) {
+      const int64_t c = threadIdx.x + j * static_cast<int64_t>(blockDim.x);
+      if (c >= hidden / 8) continue;
+      unpack8(reinterpret_cast<const uint4*>(src)[c], v[j]);
+      if (residual) {
+        float a[8];
+        unpack8(reinterpret_cast<const uint4*>(x + base)[c], a);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[j][i] = bf16_bits_to_f32(f32_to_bf16_bits(v[j][i] + a[i]));
+        reinterpret_cast<uint4*>(residual + base)[c] = pack8(v[j]);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ss += v[j][i] * v[j][i];
+    }
+    const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
+#pragma unroll
+    for (int j = 0; j < kNormChunks; ++j) {
+      const int64_t c = threadIdx.x + j * static_cast<int64_t>(blockDim.x);
+      if (c >= hidden / 8) continue;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[j][i] = wv[j][i] * (v[j][i] * inv);
+      reinterpret_cast<uint4*>(out + base)[c] = pack8(v[j]);
+    }
+    return;
+  }
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   if (vec) {
     for (int64_t c = threadIdx.x; c < hidden / 8; c += blockDim.x) {
       float v[8];
@@ -75,6 +121,7 @@ __global__ void rms_norm_kernel(uint16_t* residual, const uint16_t* x, const voi
 
 // One warp per (token, head) over the q and k heads. Lane l holds elements i = l + 32 j of the first half
 // and their RoPE partners i + half (head_dim ≤ 256, so j < 4). Norm, then rotation, in f32; one rounding.
+// The norm weights and inverse frequencies (model constants) are loaded before pdl_wait().
 __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   const int64_t num_rot = a.num_heads + a.num_kv_heads;
   const int64_t task = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -85,6 +132,16 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   uint16_t* v = a.qkv + tok * row + h * d;  // k heads follow the q heads directly
   const void* nw = h < a.num_heads ? a.q_norm : a.k_norm;
   const bool nw_f32 = a.norm_dt == DType::kF32;
+  float w_lo[4], w_hi[4], freq[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t i = lane + 32 * j;
+    w_lo[j] = nw && i < half ? load_param(nw, nw_f32, i) : 1.0f;
+    w_hi[j] = nw && i < half ? load_param(nw, nw_f32, i + half) : 1.0f;
+    freq[j] = i < half ? a.inv_freq[i] : 0.0f;
+  }
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   float lo[4], hi[4];
   float ss = 0.0f;
 #pragma unroll
@@ -100,8 +157,8 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
     for (int j = 0; j < 4; ++j) {
       const int64_t i = lane + 32 * j;
       if (i < half) {
-        lo[j] = load_param(nw, nw_f32, i) * (lo[j] * inv);
-        hi[j] = load_param(nw, nw_f32, i + half) * (hi[j] * inv);
+        lo[j] = w_lo[j] * (lo[j] * inv);
+        hi[j] = w_hi[j] * (hi[j] * inv);
       }
     }
   }
@@ -112,7 +169,7 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
     const int64_t i = lane + 32 * j;
     if (i < half) {
       float sn, cs;
-      sincosf(pos * a.inv_freq[i], &sn, &cs);
+      sincosf(pos * freq[j], &sn, &cs);
       v[i] = f32_to_bf16_bits(lo[j] * cs - hi[j] * sn);
       v[i + half] = f32_to_bf16_bits(hi[j] * cs + lo[j] * sn);
     }
@@ -122,6 +179,8 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
 __global__ void kv_write_kernel(const uint16_t* qkv, int64_t row, int64_t k_offset, int64_t v_offset,
                                 int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
                                 uint16_t* v_cache) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   const int64_t t = blockIdx.x;
   const int32_t slot = slots[t];
   if (slot < 0) return;
@@ -146,6 +205,8 @@ __global__ void kv_write_kernel(const uint16_t* qkv, int64_t row, int64_t k_offs
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
 __global__ void silu_mul_kernel(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (inter % 8 == 0) {
@@ -170,6 +231,8 @@ __global__ void silu_mul_kernel(const uint16_t* gate_up, uint16_t* out, int64_t 
 
 __global__ void gather_rows_kernel(const char* x, int64_t num_rows_x, const int32_t* indices, int64_t row_bytes,
                                    char* out) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   const int64_t i = blockIdx.x;
   const int32_t r = indices[i];
   if (r < 0 || r >= num_rows_x) __trap();
@@ -200,6 +263,8 @@ __device__ __forceinline__ void store_any(void* p, DType dt, int64_t i, float v)
 }
 
 __global__ void cast_kernel(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     store_any(dst, dst_dt, i, load_any(src, src_dt, i));
@@ -234,16 +299,16 @@ unsigned int grid_for(int64_t n) {
 void launch_embedding(const int32_t* ids, int64_t n, const void* table, DType table_dt, int64_t vocab,
                       int64_t hidden, uint16_t* out, cudaStream_t stream) {
   if (n == 0) return;
-  embedding_kernel<<<static_cast<unsigned int>(n), kRowThreads, 0, stream>>>(ids, table, table_dt == DType::kF32,
-                                                                             vocab, hidden, out);
+  launch_pdl(embedding_kernel, dim3(static_cast<unsigned int>(n)), dim3(kRowThreads), 0, stream, ids, table,
+             table_dt == DType::kF32, vocab, hidden, out);
   RL_CUDA_CHECK_LAUNCH();
 }
 
 void launch_rms_norm(uint16_t* residual, const uint16_t* x, const void* w, DType w_dt, uint16_t* out,
                      int64_t rows, int64_t hidden, float eps, cudaStream_t stream) {
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned int>(rows), kRowThreads, 0, stream>>>(residual, x, w, w_dt == DType::kF32,
-                                                                               out, hidden, eps);
+  launch_pdl(rms_norm_kernel, dim3(static_cast<unsigned int>(rows)), dim3(kRowThreads), 0, stream, residual, x, w,
+             w_dt == DType::kF32, out, hidden, eps);
   RL_CUDA_CHECK_LAUNCH();
 }
 
@@ -251,7 +316,7 @@ void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
   const int64_t tasks = a.num_tokens * (a.num_heads + a.num_kv_heads);
   if (tasks == 0) return;
   constexpr int kWarps = 4;
-  qk_norm_rope_kernel<<<ceil_div(tasks, kWarps), kWarps * 32, 0, stream>>>(a);
+  launch_pdl(qk_norm_rope_kernel, dim3(ceil_div(tasks, kWarps)), dim3(kWarps * 32), 0, stream, a);
   RL_CUDA_CHECK_LAUNCH();
 }
 
@@ -259,29 +324,29 @@ void launch_kv_write(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64
                      int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
                      uint16_t* v_cache, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  kv_write_kernel<<<static_cast<unsigned int>(num_tokens), 128, 0, stream>>>(qkv, row, k_offset, v_offset, kv_row,
-                                                                             slots, num_slots, k_cache, v_cache);
+  launch_pdl(kv_write_kernel, dim3(static_cast<unsigned int>(num_tokens)), dim3(128), 0, stream, qkv, row, k_offset,
+             v_offset, kv_row, slots, num_slots, k_cache, v_cache);
   RL_CUDA_CHECK_LAUNCH();
 }
 
 void launch_silu_mul(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter, cudaStream_t stream) {
   if (rows * inter == 0) return;
-  silu_mul_kernel<<<grid_for(rows * inter / (inter % 8 == 0 ? 8 : 1)), kElementwiseThreads, 0, stream>>>(
-      gate_up, out, rows, inter);
+  launch_pdl(silu_mul_kernel, dim3(grid_for(rows * inter / (inter % 8 == 0 ? 8 : 1))), dim3(kElementwiseThreads), 0,
+             stream, gate_up, out, rows, inter);
   RL_CUDA_CHECK_LAUNCH();
 }
 
 void launch_gather_rows(const void* x, int64_t num_rows_x, const int32_t* indices, int64_t n, int64_t row_bytes,
                         void* out, cudaStream_t stream) {
   if (n == 0) return;
-  gather_rows_kernel<<<static_cast<unsigned int>(n), kRowThreads, 0, stream>>>(
-      static_cast<const char*>(x), num_rows_x, indices, row_bytes, static_cast<char*>(out));
+  launch_pdl(gather_rows_kernel, dim3(static_cast<unsigned int>(n)), dim3(kRowThreads), 0, stream,
+             static_cast<const char*>(x), num_rows_x, indices, row_bytes, static_cast<char*>(out));
   RL_CUDA_CHECK_LAUNCH();
 }
 
 void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  cast_kernel<<<grid_for(n), kElementwiseThreads, 0, stream>>>(src, src_dt, dst, dst_dt, n);
+  launch_pdl(cast_kernel, dim3(grid_for(n)), dim3(kElementwiseThreads), 0, stream, src, src_dt, dst, dst_dt, n);
   RL_CUDA_CHECK_LAUNCH();
 }
 

@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/gemv_stream.h"
 #include "backend/cuda/kernel_config.h"
 #include "core/check.h"
 
@@ -26,27 +27,13 @@ __device__ __forceinline__ void mma_bf16_16816(float* c, const uint32_t* a, uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <bool kL2Prefetch>
-__device__ __forceinline__ uint4 load_weights(const void* p) {
-  if constexpr (kL2Prefetch) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-  } else {
-    return load_stream(p);
-  }
-}
-
 // yᵀ[N, M] = W[N, K] · xᵀ[K, M] on tensor cores (m16n8k16): a block owns 16 weight rows, its warps split K.
 // Per 32-k step, lane (r = lane / 4, q = lane % 4) loads 16 B of weight rows r and r + 8 and 16 B of x row r,
 // all at k0 + 8q. The 8 values are used as the fragment k-slots {2q, 2q+1, 2q+8, 2q+9} of two MMAs: a
 // permutation of k that A and B share, so the dot products are unchanged while every load stays 16 B wide.
-// kNT n-tiles of 8 cover M ≤ 8·kNT; x rows ≥ M load as zeros.
-// kL2Prefetch: the weight loads also ask L2 to fetch the 256-byte sector group around them (kernel lab: whether
-// 64-byte row segments per load leave DRAM bandwidth unused).
-template <int kNT, int kWarps, int kUnroll, bool kL2Prefetch = false>
+// kNT n-tiles of 8 cover M ≤ 8·kNT; x rows ≥ M load as zeros. Serves GPUs before sm_90 (sm_90 runs v3,
+// gemv_stream.cu).
+template <int kNT, int kWarps, int kUnroll>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_mma_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, const void* bias, bool bias_f32,
                     void* y, bool y_f32, int m, int64_t n, int64_t k) {
@@ -69,8 +56,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t kk = (s0 + u * kWarps) * 32;
       const bool in = s0 + u * kWarps < num_steps && kk + 8 * q < k;
-      wa[u] = in ? load_weights<kL2Prefetch>(w0 + kk) : make_uint4(0, 0, 0, 0);
-      wb[u] = in ? load_weights<kL2Prefetch>(w1 + kk) : make_uint4(0, 0, 0, 0);
+      wa[u] = in ? load_stream(w0 + kk) : make_uint4(0, 0, 0, 0);
+      wb[u] = in ? load_stream(w1 + kk) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int t = 0; t < kNT; ++t) {
         xv[u][t] = in && x_valid[t] ? __ldg(reinterpret_cast<const uint4*>(xr[t] + kk)) : make_uint4(0, 0, 0, 0);
@@ -136,11 +123,11 @@ __global__ void add_bias_kernel(void* y, bool y_f32, const void* bias, bool bias
   }
 }
 
-template <int kNT, int kWarps, int kUnroll, bool kL2Prefetch = false>
+template <int kNT, int kWarps, int kUnroll>
 void launch_mma(const uint16_t* x, const uint16_t* w, const void* bias, bool bias_f32, void* y, bool y_f32, int m,
                 int64_t n, int64_t k, cudaStream_t stream) {
-  gemv_mma_kernel<kNT, kWarps, kUnroll, kL2Prefetch><<<ceil_div(n, 16), kWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32,
-                                                                                    m, n, k);
+  gemv_mma_kernel<kNT, kWarps, kUnroll><<<ceil_div(n, 16), kWarps * 32, 0, stream>>>(x, w, bias, bias_f32, y, y_f32,
+                                                                                      m, n, k);
 }
 
 template <int kNT>
@@ -153,11 +140,8 @@ template <int kNT>
 void launch_mma_variant(int variant, const uint16_t* x, const uint16_t* w, const void* bias, bool bias_f32, void* y,
                         bool y_f32, int m, int64_t n, int64_t k, cudaStream_t stream) {
   switch (variant) {
-    case 1: launch_mma<kNT, 4, 8>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
-    case 2: launch_mma<kNT, 8, 4>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
+    case 2: launch_mma<kNT, 4, 8>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
     case 3: launch_mma<kNT, 8, 8>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
-    case 4: launch_mma<kNT, 4, 4, true>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
-    case 5: launch_mma<kNT, 4, 8, true>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
     default: launch_mma<kNT, kGemvWarps, kGemvUnroll>(x, w, bias, bias_f32, y, y_f32, m, n, k, stream); break;
   }
 }
@@ -174,6 +158,20 @@ void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType b
   const int mi = static_cast<int>(m);
   const bool aligned = gemv_aligned(x, w, k);
   RL_CHECK(m >= 1 && (m <= kSkinnyMaxM || !aligned) && m <= INT32_MAX);
+  if (aligned && (variant == 0 || variant >= 10) && gemv_stream_supported(m)) {
+    GemvStreamParams p;
+    p.x = x;
+    p.w = w;
+    p.bias = bias;
+    p.bias_f32 = bias_f32;
+    p.y = y;
+    p.y_f32 = y_f32;
+    p.m = mi;
+    p.n = n;
+    p.k = k;
+    launch_gemv_stream(p, stream, variant >= 10 ? variant - 10 : 0);
+    return;
+  }
   if (!aligned) {
     gemv_scalar_kernel<<<ceil_div(n, 8), 256, 0, stream>>>(x, w, bias, bias_f32, y, y_f32, mi, n, k);
   } else if (m <= 8) {
@@ -186,6 +184,24 @@ void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType b
     launch_mma_wide<8>(x, w, bias, bias_f32, y, y_f32, mi, n, k, stream);
   }
   RL_CUDA_CHECK_LAUNCH();
+}
+
+bool launch_gemv_silu_mul(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
+                          int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  if (!gemv_aligned(x, w, k) || m > kGemvMaxM || !gemv_stream_supported(m)) return false;
+  GemvStreamParams p;
+  p.x = x;
+  p.w = w;
+  p.bias = bias;
+  p.bias_f32 = bias_dt == DType::kF32;
+  p.y = y;
+  p.y_f32 = y_dt == DType::kF32;
+  p.gated = true;
+  p.m = static_cast<int>(m);
+  p.n = n;
+  p.k = k;
+  launch_gemv_stream(p, stream);
+  return true;
 }
 
 void launch_gemv_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,

@@ -107,11 +107,75 @@ void bench_linear(CudaBackend& be) {
       }
     }
   }
-  // Kernel lab: the GEMV variants (warps × unroll, L2 prefetch hint) side by side at M = 1..16.
-  for (int64_t m : {1, 2, 4, 8, 16}) {
+}
+
+// The projection shapes of Llama-3.1-8B and Qwen3-0.6B (K → N; the LM heads included) at M = 1 and 16: the
+// production GEMV (variant 0) next to v2 (variant 1) and v3 without split-K (variant 14), weight bytes / time.
+void bench_gemv_shapes(CudaBackend& be) {
+  struct Shape {
+    int64_t k, n;
+  };
+  const Shape shapes[] = {{4096, 4096},  {4096, 1024}, {4096, 6144}, {4096, 14336}, {4096, 28672}, {14336, 4096},
+                          {4096, 128256}, {1024, 2048}, {1024, 1024}, {1024, 4096},  {1024, 3072},  {1024, 6144},
+                          {2048, 1024},  {3072, 1024}, {1024, 151936}};
+  for (const Shape& s : shapes) {
+    const size_t w_bytes = static_cast<size_t>(s.n * s.k * 2);
+    const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
+    std::vector<DeviceBuffer> ws;
+    for (int c = 0; c < copies; ++c) {
+      ws.emplace_back(&be, w_bytes);
+      be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {s.n, s.k}), 20 + c, -0.05f, 0.05f);
+    }
+    for (int64_t m : {1, 16}) {
+      DeviceBuffer x(&be, static_cast<size_t>(m * s.k * 2)), y(&be, static_cast<size_t>(m * s.n * 2));
+      be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, s.k}), 3, -1, 1);
+      for (int variant : {0, 1, 14}) {
+        const double ms = time_ms(be, [&](int i) {
+          cuda::launch_gemv(static_cast<const uint16_t*>(x.data()),
+                            static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16, y.data(),
+                            DType::kBF16, m, s.n, s.k, be.stream(), variant);
+        }, 50);
+        result(variant == 0 ? "gemv" : variant == 1 ? "gemv_v2" : "gemv_nosplit",
+               "m" + std::to_string(m) + "_" + std::to_string(s.k) + "x" + std::to_string(s.n),
+               w_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      }
+    }
+  }
+  // The gated MLP's gate_up projection with SiLU·mul fused (launch_gemv_silu_mul; weight bytes / time).
+  for (const Shape& s : {Shape{4096, 14336}, Shape{1024, 3072}}) {
+    const size_t w_bytes = static_cast<size_t>(2 * s.n * s.k * 2);
+    const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
+    std::vector<DeviceBuffer> ws;
+    for (int c = 0; c < copies; ++c) {
+      ws.emplace_back(&be, w_bytes);
+      be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {2 * s.n, s.k}), 40 + c, -0.05f, 0.05f);
+    }
+    for (int64_t m : {1, 16}) {
+      DeviceBuffer x(&be, static_cast<size_t>(m * s.k * 2)), y(&be, static_cast<size_t>(m * s.n * 2));
+      be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, s.k}), 3, -1, 1);
+      const double ms = time_ms(be, [&](int i) {
+        cuda::launch_gemv_silu_mul(static_cast<const uint16_t*>(x.data()),
+                                   static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16, y.data(),
+                                   DType::kBF16, m, s.n, s.k, be.stream());
+      }, 50);
+      result("gemv_silu", "m" + std::to_string(m) + "_" + std::to_string(s.k) + "x2x" + std::to_string(s.n),
+             w_bytes / (ms * 1e-3) / 1e12, "TB/s");
+    }
+  }
+  // Kernel lab at 4096 → 14336: the GEMV kernels side by side (launch_gemv variants: v2 1-3, streaming v3 10-15).
+  const int64_t n = 14336, k = 4096;
+  const size_t w_bytes = static_cast<size_t>(n * k * 2);
+  const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
+  std::vector<DeviceBuffer> ws;
+  for (int c = 0; c < copies; ++c) {
+    ws.emplace_back(&be, w_bytes);
+    be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {n, k}), 10 + c, -0.05f, 0.05f);
+  }
+  for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
     DeviceBuffer x(&be, static_cast<size_t>(m * k * 2)), y(&be, static_cast<size_t>(m * n * 2));
     be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, k}), 3, -1, 1);
-    for (int variant = 0; variant < 6; ++variant) {
+    for (int variant : {1, 2, 3, 10, 11, 12, 13, 14, 15}) {
+      if (variant <= 3 && m > 16) continue;
       const double ms = time_ms(be, [&](int i) {
         cuda::launch_gemv(static_cast<const uint16_t*>(x.data()), static_cast<const uint16_t*>(ws[i % copies].data()),
                           nullptr, DType::kBF16, y.data(), DType::kBF16, m, n, k, be.stream(), variant);
@@ -280,8 +344,9 @@ void bench_prefill(CudaBackend& be) {
 namespace rl {
 
 int run_kernel_benchmarks(const std::string& only, int device_index) {
-  if (!only.empty() && only != "copy" && only != "linear" && only != "decode" && only != "prefill") {
-    std::fprintf(stderr, "ridgeline: error: unknown kernel group \"%s\" (copy, linear, decode, prefill)\n",
+  if (!only.empty() && only != "copy" && only != "linear" && only != "decode" && only != "prefill" &&
+      only != "gemv") {
+    std::fprintf(stderr, "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, decode, prefill)\n",
                  only.c_str());
     return 1;
   }
@@ -294,6 +359,7 @@ int run_kernel_benchmarks(const std::string& only, int device_index) {
   std::printf("# %s\n", cuda.name().c_str());
   if (only.empty() || only == "copy") bench_copy(cuda);
   if (only.empty() || only == "linear") bench_linear(cuda);
+  if (only.empty() || only == "linear" || only == "gemv") bench_gemv_shapes(cuda);
   if (only.empty() || only == "decode") bench_decode(cuda);
   if (only.empty() || only == "prefill") bench_prefill(cuda);
   return 0;

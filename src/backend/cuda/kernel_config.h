@@ -32,6 +32,43 @@ constexpr int64_t kSkinnyMaxM = 64;
 // Steps per lane in flight for 4 and 8 n8 tiles of x rows: x fragments take kNT × unroll × 4 registers.
 constexpr int kGemvUnrollWide = 2;
 
+// Streaming GEMV (sm_90, gemv_stream.cu; kernel lab v3), linear for M ≤ kGemvMaxM: a block owns kGemvStreamRows
+// weight rows; per stage its warp 0 issues one bulk copy of kGemvStreamChunk elements per row (512 B contiguous,
+// where v2's register loads touched 64 B per row and instruction) into shared memory, kGemvStreamStages stages in
+// flight: 4 × 9 KB = 37 KB per block, 6 blocks per SM, ~220 KB per SM in flight, far above the ~32-64 KB that HBM
+// latency × bandwidth asks for. Rows are padded by kGemvRowPadBytes so the 16 B fragment reads of lanes (r, q) and
+// (r + 1, q) fall into different halves of the 128 B bank window.
+// Lab (H200, 2026-12-01, 4096 → 14336 = 896 blocks, M = 1 / 16, TB/s): chunk × stages 256 × 4 2.41 / 2.10,
+// 512 × 2 2.82 / 2.74, 256 × 2 2.89-2.99 / 3.16, 128 × 8 2.42 / 2.11, 512 × 4 1.85 / 1.70, 256 × 6 2.78 / 2.42;
+// v2 3.01-3.07 / 2.78-2.86. What separates them is whether all 896 blocks are resident at once (256 × 2: 12 per
+// SM; 256 × 4: 792 slots, so a second wave). Where the grid is many waves anyway, depth wins: 4096 → 128256 at
+// 256 × 4 ran 4.10 TB/s (v2 3.84), 4096 → 28672 3.35 (v2 3.15). So kGemvStreamStages, unless that needs a second
+// wave and kGemvStreamStagesOneWave fits the grid in one (gemv_stream_stages).
+constexpr int kGemvStreamRows = 16;
+constexpr int kGemvStreamWarps = 4;
+constexpr int kGemvRowPadBytes = 64;
+constexpr int kGemvStreamChunk = 256;
+constexpr int kGemvStreamStages = 4;
+constexpr int kGemvStreamStagesOneWave = 2;
+inline int gemv_stream_stages(int64_t ctas, int64_t resident_deep, int64_t resident_shallow) {
+  return ctas > resident_deep && ctas <= resident_shallow ? kGemvStreamStagesOneWave : kGemvStreamStages;
+}
+// Split-K (as a cluster of up to kGemvStreamMaxSplits blocks, partial tiles summed in rank order through
+// distributed shared memory) while the row tiles alone give fewer than kGemvStreamCtasPerSm blocks per SM and each
+// split keeps at least one chunk. Qwen3-0.6B's o/down projections (N = 1024: 64 row tiles) otherwise stream through
+// 64 of 132 SMs: 2048 → 1024 ran 0.39 TB/s split (v2 0.27), 3072 → 1024 0.51 (0.29), 14336 → 4096 2.50 (1.50).
+// No split where one block's stages hold its whole K (K ≤ stages × chunk, Qwen's K = 1024 projections): the
+// block then prefetches all its weights before pdl_wait, and split-K only adds the cluster's two barriers (split
+// 1024 → 4096 / 3072 ran 0.55 / 0.41 TB/s alone, v2 0.66 / 0.50).
+constexpr int kGemvStreamCtasPerSm = 4;
+constexpr int kGemvStreamMaxSplits = 8;
+inline int gemv_stream_splits(int64_t tiles, int64_t k, int chunk, int num_sms, int max_splits) {
+  if (k <= int64_t(kGemvStreamStages) * chunk) return 1;
+  int s = 1;
+  while (s * 2 <= max_splits && tiles * s < int64_t(num_sms) * kGemvStreamCtasPerSm && k / (s * 2) >= chunk) s *= 2;
+  return s;
+}
+
 // Batch-invariant mode (issue 13): every linear reduces each output element in one canonical order, whatever
 // M: a single MMA chain over K in increasing 32-wide steps (no split-K at all, so nothing to keep fixed), then
 // + bias (gemm_invariant.cu). Tile configurations (weight rows × x rows, warps, 32-k steps per stage, stages,

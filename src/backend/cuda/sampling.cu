@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/sampling_filters.cuh"
 
 namespace rl::cuda {
@@ -18,6 +20,8 @@ __device__ inline bool better(float v, int i, float bv, int bi) { return v > bv 
 
 // One block per row: each thread scans a strided slice, then a warp-shuffle and shared-memory reduction.
 __global__ void argmax_rows_kernel(const float* logits, int64_t vocab, int32_t* out) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float bv = -FLT_MAX;
   int bi = INT_MAX;
@@ -113,6 +117,8 @@ __device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
 // Top-k and top-p thresholds come from an MSB-first radix select over order-preserving keys (4 passes of 8 bits;
 // counts for top-k, fixed-point mass for top-p), then an exponential race among the kept tokens.
 __global__ void sample_kernel(float* logits, int64_t vocab, SampleBatch b) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const SampleRowParams p = b.params[blockIdx.x];
   const int64_t words = (vocab + 31) / 32;
@@ -334,6 +340,8 @@ __global__ void init_penalty_slot_kernel(PenaltySlotInit in, int32_t* counts_all
 }
 
 __global__ void resolve_pending_ids_kernel(int32_t* ids, int64_t n, const int32_t* sampled) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= n) return;
   const int32_t v = ids[t];
@@ -346,7 +354,8 @@ __global__ void resolve_pending_ids_kernel(int32_t* ids, int64_t n, const int32_
 
 void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, cudaStream_t stream) {
   if (batch.num_rows == 0) return;
-  sample_kernel<<<static_cast<unsigned int>(batch.num_rows), kSampleThreads, 0, stream>>>(logits, vocab, batch);
+  launch_pdl(sample_kernel, dim3(static_cast<unsigned int>(batch.num_rows)), dim3(kSampleThreads), 0, stream, logits,
+             vocab, batch);
   RL_CUDA_CHECK_LAUNCH();
 }
 
@@ -358,13 +367,15 @@ void launch_init_penalty_slot(const PenaltySlotInit& init, int32_t* counts, uint
 
 void launch_resolve_pending_ids(int32_t* ids, int64_t n, const int32_t* sampled, cudaStream_t stream) {
   if (n == 0) return;
-  resolve_pending_ids_kernel<<<static_cast<unsigned int>((n + 255) / 256), 256, 0, stream>>>(ids, n, sampled);
+  launch_pdl(resolve_pending_ids_kernel, dim3(static_cast<unsigned int>((n + 255) / 256)), dim3(256), 0, stream, ids, n,
+             sampled);
   RL_CUDA_CHECK_LAUNCH();
 }
 
 void launch_argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return;
-  argmax_rows_kernel<<<static_cast<unsigned int>(rows), kArgmaxThreads, 0, stream>>>(logits, vocab, out);
+  launch_pdl(argmax_rows_kernel, dim3(static_cast<unsigned int>(rows)), dim3(kArgmaxThreads), 0, stream, logits,
+             vocab, out);
   RL_CUDA_CHECK_LAUNCH();
 }
 

@@ -11,6 +11,8 @@
 
 namespace rl {
 
+extern const Arch kDeepseekV2Arch;
+extern const Arch kDeepseekV3Arch;
 extern const Arch kGpt2Arch;
 extern const Arch kGptOssArch;
 extern const Arch kLlamaArch;

@@ -11,10 +11,10 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 }  // namespace
 
 // Workspace layout: [T, H] residual, normed, attention output, feed-forward output; [T, widest qkv row],
-// [T, widest attention output]; [T, widest gate_up], [T, widest I]; the largest MoE workspace; [N, H] last
-// hidden, [N, vocab] logits (act dtype and f32).
+// [T, widest attention output]; [T, widest gate_up], [T, widest I]; the largest MoE workspace; the largest MLA
+// workspace; [N, H] last hidden, [N, vocab] logits (act dtype and f32).
 struct Decoder::Plan {
-  size_t residual, normed, proj, ffn, qkv, attn, gate_up, inter, moe, last, logits_act, logits_f32, total;
+  size_t residual, normed, proj, ffn, qkv, attn, gate_up, inter, moe, mla, last, logits_act, logits_f32, total;
   int64_t qkv_row = 0, attn_width = 0, gu_width = 0, inter_width = 0;
 };
 
@@ -23,7 +23,7 @@ Decoder::Plan Decoder::plan(int64_t max_tokens, int64_t max_logits) const {
   const size_t es = dtype_size(backend_->act_dtype());
   const size_t t = static_cast<size_t>(max_tokens), n = static_cast<size_t>(max_logits);
   const size_t h = static_cast<size_t>(config_.hidden_size), v = static_cast<size_t>(config_.vocab_size);
-  size_t moe_bytes = 0;
+  size_t moe_bytes = 0, mla_bytes = 0;
   for (const DecoderBlock& b : blocks) {
     p.qkv_row = std::max(p.qkv_row, b.attn.layout.row());
     p.attn_width = std::max(p.attn_width, b.attn.layout.num_heads * b.attn.layout.head_dim);
@@ -32,6 +32,7 @@ Decoder::Plan Decoder::plan(int64_t max_tokens, int64_t max_logits) const {
       p.inter_width = std::max(p.inter_width, b.mlp->inter);
     }
     if (b.moe) moe_bytes = std::max(moe_bytes, b.moe->workspace_bytes(max_tokens, es));
+    if (b.mla) mla_bytes = std::max(mla_bytes, b.mla->workspace_bytes(max_tokens, es));
   }
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -48,6 +49,7 @@ Decoder::Plan Decoder::plan(int64_t max_tokens, int64_t max_logits) const {
   p.gate_up = take(t * static_cast<size_t>(p.gu_width) * es);
   p.inter = take(t * static_cast<size_t>(p.inter_width) * es);
   p.moe = take(moe_bytes);
+  p.mla = take(mla_bytes);
   p.last = take(n * h * es);
   p.logits_act = take(n * v * es);
   p.logits_f32 = take(n * v * 4);
@@ -67,7 +69,7 @@ void Decoder::finish_load(WeightLoader& w, const std::vector<float>& inv_freq) {
 
 std::vector<KvLayerSpec> Decoder::kv_spec() const {
   std::vector<KvLayerSpec> out;
-  for (const DecoderBlock& b : blocks) out.push_back(b.attn.kv_spec());
+  for (const DecoderBlock& b : blocks) out.push_back(b.mla ? b.mla->kv_spec() : b.attn.kv_spec());
   return out;
 }
 
@@ -105,8 +107,12 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
       L.attn_norm.add_apply(be, residual, ffn, normed);
     }
     const QkvLayout& lay = L.attn.layout;
-    L.attn.forward(be, b, normed, kv[i], inv_freq, act(p.qkv, t, lay.row()),
-                   act(p.attn, t, lay.num_heads * lay.head_dim), proj);
+    if (L.mla) {
+      L.mla->forward(be, b, normed, kv[i], inv_freq, ws + p.mla, proj);
+    } else {
+      L.attn.forward(be, b, normed, kv[i], inv_freq, act(p.qkv, t, lay.row()),
+                     act(p.attn, t, lay.num_heads * lay.head_dim), proj);
+    }
     L.ffn_norm.add_apply(be, residual, proj, normed);
     if (L.mlp) {
       L.mlp->forward(be, normed, act(p.gate_up, t, L.mlp->gate_up.dim(0)), act(p.inter, t, L.mlp->inter), ffn);

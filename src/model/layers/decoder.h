@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/layers/attention.h"
+#include "model/layers/mla.h"
 #include "model/layers/mlp.h"
 #include "model/layers/moe.h"
 #include "model/layers/norm.h"
@@ -21,6 +22,7 @@ namespace rl {
 struct DecoderBlock {
   Norm attn_norm, ffn_norm;
   Attention attn;
+  std::unique_ptr<MlaAttention> mla;  // set: the block attends through MLA instead of attn
   std::unique_ptr<Mlp> mlp;  // exactly one of mlp and moe
   std::unique_ptr<Moe> moe;
 };

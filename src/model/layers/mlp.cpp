@@ -17,10 +17,10 @@ Status Mlp::load_gated_hf(WeightLoader& w, const std::string& m, int64_t h, int6
 
 void Mlp::forward(Backend& be, const Tensor& x, const Tensor& gu_buf, const Tensor& inter_buf,
                   const Tensor& out) const {
-  be.linear(x, gate_up, gate_up_bias, gu_buf);
   if (act.kind == Activation::kSiluGated) {
-    be.silu_mul(gu_buf, inter_buf);
+    be.linear_silu_mul(x, gate_up, gate_up_bias, gu_buf, inter_buf);
   } else {
+    be.linear(x, gate_up, gate_up_bias, gu_buf);
     be.activation(gu_buf, inter_buf, act);
   }
   be.linear(inter_buf, down, down_bias, out);

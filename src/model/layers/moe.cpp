@@ -10,8 +10,9 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 void Moe::init(int64_t num_experts, int64_t top_k, int64_t hidden, int64_t inter, const ActParams& act,
                const MoeRouteParams& r) {
-  params.num_experts = num_experts;
-  params.top_k = top_k;
+  // Shared experts are extra experts after the routed ones that every token takes (MoeRouteParams::num_shared).
+  params.num_experts = num_experts + r.num_shared;
+  params.top_k = top_k + r.num_shared;
   params.hidden = hidden;
   params.intermediate = inter;
   params.act = act;
@@ -41,6 +42,19 @@ Status Moe::load_per_expert_hf(WeightLoader& w, const std::string& p, const std:
   return Status::ok();
 }
 
+Status Moe::load_correction_bias(WeightLoader& w, Backend& be, const std::string& name) {
+  const int64_t n = num_routed();
+  std::vector<float> host(static_cast<size_t>(n), 0.0f);
+  if (!w.dummy()) {
+    RL_ASSIGN_OR_RETURN(host, w.read_f32(name, {n}));
+  }
+  correction_bias_f32_ = DeviceBuffer(&be, host.size() * 4);
+  be.upload(correction_bias_f32_.data(), host.data(), host.size() * 4);
+  correction_bias = Tensor(correction_bias_f32_.data(), DType::kF32, {n});
+  route.correction_bias = static_cast<const float*>(correction_bias.data);
+  return Status::ok();
+}
+
 size_t Moe::workspace_bytes(int64_t max_tokens, size_t act_bytes) const {
   const size_t t = static_cast<size_t>(max_tokens), k = static_cast<size_t>(params.top_k);
   return align256(t * static_cast<size_t>(params.num_experts) * act_bytes) + align256(t * k * 4) * 2 +
@@ -48,11 +62,11 @@ size_t Moe::workspace_bytes(int64_t max_tokens, size_t act_bytes) const {
 }
 
 void Moe::forward(Backend& be, const Tensor& x, void* ws, const Tensor& out) const {
-  const int64_t t = x.dim(0), k = params.top_k;
+  const int64_t t = x.dim(0), k = params.top_k, routed = num_routed();
   const size_t act_bytes = dtype_size(be.act_dtype());
   char* p = static_cast<char*>(ws);
-  Tensor logits(p, be.act_dtype(), {t, params.num_experts});
-  p += align256(static_cast<size_t>(t * params.num_experts) * act_bytes);
+  Tensor logits(p, be.act_dtype(), {t, routed});
+  p += align256(static_cast<size_t>(t * routed) * act_bytes);
   Tensor ids(p, DType::kI32, {t, k});
   p += align256(static_cast<size_t>(t * k) * 4);
   Tensor weights(p, DType::kF32, {t, k});
@@ -63,7 +77,8 @@ void Moe::forward(Backend& be, const Tensor& x, void* ws, const Tensor& out) con
 }
 
 int64_t Moe::num_params() const {
-  int64_t n = router.numel() + (router_bias.data ? router_bias.numel() : 0) + expert_params();
+  int64_t n = router.numel() + (router_bias.data ? router_bias.numel() : 0) + expert_params() +
+             (correction_bias.data ? correction_bias.numel() : 0);
   if (gate_up_bias.data) n += gate_up_bias.numel();
   if (down_bias.data) n += down_bias.numel();
   return n;
