@@ -137,11 +137,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   ki.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
   ki.gpu_memory_utilization = config.gpu_memory_utilization;
   const int32_t spec_k = config.speculative.empty() ? 0 : config.num_speculative_tokens;
-  if (config.max_prompt_logprob_rows < 0 || config.max_prompt_logprob_rows > config.max_num_batched_tokens) {
-    return Status::error("max_prompt_logprob_rows must be in [0, max_num_batched_tokens], got " +
-                         std::to_string(config.max_prompt_logprob_rows));
+  if (config.max_prompt_logprob_rows < 0) {
+    return Status::error("max_prompt_logprob_rows must be >= 0, got " + std::to_string(config.max_prompt_logprob_rows));
   }
-  const int32_t prompt_rows = config.max_prompt_logprob_rows;
+  // A step never has more rows than tokens.
+  const int32_t prompt_rows = std::min(config.max_prompt_logprob_rows, config.max_num_batched_tokens);
   ki.workspace_bytes = static_cast<int64_t>(
       e->model_->workspace_bytes(config.max_num_batched_tokens, seqs_bound * (1 + spec_k) + prompt_rows));
   ki.sampler_bytes = sampler_device_bytes(seqs_bound * (1 + spec_k) + prompt_rows, mc.vocab_size);
