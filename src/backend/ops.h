@@ -34,6 +34,9 @@ struct NormParams {
 struct KvLayer {
   Tensor k;
   Tensor v;
+  // Its KV group (hybrid KV, loader/kv_groups.h): the layer writes through ForwardBatch::slots(group) and
+  // reads through ForwardBatch::block_tables(group).
+  int32_t group = 0;
   int64_t block_size() const { return k.shape[1]; }
   int64_t num_kv_heads() const { return k.shape[2]; }
   int64_t head_dim() const { return k.shape[3]; }

@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu_isa.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "loader/kv_groups.h"
 #include "loader/model_config.h"
 #include "model/model.h"
 
@@ -79,6 +80,23 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
     }
     std::printf("KV bytes/seq @ 32k    %lld (bf16, windows applied)\n",
                 static_cast<long long>(c.kv_bytes_at(32768, 2)));
+    // The engine's cache: hybrid KV groups, each with its own block table (loader/kv_groups.h).
+    const KvGroupPlan plan = plan_kv_groups(c.kv_spec, true, kMaxKvGroups);
+    if (plan.num_groups() > 1) {
+      std::printf("KV groups             %s\n", plan.describe().c_str());
+      for (int32_t g = 0; g < plan.num_groups(); ++g) {
+        int64_t elems = 0;
+        for (size_t i = 0; i < c.kv_spec.size(); ++i) {
+          if (plan.layer_group[i] == g) elems += c.kv_spec[i].elems_per_token();
+        }
+        std::printf("KV group %d            %lld bytes/token (bf16)\n", g, static_cast<long long>(elems * 2));
+      }
+      std::printf("KV cache bytes/token  %lld (bf16, long context: window groups keep only their windows; "
+                  "all layers kept: %lld)\n",
+                  static_cast<long long>(plan.elems_per_token() * 2), static_cast<long long>(c.kv_bytes_per_token(2)));
+      std::printf("KV cache/seq @ 32k    %lld (bf16, blocks of 16, while decoding)\n",
+                  static_cast<long long>(plan.elems_at(32768, 16, 1) * 2));
+    }
     for (const std::string& n : c.notes) std::printf("note                  %s\n", n.c_str());
     std::printf("cpu kernels           %s\n", cpu_isa_description().c_str());
   });

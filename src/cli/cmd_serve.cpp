@@ -58,6 +58,7 @@ int run(ServeOptions o) {
   ec.kv_cache_memory_bytes = static_cast<int64_t>(o.engine.kv_cache_gb * (1ll << 30));
   ec.gpu_memory_utilization = o.engine.gpu_memory_utilization;
   ec.enable_prefix_caching = !o.engine.no_prefix_caching;
+  ec.hybrid_kv = !o.engine.no_hybrid_kv;
   ec.max_waiting = o.max_waiting;
   ec.enforce_eager = o.engine.enforce_eager;
   ec.speculative = o.engine.speculative;

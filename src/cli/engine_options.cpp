@@ -25,6 +25,8 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
                   "CUDA: fraction of GPU memory for weights, KV cache and activations")->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Disable the prefix cache");
+  cmd->add_flag("--no-hybrid-kv", o->no_hybrid_kv,
+                "Models mixing full and sliding-window layers: every layer keeps every KV block (one block table)");
   cmd->add_flag("--enforce-eager", o->enforce_eager, "CUDA: run decode steps eagerly (no CUDA graphs)");
   cmd->add_flag("--deterministic,!--no-deterministic", o->deterministic,
                 "Batch-invariant kernels: a request's tokens do not depend on the rest of the batch");
@@ -57,6 +59,7 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.kv_cache_memory_bytes = static_cast<int64_t>(o.kv_cache_gb * (1ll << 30));
   c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.enable_prefix_caching = !o.no_prefix_caching;
+  c.hybrid_kv = !o.no_hybrid_kv;
   c.enforce_eager = o.enforce_eager;
   c.deterministic = o.deterministic;
   c.profile_path = o.profile;

@@ -26,6 +26,7 @@ struct EngineOptions {
   double kv_cache_gb = 0;
   double gpu_memory_utilization = 0.9;
   bool no_prefix_caching = false;
+  bool no_hybrid_kv = false;  // one block table for every layer (loader/kv_groups.h)
   bool enforce_eager = false;
   bool deterministic = false;  // issue 13: batch-invariant kernels (see docs/benchmarks.md for the cost)
   std::string profile;         // Chrome-trace JSON path (empty: off)

@@ -45,6 +45,7 @@ void BlockPool::evict(BlockId id) {
   b.cached = false;
   b.hash = BlockHash{};
   b.parent = kNullBlock;
+  b.group = 0;
   b.token_ids.clear();
   b.salt.clear();
   --num_cached_blocks_;
@@ -67,13 +68,13 @@ void BlockPool::release(std::span<const BlockId> ids) {
 }
 
 std::optional<BlockId> BlockPool::lookup(const BlockHash& hash, std::span<const TokenId> token_ids,
-                                         BlockId parent, std::string_view salt) const {
+                                         BlockId parent, std::string_view salt, int32_t group) const {
   auto it = cache_.find(hash);
   if (it == cache_.end()) return std::nullopt;
   const uint32_t parent_generation = blocks_.at(parent).generation;
   for (BlockId id : it->second) {
     const Block& b = blocks_[id];
-    if (b.parent != parent || b.parent_generation != parent_generation) continue;
+    if (b.parent != parent || b.parent_generation != parent_generation || b.group != group) continue;
     if (b.salt != salt) continue;
     if (!std::equal(b.token_ids.begin(), b.token_ids.end(), token_ids.begin(), token_ids.end())) continue;
     return id;
@@ -82,7 +83,7 @@ std::optional<BlockId> BlockPool::lookup(const BlockHash& hash, std::span<const 
 }
 
 void BlockPool::cache(BlockId id, const BlockHash& hash, std::span<const TokenId> token_ids, BlockId parent,
-                      std::string_view salt) {
+                      std::string_view salt, int32_t group) {
   RL_CHECK(id != kNullBlock);
   RL_CHECK(static_cast<int32_t>(token_ids.size()) == block_size_);
   Block& b = blocks_.at(id);
@@ -92,6 +93,7 @@ void BlockPool::cache(BlockId id, const BlockHash& hash, std::span<const TokenId
   b.hash = hash;
   b.parent = parent;
   b.parent_generation = blocks_.at(parent).generation;
+  b.group = group;
   b.token_ids.assign(token_ids.begin(), token_ids.end());
   b.salt.assign(salt);
   cache_[hash].push_back(id);

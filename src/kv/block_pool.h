@@ -6,8 +6,9 @@
 // - every other block is either in the free queue (ref_count == 0) or held (ref_count > 0), never both;
 // - a cached block appears exactly once in the hash map, under its own stored hash; cached free blocks stay in
 //   the free queue with their hash and are evicted only when allocate() reuses them (popping the LRU head);
-// - a cache hit is exact, never a hash collision: the block's stored token ids and cache salt equal the
-//   request's, and its parent is the block the request hit just before, unchanged since (same generation).
+// - a cache hit is exact, never a hash collision: the block's stored token ids, cache salt and KV group equal
+//   the request's, and its parent is the block the request hit just before (a hybrid model's window groups:
+//   the full group's block of the same position), unchanged since (same generation).
 #pragma once
 
 #include <cstdint>
@@ -46,13 +47,15 @@ class BlockPool {
   void release(std::span<const BlockId> ids);
   int32_t ref_count(BlockId id) const { return blocks_.at(id).ref_count; }
 
-  // The cached block for (hash, token_ids, parent, salt), verified as described above, or nullopt.
-  // parent is the block hit for the previous position, or kNullBlock for the first block.
+  // The cached block for (hash, token_ids, parent, salt, group), verified as described above, or nullopt.
+  // parent is the block hit for the previous position (kNullBlock for the first block), or for a window group
+  // of a hybrid KV cache the full group's block of the same position; group is the KV group (kv_cache_manager.h)
+  // whose layers the block holds.
   std::optional<BlockId> lookup(const BlockHash& hash, std::span<const TokenId> token_ids, BlockId parent,
-                                std::string_view salt) const;
+                                std::string_view salt, int32_t group = 0) const;
   // Enters a held, completely written block into the cache. No-op if it is cached already.
   void cache(BlockId id, const BlockHash& hash, std::span<const TokenId> token_ids, BlockId parent,
-             std::string_view salt);
+             std::string_view salt, int32_t group = 0);
   bool is_cached(BlockId id) const { return blocks_.at(id).cached; }
   std::optional<BlockHash> cached_hash(BlockId id) const;
   int32_t num_cached_blocks() const { return num_cached_blocks_; }
@@ -76,6 +79,7 @@ class BlockPool {
     BlockHash hash;
     BlockId parent = kNullBlock;
     uint32_t parent_generation = 0;
+    int32_t group = 0;  // the KV group whose layers it holds (when cached)
     std::vector<TokenId> token_ids;  // [block_size] when cached
     std::string salt;
   };

@@ -2,9 +2,11 @@
 // Prefill chunks and decode tokens of many sequences mix in one batch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "backend/ops.h"
+#include "loader/kv_groups.h"
 
 namespace rl {
 
@@ -16,6 +18,16 @@ struct ForwardBatch {
   Tensor slot_mapping;      // i32 [num_tokens]: KV write slot of each token
   Tensor logits_indices;    // i32 [num_logits]: token rows whose logits are wanted
   AttentionMetadata attn;   // cu_seqlens_q, seq_lens_k, block_tables (+ host mirrors)
+  // Hybrid KV: KV group g >= 1's slot mapping [num_tokens] and block tables [num_seqs, >= max_blocks_per_seq]
+  // at index g - 1; group 0's are slot_mapping and attn.block_tables. Each layer uses its KvLayer::group's.
+  std::array<Tensor, kMaxKvGroups - 1> window_slot_mapping, window_block_tables;
+
+  const Tensor& slots(int32_t group) const {
+    return group == 0 ? slot_mapping : window_slot_mapping[static_cast<size_t>(group - 1)];
+  }
+  const Tensor& block_tables(int32_t group) const {
+    return group == 0 ? attn.block_tables : window_block_tables[static_cast<size_t>(group - 1)];
+  }
 };
 
 }  // namespace rl

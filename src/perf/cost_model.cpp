@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "loader/kv_groups.h"
 
 namespace rl::perf {
 
@@ -64,6 +65,20 @@ ModelCost make_model_cost(const ModelConfig& c, Precision weights, Precision kv)
   m.num_experts = p.num_experts;
   m.experts_per_tok = p.experts_per_tok;
   m.kv_bytes_per_token = c.kv_bytes_per_token(precision_bytes(kv));
+  const KvGroupPlan plan = plan_kv_groups(c.kv_spec, true, kMaxKvGroups);
+  m.kv_cache_bytes_per_token = plan.elems_per_token() * precision_bytes(kv);
+  if (plan.num_groups() > 1) {
+    for (int32_t g = 0; g < plan.num_groups(); ++g) {
+      ModelCost::KvGroupCost gc;
+      gc.window = plan.windows[static_cast<size_t>(g)];
+      for (size_t i = 0; i < c.kv_spec.size(); ++i) {
+        if (plan.layer_group[i] != g) continue;
+        ++gc.num_layers;
+        gc.bytes_per_token += c.kv_spec[i].elems_per_token() * precision_bytes(kv);
+      }
+      m.kv_groups.push_back(gc);
+    }
+  }
   m.notes = c.notes;
   for (const KvLayerSpec& l : c.kv_spec) {
     m.layer_kv_bytes.push_back(l.elems_per_token() * precision_bytes(kv));

@@ -29,6 +29,16 @@ struct ModelCost {
   // norms and biases stay bf16 (as fp8 checkpoints keep them).
   int64_t weight_bytes = 0;
   int64_t kv_bytes_per_token = 0;  // K and V of every layer at the KV precision (window layers included)
+  // The engine's KV cache (hybrid KV groups, loader/kv_groups.h): bytes per token position of a block, i.e.
+  // what a long sequence costs per token once its window groups hold only their windows (GPT-OSS: half of
+  // kv_bytes_per_token). Equals kv_bytes_per_token for models of one kind of layer.
+  int64_t kv_cache_bytes_per_token = 0;
+  struct KvGroupCost {
+    int64_t window = 0;      // 0: keeps every position
+    int64_t num_layers = 0;
+    int64_t bytes_per_token = 0;  // its layers' K and V
+  };
+  std::vector<KvGroupCost> kv_groups;  // one per KV group; empty for models of one kind of layer
   // MoE: the routed experts' bytes (part of weight_bytes) and their routing. A decode step of B tokens reads
   // every non-expert weight and, per MoE layer, the experts at least one token chose: with uniform routing a
   // fraction 1 - (1 - k/E)^B of them (k/E at batch 1: the active bytes).

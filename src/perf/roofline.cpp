@@ -163,6 +163,16 @@ std::string format_roofline_text(const RooflineAnalysis& a) {
                                            format_bytes(b64) + " at batch 64 (uniform routing)");
   }
   line("KV bytes per token", format_count(m.kv_bytes_per_token) + " (" + format_bytes(m.kv_bytes_per_token) + ")");
+  for (const ModelCost::KvGroupCost& g : m.kv_groups) {
+    line("KV group " + (g.window > 0 ? "window " + std::to_string(g.window) : std::string("full")),
+         std::to_string(g.num_layers) + " layers, " + format_count(g.bytes_per_token) + " bytes per token");
+  }
+  if (!m.kv_groups.empty()) {
+    line("KV cache bytes/token (long ctx)",
+         format_count(m.kv_cache_bytes_per_token) + " (" + format_g(static_cast<double>(m.kv_cache_bytes_per_token) /
+                                                             static_cast<double>(m.kv_bytes_per_token)) +
+             " of all layers: the window groups keep only their windows)");
+  }
   for (const std::string& n : m.notes) line("note", n);
   line("activation bytes per token", format_count(m.activation_bytes_per_token));
   line("FLOPs/token: matmuls", format_g(m.matmul_flops_per_token() / 1e9) + " GFLOP");
@@ -237,6 +247,7 @@ Json roofline_to_json(const RooflineAnalysis& a) {
             {"matmul_params", m.matmul_params},
             {"weight_bytes", m.weight_bytes},
             {"kv_bytes_per_token", m.kv_bytes_per_token},
+            {"kv_cache_bytes_per_token", m.kv_cache_bytes_per_token},
             {"activation_bytes_per_token", m.activation_bytes_per_token},
             {"flops_per_token",
              {{"matmul", m.matmul_flops_per_token()},

@@ -151,9 +151,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
         sampler_device_bytes(seqs_bound, mc.vocab_size);
     ki.extra_block_bytes = KvStorage::bytes_per_block(draft_model->config(), config.block_size, kv_dtype);
   }
-  RL_ASSIGN_OR_RETURN(KvSizing sizing, size_kv_cache(ki, mc, *e->backend_, kv_dtype));
+  const KvGroupPlan plan = plan_kv_groups(mc.kv_spec, config.hybrid_kv, kMaxKvGroups);
+  RL_ASSIGN_OR_RETURN(KvSizing sizing, size_kv_cache(ki, mc, *e->backend_, kv_dtype, &plan));
   const int64_t bs = config.block_size, num_blocks = sizing.num_blocks;
-  e->kv_ = std::make_unique<KvStorage>(e->backend_.get(), mc, num_blocks, bs, kv_dtype);
+  e->kv_ = std::make_unique<KvStorage>(e->backend_.get(), mc, num_blocks, bs, kv_dtype, &plan);
   e->fingerprint_ = make_fingerprint(config, *e->backend_, lo.weight_dtype, kv_dtype);
 
   int64_t max_len = config.max_model_len > 0 ? config.max_model_len : mc.max_context_len();
@@ -168,24 +169,40 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     max_len = draft_model->config().max_context_len();
   }
   int32_t sched_window = 0;
-  // Every layer a sliding window: a sequence holds only the blocks of its widest window (the KV manager
-  // releases the rest), so its length is not bounded by the cache. Not with a draft model: it shares the block
-  // tables and reads every position.
-  int64_t window = 0;
-  for (const KvLayerSpec& l : mc.kv_spec) {
-    if (l.kind != KvKind::kSliding) {
-      window = 0;
-      break;
+  std::vector<int32_t> window_groups;
+  if (plan.num_groups() > 1) {
+    // Hybrid KV: group 0 (full layers) bounds a sequence by the blocks left once every window group holds its
+    // largest share (KvCacheManager::max_blocks_held).
+    int64_t window_blocks = 0;
+    for (int32_t g = 1; g < plan.num_groups(); ++g) {
+      const int64_t w = plan.windows[static_cast<size_t>(g)];
+      if (w > INT32_MAX) return Status::error("sliding window " + std::to_string(w) + " is out of range");
+      window_groups.push_back(static_cast<int32_t>(w));
+      window_blocks += std::min((max_len + bs - 1) / bs, (w - 1 + config.max_num_batched_tokens + bs - 1) / bs + 1);
     }
-    window = std::max(window, l.window);
-  }
-  const int64_t window_tokens = ((window - 1 + config.max_num_batched_tokens + bs - 1) / bs + 1) * bs;
-  if (window > 0 && !draft_model && window_tokens <= kv_tokens && window <= INT32_MAX) {
-    sched_window = static_cast<int32_t>(window);
-  } else if (max_len > kv_tokens) {
-    log_warn("max_model_len lowered from " + std::to_string(max_len) + " to " + std::to_string(kv_tokens) +
-             " tokens: the KV cache holds no more");
-    max_len = kv_tokens;
+    const int64_t full_tokens = (num_blocks - 1 - window_blocks) * bs;
+    if (full_tokens < bs) {
+      return Status::error("not enough KV blocks: " + std::to_string(num_blocks - 1) + " usable, the window layers (" +
+                           plan.describe() + ") alone need " + std::to_string(window_blocks) + " per sequence");
+    }
+    if (max_len > full_tokens) {
+      log_warn("max_model_len lowered from " + std::to_string(max_len) + " to " + std::to_string(full_tokens) +
+               " tokens: the KV cache holds no more (KV groups " + plan.describe() + ")");
+      max_len = full_tokens;
+    }
+  } else {
+    // Every layer a sliding window: a sequence holds only the blocks of its widest window (the KV manager
+    // releases the rest), so its length is not bounded by the cache. Not with a draft model: it shares the
+    // block tables and reads every position.
+    const int64_t window = plan.windows[0];
+    const int64_t window_tokens = ((window - 1 + config.max_num_batched_tokens + bs - 1) / bs + 1) * bs;
+    if (window > 0 && !draft_model && window_tokens <= kv_tokens && window <= INT32_MAX) {
+      sched_window = static_cast<int32_t>(window);
+    } else if (max_len > kv_tokens) {
+      log_warn("max_model_len lowered from " + std::to_string(max_len) + " to " + std::to_string(kv_tokens) +
+               " tokens: the KV cache holds no more");
+      max_len = kv_tokens;
+    }
   }
   const int32_t max_num_seqs = config.max_num_seqs > 0 ? config.max_num_seqs : auto_max_num_seqs(kv_tokens);
   e->config_.max_num_seqs = max_num_seqs;
@@ -198,6 +215,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.kv.block_size = static_cast<int32_t>(bs);
   sc.kv.enable_prefix_caching = config.enable_prefix_caching;
   sc.kv.sliding_window = sched_window;
+  sc.kv.window_groups = window_groups;
   const int32_t k = spec_k;
   sc.num_speculative_tokens = k;
   sc.speculative_max_running = config.speculative_max_running;
@@ -533,6 +551,7 @@ void Engine::stage_rows(const SchedulerOutput& out, InFlight* f,
     st.num_computed = s.num_computed_tokens;
     st.block_table = s.block_table.data();
     st.num_blocks = static_cast<int64_t>(s.block_table.size());
+    for (size_t g = 0; g < s.window_tables.size(); ++g) st.window_tables[g] = s.window_tables[g].data();
     st.want_logits = s.samples;
     if (r.num_pending > 0) {
       auto pit = pending_row_.find(s.arrival_seq);
@@ -875,13 +894,19 @@ Result<std::vector<float>> Engine::prompt_logits(const std::vector<TokenId>& pro
       return Status::error("token id " + std::to_string(t) + " is outside the vocabulary");
     }
   }
-  std::vector<int32_t> table;
-  for (int64_t b = 1; b <= (n + bs - 1) / bs; ++b) table.push_back(static_cast<int32_t>(b));
+  // Blocks 1.. in group 0, the next ones in each further KV group.
+  const int64_t nb = (n + bs - 1) / bs, num_groups = kv_->num_groups();
+  if (num_groups * nb >= kv_->num_blocks()) return Status::error("prompt of " + std::to_string(n) +
+                                                                 " tokens does not fit the KV cache");
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(num_groups));
+  for (int64_t g = 0; g < num_groups; ++g)
+    for (int64_t b = 0; b < nb; ++b) tables[static_cast<size_t>(g)].push_back(static_cast<int32_t>(1 + g * nb + b));
   SeqStep st;
   st.token_ids = prompt.data();
   st.num_new_tokens = n;
-  st.block_table = table.data();
-  st.num_blocks = static_cast<int64_t>(table.size());
+  st.block_table = tables[0].data();
+  st.num_blocks = nb;
+  for (int64_t g = 1; g < num_groups; ++g) st.window_tables[g - 1] = tables[static_cast<size_t>(g)].data();
   std::vector<float> logits;
   runner_->step({st}, &logits);
   return logits;

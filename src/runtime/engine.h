@@ -50,6 +50,10 @@ struct EngineConfig {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_waiting = 1024;
   bool enable_prefix_caching = true;
+  // Hybrid KV (a model mixing full and sliding-window layers, GPT-OSS): each kind of layer gets its own block
+  // table per request, so the window layers hold only their window's blocks (loader/kv_groups.h). false: every
+  // layer keeps every block (the reference the hybrid cache is tested against).
+  bool hybrid_kv = true;
   bool load_tokenizer = true;           // load tokenizer.json when the folder has one
   bool enforce_eager = false;           // CUDA: never capture decode steps as CUDA graphs
   std::string profile_path;             // non-empty: write a Chrome-trace JSON of every step's spans there

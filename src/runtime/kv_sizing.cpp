@@ -16,10 +16,11 @@ int64_t sampler_device_bytes(int64_t rows, int64_t vocab) {
                  4 * vocab /* raw scratch */ + 8 + 8 * kMaxTopLogprobs);
 }
 
-Result<KvSizing> size_kv_cache(const KvSizingInput& in, const ModelConfig& mc, Backend& backend, DType kv_dtype) {
+Result<KvSizing> size_kv_cache(const KvSizingInput& in, const ModelConfig& mc, Backend& backend, DType kv_dtype,
+                               const KvGroupPlan* plan) {
   if (in.block_size <= 0 || in.block_size > 1024) return Status::error("block size must be in [1, 1024]");
   KvSizing s;
-  s.block_bytes = KvStorage::bytes_per_block(mc, in.block_size, kv_dtype);
+  s.block_bytes = KvStorage::bytes_per_block(mc, in.block_size, kv_dtype, plan);
   s.num_blocks = in.num_kv_blocks;
   if (s.num_blocks <= 0) {
     size_t free_b = 0, total_b = 0;

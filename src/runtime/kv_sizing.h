@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
+#include "loader/kv_groups.h"
 #include "loader/model_config.h"
 
 namespace rl {
@@ -27,8 +28,9 @@ struct KvSizing {
   int64_t budget_bytes = 0;  // what the blocks were sized from (0 when num_kv_blocks was given)
 };
 
-// An error says what did not fit.
-Result<KvSizing> size_kv_cache(const KvSizingInput& in, const ModelConfig& mc, Backend& backend, DType kv_dtype);
+// An error says what did not fit. plan: the KV groups whose slots a block holds (null: every layer).
+Result<KvSizing> size_kv_cache(const KvSizingInput& in, const ModelConfig& mc, Backend& backend, DType kv_dtype,
+                               const KvGroupPlan* plan = nullptr);
 
 // The sampler's device bytes for max_rows rows (see runtime/sampler.h): parameters, sparse lists, penalty
 // state, raw-logit scratch and outputs.

@@ -13,15 +13,16 @@ ModelRunner::ModelRunner(Model* model, KvStorage* kv, const RunnerLimits& limits
   if (limits_.max_blocks_per_seq <= 0) limits_.max_blocks_per_seq = (limits_.max_model_len + bs - 1) / bs;
   if (limits_.max_num_logits <= 0) limits_.max_num_logits = limits_.max_num_seqs;
   // Token fields hold max_num_seqs rows too: a graph bucket pads up to that many single-token rows.
-  const int64_t s = limits_.max_num_seqs, t = std::max(limits_.max_num_tokens, s);
+  const int64_t s = limits_.max_num_seqs, t = std::max(limits_.max_num_tokens, s), g = kv->num_groups();
+  off_.token_stride = t;
   off_.ids = 0;
   off_.pos = t;
   off_.slots = 2 * t;
-  off_.cu = 3 * t;
+  off_.cu = (2 + g) * t;
   off_.lens = off_.cu + s + 1;
   off_.logit_idx = off_.lens + s;
   off_.tables = off_.logit_idx + std::max(limits_.max_num_logits, s);
-  off_.total = off_.tables + s * limits_.max_blocks_per_seq;
+  off_.total = off_.tables + s * g * limits_.max_blocks_per_seq;
   Backend& be = model->backend();
   for (int32_t*& h : h_staging_) {
     h = static_cast<int32_t*>(be.alloc_pinned(static_cast<size_t>(off_.total) * 4));
@@ -39,17 +40,22 @@ ModelRunner::~ModelRunner() {
 
 int64_t ModelRunner::stage(int32_t* h, const std::vector<SeqStep>& seqs, int64_t num_rows, int64_t* num_logits,
                            int64_t* max_q, int64_t* max_k, bool* all_decode, bool* any_pending) {
-  const int64_t bs = kv_->block_size(), mb = limits_.max_blocks_per_seq;
+  const int64_t bs = kv_->block_size(), mb = limits_.max_blocks_per_seq, num_groups = kv_->num_groups();
+  const int64_t row = num_groups * mb;  // one sequence's tables, group after group
   int64_t t = 0, n = 0;
   *any_pending = false;
   *max_q = 0;
   *max_k = 0;
   *all_decode = true;
   h[off_.cu] = 0;
-  std::fill(h + off_.tables, h + off_.tables + num_rows * mb, 0);
+  std::fill(h + off_.tables, h + off_.tables + num_rows * row, 0);
   for (size_t i = 0; i < seqs.size(); ++i) {
     const SeqStep& s = seqs[i];
     RL_CHECK(s.num_new_tokens > 0 && s.num_blocks <= mb);
+    for (int64_t g = 1; g < num_groups; ++g) {
+      RL_CHECK_MSG(s.window_tables[g - 1] != nullptr, "a sequence without the block table of KV group %lld",
+                   static_cast<long long>(g));
+    }
     const int64_t len = s.num_computed + s.num_new_tokens;
     RL_CHECK_MSG((len + bs - 1) / bs <= s.num_blocks, "sequence needs %lld blocks, has %lld",
                  static_cast<long long>((len + bs - 1) / bs), static_cast<long long>(s.num_blocks));
@@ -70,11 +76,21 @@ int64_t ModelRunner::stage(int32_t* h, const std::vector<SeqStep>& seqs, int64_t
       }
       h[off_.pos + t] = static_cast<int32_t>(p);
       h[off_.slots + t] = static_cast<int32_t>(s.block_table[p / bs] * bs + p % bs);
+      for (int64_t g = 1; g < num_groups; ++g) {
+        const int32_t block = s.window_tables[g - 1][p / bs];
+        RL_CHECK_MSG(block != 0, "KV group %lld has no block for position %lld", static_cast<long long>(g),
+                     static_cast<long long>(p));
+        h[off_.slots + g * off_.token_stride + t] = static_cast<int32_t>(block * bs + p % bs);
+      }
       ++t;
     }
     h[off_.cu + static_cast<int64_t>(i) + 1] = static_cast<int32_t>(t);
     h[off_.lens + static_cast<int64_t>(i)] = static_cast<int32_t>(len);
-    std::copy(s.block_table, s.block_table + s.num_blocks, h + off_.tables + static_cast<int64_t>(i) * mb);
+    int32_t* tables = h + off_.tables + static_cast<int64_t>(i) * row;
+    std::copy(s.block_table, s.block_table + s.num_blocks, tables);
+    for (int64_t g = 1; g < num_groups; ++g) {
+      std::copy(s.window_tables[g - 1], s.window_tables[g - 1] + s.num_blocks, tables + g * mb);
+    }
     if (s.want_logits && !s.all_logits) {
       RL_CHECK(n < limits_.max_num_logits);
       h[off_.logit_idx + n++] = static_cast<int32_t>(t - 1);
@@ -88,7 +104,7 @@ int64_t ModelRunner::stage(int32_t* h, const std::vector<SeqStep>& seqs, int64_t
   for (int64_t i = static_cast<int64_t>(seqs.size()); i < num_rows; ++i) {
     h[off_.ids + t] = 0;
     h[off_.pos + t] = 0;
-    h[off_.slots + t] = -1;
+    for (int64_t g = 0; g < num_groups; ++g) h[off_.slots + g * off_.token_stride + t] = -1;
     h[off_.logit_idx + i] = static_cast<int32_t>(t);
     ++t;
     h[off_.cu + i + 1] = static_cast<int32_t>(t);
@@ -113,7 +129,13 @@ ForwardBatch ModelRunner::make_batch(int64_t t, int64_t num_seqs, int64_t n, int
   const ModelConfig& c = model_->config();
   b.attn.cu_seqlens_q = field(off_.cu, {num_seqs + 1});
   b.attn.seq_lens_k = field(off_.lens, {num_seqs});
-  b.attn.block_tables = field(off_.tables, {num_seqs, limits_.max_blocks_per_seq});
+  // Group g's tables start g * max_blocks_per_seq into each row; the row stride covers every group's.
+  const int64_t num_groups = kv_->num_groups(), mb = limits_.max_blocks_per_seq;
+  b.attn.block_tables = field(off_.tables, {num_seqs, num_groups * mb});
+  for (int64_t g = 1; g < num_groups; ++g) {
+    b.window_slot_mapping[g - 1] = field(off_.slots + g * off_.token_stride, {t});
+    b.window_block_tables[g - 1] = field(off_.tables + g * mb, {num_seqs, num_groups * mb});
+  }
   b.attn.num_seqs = num_seqs;
   b.attn.max_seqlen_q = max_q;
   b.attn.max_seqlen_k = max_k;
@@ -125,7 +147,7 @@ ForwardBatch ModelRunner::make_batch(int64_t t, int64_t num_seqs, int64_t n, int
 
 size_t ModelRunner::upload_bytes(int64_t num_rows) const {
   // Every field up to the end of the used block-table rows (the gaps are a few KB).
-  return static_cast<size_t>(off_.tables + num_rows * limits_.max_blocks_per_seq) * 4;
+  return static_cast<size_t>(off_.tables + num_rows * kv_->num_groups() * limits_.max_blocks_per_seq) * 4;
 }
 
 void ModelRunner::step(const std::vector<SeqStep>& seqs, std::vector<float>* logits_out) {

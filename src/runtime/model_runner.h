@@ -2,7 +2,9 @@
 // into a flattened ForwardBatch in backend memory, runs the model and samples (launch), or returns the logits
 // on the host (step). Staging is a pinned host buffer per parity and one device buffer laid out alike at
 // offsets fixed by the limits (ids, positions, slots, cu_seqlens_q, seq_lens_k, logits_indices, block tables),
-// uploaded with one asynchronous copy per step; a step never allocates. On CUDA, all-decode steps run as CUDA graphs per batch-size bucket (runtime/cuda_graphs.h) unless
+// uploaded with one asynchronous copy per step; a step never allocates. Hybrid KV: every KV group has its slot
+// mapping ([group][token]) and its block table (rows [seq][group][max_blocks_per_seq]). On CUDA, all-decode
+// steps run as CUDA graphs per batch-size bucket (runtime/cuda_graphs.h) unless
 // enforce_eager: the batch is padded to the bucket with rows that write no KV (slot -1), read block 0 with
 // seq_len 1 and whose logits are never downloaded; rows never mix in any op, so padding cannot change real rows.
 #pragma once
@@ -25,6 +27,8 @@ struct SeqStep {
   int64_t num_computed = 0;            // tokens already in the KV cache before this step
   const int32_t* block_table = nullptr;
   int64_t num_blocks = 0;
+  // Hybrid KV (KvStorage::num_groups() > 1): the block tables of KV groups 1.., num_blocks entries each.
+  const int32_t* window_tables[kMaxKvGroups - 1] = {};
   bool want_logits = true;             // compute logits for the last new token
   bool all_logits = false;             // compute logits for every new token (teacher-forced checks)
   // A token id < 0 (kPendingToken) was sampled by the previous step and is read on the device from that
@@ -67,6 +71,7 @@ class ModelRunner {
   // Element offsets of the staging fields (the same on host and device).
   struct Offsets {
     int64_t ids, pos, slots, cu, lens, logit_idx, tables, total;
+    int64_t token_stride;  // elements between the slot mappings of consecutive groups
   };
   // Fills the host staging for seqs padded to num_rows sequences (num_rows == seqs.size() when not padding).
   // Returns the number of tokens; *num_logits, *max_q, *max_k and *all_decode describe the real rows.

@@ -29,6 +29,7 @@ Status SchedulerConfig::validate() const {
   if (max_prompt_logprob_rows < 0) return Status::error("scheduler: max_prompt_logprob_rows < 0");
   if (kv.block_size < 1) return Status::error("scheduler: block_size must be >= 1");
   if (kv.num_blocks < 2) return Status::error("scheduler: num_blocks must be >= 2 (block 0 is reserved)");
+  RL_RETURN_IF_ERROR(kv.validate());
   return Status::ok();
 }
 
@@ -127,6 +128,11 @@ SchedulerOutput Scheduler::schedule() {
     s.token_ids = std::span<const TokenId>(r->token_ids).subspan(r->num_computed_tokens, num_new);
     auto table = kv_.block_table(r->arrival_seq);
     s.block_table.assign(table.begin(), table.end());
+    s.window_tables.resize(static_cast<size_t>(kv_.num_groups() - 1));
+    for (int32_t g = 1; g < kv_.num_groups(); ++g) {
+      auto t = kv_.block_table(r->arrival_seq, g);
+      s.window_tables[static_cast<size_t>(g - 1)].assign(t.begin(), t.end());
+    }
     s.samples = r->num_computed_tokens + num_new == r->num_tokens();
     s.is_new = is_new;
     // Cache the blocks this step completes (their KV is written before any attention of the step reads it).
@@ -393,9 +399,11 @@ Status Scheduler::check_integrity() const {
   const int32_t bs = kv_.block_size();
   for (const Request* r : running_) {
     if (r->status != RequestStatus::kRunning) return Status::error("scheduler: '" + r->id + "' in running_");
-    const int64_t num_slots = static_cast<int64_t>(kv_.block_table(r->arrival_seq).size()) * bs;
-    if (num_slots < r->num_computed_tokens || r->num_computed_tokens > r->num_tokens()) {
-      return Status::error("scheduler: '" + r->id + "' has fewer KV slots than computed tokens");
+    for (int32_t g = 0; g < kv_.num_groups(); ++g) {
+      const int64_t num_slots = static_cast<int64_t>(kv_.block_table(r->arrival_seq, g).size()) * bs;
+      if (num_slots < r->num_computed_tokens || r->num_computed_tokens > r->num_tokens()) {
+        return Status::error("scheduler: '" + r->id + "' has fewer KV slots than computed tokens");
+      }
     }
   }
   for (const Request* r : waiting_) {

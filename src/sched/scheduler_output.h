@@ -23,6 +23,9 @@ struct ScheduledRequest {
   int32_t num_scheduled_tokens = 0;
   std::span<const TokenId> token_ids;  // [num_scheduled_tokens]: the tokens at those positions
   std::vector<BlockId> block_table;    // covers at least num_computed_tokens + num_scheduled_tokens slots
+  // Hybrid KV: the block tables of KV groups 1.. (the window layers'), as long as block_table; entries behind
+  // the window read kNullBlock.
+  std::vector<std::vector<BlockId>> window_tables;
   // The chunk reaches the end of the known tokens, so the last position's logits are sampled this step.
   bool samples = false;
   // First step since admission or since a preemption: per-request state in the runner starts afresh.

@@ -52,13 +52,17 @@ Golden load_golden(const std::string& dir) {
   return g;
 }
 
-// A model with a KV cache of `num_blocks` blocks of 16 and a runner able to return logits for every token.
+// A model with a KV cache of 24 blocks of 16 and a runner able to return logits for every token. The cache
+// has the engine's KV groups: a model that mixes window and full layers (GPT-OSS) gets a hybrid cache whose
+// window layers read their own block table.
 struct Harness {
   CpuBackend backend{2};
   std::unique_ptr<Model> model;
   std::unique_ptr<KvStorage> kv;
   std::unique_ptr<ModelRunner> runner;
   std::vector<int32_t> block_table;
+  std::vector<int32_t> window_table;  // hybrid: group 1's blocks (empty otherwise)
+  int64_t window = 0;                 // hybrid: group 1's window
 
   explicit Harness(const std::string& dir, DType wdt = DType::kF32) {
     LoadOptions opts;
@@ -66,7 +70,8 @@ struct Harness {
     auto m = load_model(dir, &backend, opts);
     EXPECT_TRUE(m.is_ok()) << m.message();
     model = std::move(m).value();
-    kv = std::make_unique<KvStorage>(&backend, model->config(), 16, 16, DType::kF32);
+    const KvGroupPlan plan = plan_kv_groups(model->config().kv_spec, true, kMaxKvGroups);
+    kv = std::make_unique<KvStorage>(&backend, model->config(), 24, 16, DType::kF32, &plan);
     RunnerLimits lim;
     lim.max_num_tokens = 64;
     lim.max_num_seqs = 4;
@@ -75,6 +80,20 @@ struct Harness {
     runner = std::make_unique<ModelRunner>(model.get(), kv.get(), lim);
     // Non-contiguous, descending block ids: exercises the block table rather than a flat layout.
     block_table = {13, 7, 2, 11};
+    if (plan.num_groups() > 1) {
+      EXPECT_EQ(plan.num_groups(), 2);
+      window_table = {4, 10, 15, 8};
+      window = plan.windows[1];
+    }
+  }
+
+  // The window group's table for a step whose first token is at `begin`: blocks wholly behind that token's
+  // window read block 0 (as the KV manager releases them), so a stale read would change the logits.
+  std::vector<int32_t> window_table_from(int64_t begin, const std::vector<int32_t>& table) const {
+    std::vector<int32_t> t = table;
+    const int64_t first = std::max<int64_t>(0, begin - window + 1) / 16;
+    for (int64_t b = 0; b < first && b < static_cast<int64_t>(t.size()); ++b) t[static_cast<size_t>(b)] = 0;
+    return t;
   }
 
   // Feeds tokens[begin, end) as one step after `begin` computed tokens; returns all their logits.
@@ -85,6 +104,8 @@ struct Harness {
     s.num_computed = begin;
     s.block_table = block_table.data();
     s.num_blocks = static_cast<int64_t>(block_table.size());
+    const std::vector<int32_t> wt = window_table_from(begin, window_table);
+    if (!window_table.empty()) s.window_tables[0] = wt.data();
     s.all_logits = all;
     std::vector<float> logits;
     runner->step({s}, &logits);
@@ -145,9 +166,12 @@ TEST_P(GoldenTest, BatchedSequencesGiveTheirOwnLogits) {
   s1.block_table = h.block_table.data();
   s1.num_blocks = static_cast<int64_t>(h.block_table.size());
   s1.all_logits = true;
+  const std::vector<int32_t> window_table = h.window_table, other_window_table = {3, 6, 12, 20};
+  if (!window_table.empty()) s1.window_tables[0] = window_table.data();
   s2 = s1;
   s2.num_new_tokens = n;
   s2.block_table = other_table.data();
+  if (!window_table.empty()) s2.window_tables[0] = other_window_table.data();
   std::vector<float> logits;
   h.runner->step({s1, s2}, &logits);
   ASSERT_EQ(static_cast<int64_t>(logits.size()), (a + n) * g.vocab);

@@ -49,6 +49,14 @@ set_tests_properties(cli_generate_gpt2_golden PROPERTIES PASS_REGULAR_EXPRESSION
 add_test(NAME cli_inspect_gpt_oss COMMAND ${_rl} inspect -m ${PROJECT_SOURCE_DIR}/models/configs/gpt-oss-20b)
 set_tests_properties(cli_inspect_gpt_oss PROPERTIES PASS_REGULAR_EXPRESSION
                      "20914757184.*\n(.*\n)*active parameters +4193246784(.*\n)*.*window 128(.*\n)*note .*MXFP4")
+# Hybrid KV: GPT-OSS's window layers keep only their windows, so a long sequence costs half the KV per token.
+add_test(NAME cli_inspect_gpt_oss_kv_groups COMMAND ${_rl} inspect -m ${PROJECT_SOURCE_DIR}/models/configs/gpt-oss-20b)
+set_tests_properties(cli_inspect_gpt_oss_kv_groups PROPERTIES PASS_REGULAR_EXPRESSION
+                     "KV groups +full: 12 layers; window 128: 12 layers\n(.*\n)*KV cache bytes/token +24576 ")
+add_test(NAME perf_cli_roofline_gpt_oss_kv_groups
+         COMMAND ${_rl} roofline --config ${PROJECT_SOURCE_DIR}/models/configs/gpt-oss-20b/config.json)
+set_tests_properties(perf_cli_roofline_gpt_oss_kv_groups PROPERTIES PASS_REGULAR_EXPRESSION
+                     "KV cache bytes/token [(]long ctx[)] +24,576 [(]0.5 of all layers")
 add_test(NAME perf_cli_roofline_moe
          COMMAND ${_rl} roofline --config ${PROJECT_SOURCE_DIR}/models/configs/Qwen3-30B-A3B/config.json)
 set_tests_properties(perf_cli_roofline_moe PROPERTIES PASS_REGULAR_EXPRESSION "30,532,122,624 [(]30.53 B[)]\nmatmul parameters per token +3,041,656,832")

@@ -70,6 +70,23 @@ TEST(PerfCostModel, OtherConfigsMatchTransformersCounts) {
   EXPECT_EQ(make_model_cost(load("Qwen3-8B"), Precision::kBf16, Precision::kBf16).num_params, 8190735360);
 }
 
+// gpt-oss-20b: 24 layers of 8 KV heads x 64 (K and V: 2048 bytes per token in bf16), alternating window 128 and
+// full. The hybrid KV cache keeps a block of 12 layer slots per 16 tokens: half the bytes of all 24 layers.
+TEST(PerfCostModel, GptOssHybridKvGroupsHalveTheCachePerToken) {
+  ModelCost m = make_model_cost(load("gpt-oss-20b"), Precision::kBf16, Precision::kBf16);
+  EXPECT_EQ(m.kv_bytes_per_token, 49152);
+  EXPECT_EQ(m.kv_cache_bytes_per_token, 24576);
+  ASSERT_EQ(m.kv_groups.size(), 2u);
+  EXPECT_EQ(m.kv_groups[0].window, 0);
+  EXPECT_EQ(m.kv_groups[0].num_layers, 12);
+  EXPECT_EQ(m.kv_groups[1].window, 128);
+  EXPECT_EQ(m.kv_groups[1].bytes_per_token, 24576);
+  // A model of one kind of layer has no groups and caches every layer.
+  ModelCost llama = make_model_cost(load("Llama-3.1-8B"), Precision::kBf16, Precision::kBf16);
+  EXPECT_TRUE(llama.kv_groups.empty());
+  EXPECT_EQ(llama.kv_cache_bytes_per_token, llama.kv_bytes_per_token);
+}
+
 TEST(PerfCostModel, Fp8WeightsAndKv) {
   ModelCost m = make_model_cost(load("Llama-3.1-8B"), Precision::kFp8, Precision::kFp8);
   // Linear layers 6,979,321,856 at 1 byte; the other 1,050,939,392 parameters (embeddings, lm_head, norms) at 2.

@@ -60,8 +60,9 @@ void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, con
     RL_CHECK_MSG(spec.rope, "q/k norm without RoPE is not implemented");
     be.qk_norm_rope(qkv_buf, q_norm, k_norm, b.positions, rope, NormParams{spec.norm_eps});
   }
-  be.kv_write(qkv_buf, layout, b.slot_mapping, kv);
+  be.kv_write(qkv_buf, layout, b.slots(kv.group), kv);
   AttentionMetadata meta = b.attn;
+  meta.block_tables = b.block_tables(kv.group);
   meta.layout = layout;
   meta.scale = spec.scale;
   meta.sliding_window = spec.window;

@@ -125,9 +125,10 @@ void MlaAttention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, 
   rp.interleaved = spec.interleaved;
   rp.q_rope_scale = spec.q_rope_scale;
   rp.eps = spec.norm_eps;
-  be.mla_prepare(q, ckv, kv_norm, b.positions, b.slot_mapping, rp, q_lat, kv);
+  be.mla_prepare(q, ckv, kv_norm, b.positions, b.slots(kv.group), rp, q_lat, kv);
   be.head_linear(q, qh, w_uk_t, q_lat, lat);
   AttentionMetadata meta = b.attn;
+  meta.block_tables = b.block_tables(kv.group);
   meta.scale = spec.scale;
   be.mla_attention(q_lat, kv, meta, layout, o_lat);
   be.head_linear(o_lat, r, w_uv, o_heads, dv);
