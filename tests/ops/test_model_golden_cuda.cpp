@@ -55,7 +55,10 @@ struct Harness {
     auto m = load_model(dir, &cuda_backend(), opts);
     RL_CHECK_MSG(m.is_ok(), "%s", m.message().c_str());
     model = std::move(m).value();
-    kv = std::make_unique<KvStorage>(&cuda_backend(), model->config(), 64, 16, DType::kBF16);
+    // The engine's KV groups: GPT-OSS runs on a hybrid cache whose window layers read their own block table.
+    const KvGroupPlan plan = plan_kv_groups(model->config().kv_spec, true, kMaxKvGroups);
+    if (plan.num_groups() > 1) window = plan.windows[1];
+    kv = std::make_unique<KvStorage>(&cuda_backend(), model->config(), 112, 16, DType::kBF16, &plan);
     RunnerLimits lim;
     lim.max_num_tokens = 128;
     lim.max_num_seqs = 4;
@@ -69,6 +72,16 @@ struct Harness {
 
   int64_t vocab() const { return model->config().vocab_size; }
 
+  int64_t window = 0;  // hybrid: the window group's window (0: one group)
+  // Hybrid: the window group's table (group 0's ids + 56) for a step whose first token is at `begin`, blocks
+  // wholly behind that token's window set to block 0 as the KV manager releases them.
+  std::vector<int32_t> window_table(const std::vector<int32_t>& table, int64_t begin) const {
+    std::vector<int32_t> t;
+    const int64_t first = std::max<int64_t>(0, begin - window + 1) / 16;
+    for (size_t b = 0; b < table.size(); ++b) t.push_back(static_cast<int64_t>(b) < first ? 0 : table[b] + 56);
+    return t;
+  }
+
   // Teacher-forced logits of every token of `seq`, fed as one prefill.
   std::vector<float> all_logits(const std::vector<int32_t>& seq) {
     const std::vector<int32_t> table = {9, 3, 5, 12, 1, 7, 20, 15};
@@ -77,6 +90,8 @@ struct Harness {
     s.num_new_tokens = static_cast<int64_t>(seq.size());
     s.block_table = table.data();
     s.num_blocks = static_cast<int64_t>(table.size());
+    const std::vector<int32_t> wt = window_table(table, 0);
+    if (window > 0) s.window_tables[0] = wt.data();
     s.all_logits = true;
     std::vector<float> logits;
     runner->step({s}, &logits);
@@ -97,7 +112,10 @@ struct Harness {
     int parity = 0;
     for (int64_t step = 0; step <= num_new; ++step) {
       std::vector<SeqStep> steps(n);
+      std::vector<std::vector<int32_t>> wts(n);
       for (size_t i = 0; i < n; ++i) {
+        wts[i] = window_table(tables[i], computed[i]);
+        if (window > 0) steps[i].window_tables[0] = wts[i].data();
         steps[i].token_ids = seqs[i].data() + computed[i];
         steps[i].num_new_tokens = static_cast<int64_t>(seqs[i].size()) - computed[i];
         steps[i].num_computed = computed[i];
