@@ -82,6 +82,51 @@ class Backend {
     linear(x, w, bias, scratch);
     silu_mul(scratch, out);
   }
+  // residual += x element-wise (the sum rounded to the activation dtype, as add_rms_norm stores it).
+  virtual void add(const Tensor& residual, const Tensor& x) = 0;
+
+  // --- fused decode ops ---
+  // The pre-norm folded into the projection after it and the residual add into the projection before it, and
+  // RoPE with the KV-cache write. Each default below composes the ops above; a backend with a fused kernel
+  // overrides it (and may then leave the scratch tensors untouched). Every fused form computes each row on its
+  // own (no row depends on the others), with the unfused roundings except where noted.
+  // Whether rms_norm_linear, rms_norm_linear_silu_mul and linear_add run as one kernel each for num_rows rows.
+  // The model takes the fused path only then: composed, linear_add costs one kernel more than the add-norm
+  // it replaces.
+  virtual bool fuses_norm_linear(int64_t num_rows) const {
+    (void)num_rows;
+    return false;
+  }
+  // y = rms_norm(x) · wᵀ (+ bias). x: [M, K]; norm_weight: [K]; w: [N, K]; normed: [M, K] scratch; y: [M, N].
+  // Fused: the row's inverse RMS is summed in another order than rms_norm's (last-bit differences of normed).
+  virtual void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
+                               const Tensor& bias, const Tensor& normed, const Tensor& y) {
+    rms_norm(x, norm_weight, normed, np);
+    linear(normed, w, bias, y);
+  }
+  // out [M, I] = silu(gate) * up of rms_norm(x) · wᵀ for w [2I, K] (the gated MLP's pre-norm, gate_up projection
+  // and SwiGLU). normed: [M, K], gate_up: [M, 2I] scratch.
+  virtual void rms_norm_linear_silu_mul(const Tensor& x, const Tensor& norm_weight, const NormParams& np,
+                                        const Tensor& w, const Tensor& bias, const Tensor& normed,
+                                        const Tensor& gate_up, const Tensor& out) {
+    rms_norm(x, norm_weight, normed, np);
+    linear_silu_mul(normed, w, bias, gate_up, out);
+  }
+  // residual += x · wᵀ (+ bias), the projection rounded to the activation dtype before the add (as linear, then
+  // add). x: [M, K]; w: [N, K]; scratch, residual: [M, N].
+  virtual void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                          const Tensor& residual) {
+    linear(x, w, bias, scratch);
+    add(residual, scratch);
+  }
+  // qk_norm_rope, then kv_write of the rotated k and of v (bitwise the same as the two ops).
+  virtual void qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                     const Tensor& positions, const RopeParams& rope, const NormParams& norm,
+                                     const Tensor& slot_mapping, const KvLayer& cache) {
+    qk_norm_rope(qkv, q_norm, k_norm, positions, rope, norm);
+    kv_write(qkv, rope.layout, slot_mapping, cache);
+  }
+
   // out[i] = x[indices[i]]. x: [T, H]; indices: i32 [n]; out: [n, H]
   virtual void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) = 0;
   // Fills t (f32 or bf16) with uniform values in [lo, hi) from a counter-based generator keyed by seed:

@@ -165,6 +165,11 @@ int run(const LatencyOptions& o) {
   std::printf("steps: %lld, host %.1f us/step = %.1f%% of the mean step (%.1f us)\n",
               static_cast<long long>(num_steps), num_steps ? 1e6 * host_s / num_steps : 0.0,
               step_s > 0 ? 100.0 * host_s / step_s : 0.0, num_steps ? 1e6 * step_s / num_steps : 0.0);
+  // The kernels of one decode step (the decode graph's kernel nodes): the launch-bound batch-1 step's lever.
+  const int64_t step_kernels = engine.decode_graph_kernels(o.batch);
+  if (step_kernels > 0) {
+    std::printf("decode graph: %lld kernels per step (batch %d)\n", static_cast<long long>(step_kernels), o.batch);
+  }
   // Speculation over the measured rounds only.
   const spec::SpecDecodeCounters sc1 = engine.spec_counters();
   spec::SpecDecodeCounters sc;
@@ -188,6 +193,7 @@ int run(const LatencyOptions& o) {
     j["ttft_ms"] = sum.ttft_s * 1e3;
     j["tpot_ms"] = sum.tpot_s * 1e3;
     j["decode_tokens_per_s"] = o.batch / sum.tpot_s;
+    j["decode_graph_kernels"] = step_kernels;
     j["elapsed_s"] = sum.elapsed_s;
     if (engine.speculative()) {
       j["speculative"] = o.engine.speculative;

@@ -69,6 +69,18 @@ Status DecodeGraphs::capture(int64_t bucket, const std::function<void()>& forwar
     cudaGetLastError();  // clear the sticky launch error of the failed capture
     return Status::error(std::string("CUDA graph capture: ") + cudaGetErrorString(err));
   }
+  size_t num_nodes = 0;
+  int64_t kernels = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &num_nodes) == cudaSuccess && num_nodes > 0) {
+    std::vector<cudaGraphNode_t> nodes(num_nodes);
+    if (cudaGraphGetNodes(graph, nodes.data(), &num_nodes) == cudaSuccess) {
+      for (size_t n = 0; n < num_nodes; ++n) {
+        cudaGraphNodeType type{};
+        if (cudaGraphNodeGetType(nodes[n], &type) == cudaSuccess && type == cudaGraphNodeTypeKernel) ++kernels;
+      }
+    }
+  }
+  num_kernels_[i] = kernels;
   cudaGraphExec_t exec = nullptr;
   err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -101,6 +113,11 @@ void DecodeGraphs::replay(int64_t) { RL_CHECK_MSG(false, "this build has no CUDA
 #endif
 
 DecodeGraphs::DecodeGraphs(std::unique_ptr<Impl> impl, std::vector<int64_t> buckets)
-    : impl_(std::move(impl)), buckets_(std::move(buckets)) {}
+    : impl_(std::move(impl)), buckets_(std::move(buckets)), num_kernels_(buckets_.size(), 0) {}
+
+int64_t DecodeGraphs::num_kernels(int64_t bucket) const {
+  auto it = std::find(buckets_.begin(), buckets_.end(), bucket);
+  return it == buckets_.end() ? 0 : num_kernels_[static_cast<size_t>(it - buckets_.begin())];
+}
 
 }  // namespace rl

@@ -34,6 +34,8 @@ class DecodeGraphs {
   Status capture(int64_t bucket, const std::function<void()>& forward);
   // Enqueues the graph of a captured bucket on the backend's stream.
   void replay(int64_t bucket);
+  // Kernel nodes of the captured graph of `bucket` (the kernels one decode step launches); 0 if not captured.
+  int64_t num_kernels(int64_t bucket) const;
 
   // Bucket sizes for max_num_seqs: powers of two up to 8, then multiples of 8, then max_num_seqs itself.
   static std::vector<int64_t> make_buckets(int64_t max_num_seqs);
@@ -43,6 +45,7 @@ class DecodeGraphs {
   explicit DecodeGraphs(std::unique_ptr<Impl> impl, std::vector<int64_t> buckets);
   std::unique_ptr<Impl> impl_;
   std::vector<int64_t> buckets_;
+  std::vector<int64_t> num_kernels_;  // indexed like buckets_, set at capture
 };
 
 }  // namespace rl

@@ -525,6 +525,10 @@ void Engine::finish_choice(const std::string& cid, const Request& r, FinishReaso
   }
 }
 
+int64_t Engine::decode_graph_kernels(int64_t num_seqs) const {
+  return runner_ ? runner_->decode_graph_kernels(num_seqs) : 0;
+}
+
 Engine::StepTiming Engine::step_timing() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return timing_;

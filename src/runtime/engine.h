@@ -149,6 +149,9 @@ class Engine {
     int64_t max_running = 0;
   };
   StepTiming step_timing() const;
+  // Kernels one all-decode step of num_seqs sequences launches (its CUDA graph's kernel nodes); 0 without a
+  // captured graph. Read it once the engine is idle (after the requests that captured it have finished).
+  int64_t decode_graph_kernels(int64_t num_seqs) const;
 
   // The engine's metrics (vLLM names), updated every step; render() is thread-safe.
   const MetricsRegistry& metrics() const { return registry_; }

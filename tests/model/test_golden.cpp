@@ -196,6 +196,24 @@ TEST_P(GoldenTest, GreedyTokensIdentical) {
   EXPECT_EQ(out, g.greedy);
 }
 
+// The model's fused decode path (Backend::fuses_norm_linear: residual adds inside the projections, pre-norms
+// folded into the next projection, RoPE with the KV write), here composed of the reference ops, gives bitwise the
+// logits of the unfused path: for a prefill and for decode steps.
+TEST_P(GoldenTest, FusedDecodePathGivesTheSameLogits) {
+  const std::string dir = kGoldenDir + GetParam();
+  Golden g = load_golden(dir);
+  Harness plain(dir), fused(dir);
+  fused.backend.set_fused_path(true);
+  std::vector<int32_t> seq = g.prompt;
+  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const int64_t n = static_cast<int64_t>(seq.size()), p = static_cast<int64_t>(g.prompt.size());
+  EXPECT_EQ(fused.feed(seq, 0, p, true), plain.feed(seq, 0, p, true));
+  for (int64_t i = p; i < n; ++i) {
+    std::vector<float> want = plain.feed(seq, i, i + 1, false);
+    ASSERT_EQ(fused.feed(seq, i, i + 1, false), want) << "decode step at position " << i;
+  }
+}
+
 TEST_P(GoldenTest, Bf16WeightsStayCloseToTransformers) {
   const std::string dir = kGoldenDir + GetParam();
   Golden g = load_golden(dir);

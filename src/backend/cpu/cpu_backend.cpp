@@ -110,6 +110,13 @@ void CpuBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Ten
   });
 }
 
+void CpuBackend::add(const Tensor& residual, const Tensor& x) {
+  RL_CHECK(residual.numel() == x.numel());
+  float* res = residual.f32();
+  const float* xs = x.f32();
+  for (int64_t i = 0; i < x.numel(); ++i) res[i] += xs[i];
+}
+
 void CpuBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
                               const Tensor& positions, const RopeParams& rope, const NormParams& norm) {
   const QkvLayout& l = rope.layout;

@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
                  const Tensor& out) override;
   void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void add(const Tensor& residual, const Tensor& x) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   void argmax_rows(const Tensor& logits, const Tensor& out) override;
@@ -75,6 +76,11 @@ class CpuBackend final : public Backend {
   void mla_attention(const Tensor& q_lat, const KvLayer& cache, const AttentionMetadata& meta,
                      const MlaLayout& layout, const Tensor& out) override;
 
+  // The fused decode ops run as the Backend defaults (compositions of the ops above). Off (the default), the
+  // model keeps its unfused path; tests switch it on to run the model's fused path against the reference ops.
+  bool fuses_norm_linear(int64_t num_rows) const override { return fused_path_ && num_rows > 0; }
+  void set_fused_path(bool on) { fused_path_ = on; }
+
   ThreadPool& pool() { return pool_; }
   const CpuKernels& kernels() const { return *kern_; }
 
@@ -85,6 +91,7 @@ class CpuBackend final : public Backend {
   std::vector<uint16_t> act_bf16_;
   std::vector<int8_t> act_i8_;
   std::vector<float> act_scale_;
+  bool fused_path_ = false;
 };
 
 // Causal paged attention (cpu_attention.cpp), its dot products and sums through `kern`.

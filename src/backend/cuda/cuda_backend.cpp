@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/gemv_stream.h"
 #include "backend/cuda/kernel_config.h"
 #include "core/check.h"
 
@@ -22,6 +23,25 @@ uint16_t* bf16_ptr(const Tensor& t) {
 }
 
 void check_param_dtype(const Tensor& t) { RL_CHECK(t.dtype == DType::kBF16 || t.dtype == DType::kF32); }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The streaming GEMV's parameters for y = x · wᵀ (+ bias) (w: [N, K], or [2N, K] when gated).
+cuda::GemvStreamParams stream_params(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                                     bool gated) {
+  cuda::GemvStreamParams p;
+  p.x = bf16_ptr(x);
+  p.w = bf16_ptr(w);
+  p.bias = bias.data;
+  p.bias_f32 = bias.dtype == DType::kF32;
+  p.y = y.data;
+  p.y_f32 = y.dtype == DType::kF32;
+  p.gated = gated;
+  p.m = static_cast<int>(x.rows());
+  p.n = y.dim(-1);
+  p.k = x.dim(-1);
+  return p;
+}
 
 }  // namespace
 
@@ -228,6 +248,104 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor
     return;
   }
   Backend::linear_silu_mul(x, w, bias, scratch, out);
+}
+
+void CudaBackend::add(const Tensor& residual, const Tensor& x) {
+  RL_CHECK(residual.numel() == x.numel());
+  cuda::launch_add(bf16_ptr(residual), bf16_ptr(x), x.numel(), stream_);
+}
+
+bool CudaBackend::fuses_norm_linear(int64_t num_rows) const {
+  return !deterministic_ && num_rows >= 1 && num_rows <= cuda::kGemvMaxM && cuda::gemv_stream_supported(num_rows);
+}
+
+void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
+                                  const Tensor& bias, const Tensor& normed, const Tensor& y) {
+  const int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
+  RL_CHECK(w.dim(1) == k && y.dim(-1) == n && y.rows() == m && norm_weight.numel() == k);
+  RL_CHECK(y.dtype == DType::kBF16 || y.dtype == DType::kF32);
+  check_param_dtype(norm_weight);
+  if (bias.data) {
+    check_param_dtype(bias);
+    RL_CHECK(bias.numel() == n);
+  }
+  if (fuses_norm_linear(m) && cuda::gemv_aligned(bf16_ptr(x), bf16_ptr(w), k) && aligned16(norm_weight.data)) {
+    cuda::GemvStreamParams p = stream_params(x, w, bias, y, false);
+    p.norm_w = norm_weight.data;
+    p.norm_w_f32 = norm_weight.dtype == DType::kF32;
+    p.eps = np.eps;
+    cuda::launch_gemv_stream(p, stream_);
+    return;
+  }
+  Backend::rms_norm_linear(x, norm_weight, np, w, bias, normed, y);
+}
+
+void CudaBackend::rms_norm_linear_silu_mul(const Tensor& x, const Tensor& norm_weight, const NormParams& np,
+                                           const Tensor& w, const Tensor& bias, const Tensor& normed,
+                                           const Tensor& gate_up, const Tensor& out) {
+  const int64_t m = x.rows(), k = x.dim(-1), n = out.dim(-1);
+  RL_CHECK(w.dim(0) == 2 * n && w.dim(1) == k && out.rows() == m && norm_weight.numel() == k);
+  check_param_dtype(norm_weight);
+  if (bias.data) {
+    check_param_dtype(bias);
+    RL_CHECK(bias.numel() == 2 * n);
+  }
+  if (fuses_norm_linear(m) && out.dtype == DType::kBF16 && cuda::gemv_aligned(bf16_ptr(x), bf16_ptr(w), k) &&
+      aligned16(norm_weight.data)) {
+    cuda::GemvStreamParams p = stream_params(x, w, bias, out, true);
+    p.norm_w = norm_weight.data;
+    p.norm_w_f32 = norm_weight.dtype == DType::kF32;
+    p.eps = np.eps;
+    cuda::launch_gemv_stream(p, stream_);
+    return;
+  }
+  Backend::rms_norm_linear_silu_mul(x, norm_weight, np, w, bias, normed, gate_up, out);
+}
+
+void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                             const Tensor& residual) {
+  const int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
+  RL_CHECK(w.dim(1) == k && residual.dim(-1) == n && residual.rows() == m);
+  if (bias.data) {
+    check_param_dtype(bias);
+    RL_CHECK(bias.numel() == n);
+  }
+  if (fuses_norm_linear(m) && cuda::gemv_aligned(bf16_ptr(x), bf16_ptr(w), k)) {
+    cuda::GemvStreamParams p = stream_params(x, w, bias, residual, false);
+    p.residual = bf16_ptr(residual);
+    cuda::launch_gemv_stream(p, stream_);
+    return;
+  }
+  Backend::linear_add(x, w, bias, scratch, residual);
+}
+
+void CudaBackend::qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                        const Tensor& positions, const RopeParams& rope, const NormParams& norm,
+                                        const Tensor& slot_mapping, const KvLayer& cache) {
+  const QkvLayout& l = rope.layout;
+  const int64_t kv_row = l.num_kv_heads * l.head_dim;
+  RL_CHECK(qkv.dim(-1) == l.row() && l.head_dim % 2 == 0 && l.head_dim <= 256 && rope.inv_freq);
+  RL_CHECK(positions.dtype == DType::kI32 && positions.numel() == qkv.rows());
+  RL_CHECK(!q_norm.data || !k_norm.data || q_norm.dtype == k_norm.dtype);
+  RL_CHECK(cache.num_kv_heads() * cache.head_dim() == kv_row);
+  RL_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == qkv.rows());
+  cuda::QkNormRopeArgs a;
+  a.qkv = bf16_ptr(qkv);
+  a.positions = positions.as<int32_t>();
+  a.inv_freq = rope.inv_freq;
+  a.q_norm = q_norm.data;
+  a.k_norm = k_norm.data;
+  a.norm_dt = q_norm.data ? q_norm.dtype : (k_norm.data ? k_norm.dtype : DType::kBF16);
+  a.num_tokens = qkv.rows();
+  a.num_heads = l.num_heads;
+  a.num_kv_heads = l.num_kv_heads;
+  a.head_dim = l.head_dim;
+  a.eps = norm.eps;
+  a.slots = slot_mapping.as<int32_t>();
+  a.num_slots = cache.k.dim(0) * cache.block_size();
+  a.k_cache = bf16_ptr(cache.k);
+  a.v_cache = bf16_ptr(cache.v);
+  cuda::launch_qk_norm_rope(a, stream_);
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) {

@@ -51,6 +51,20 @@ class CudaBackend final : public Backend {
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
                        const Tensor& out) override;
+  void add(const Tensor& residual, const Tensor& x) override;
+  // The fused decode ops (streaming GEMV prologue / epilogue, RoPE + KV write): M <= kGemvMaxM on sm_90, never in
+  // deterministic mode (the invariant GEMM has no such epilogues); otherwise the composition.
+  bool fuses_norm_linear(int64_t num_rows) const override;
+  void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
+                       const Tensor& bias, const Tensor& normed, const Tensor& y) override;
+  void rms_norm_linear_silu_mul(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
+                                const Tensor& bias, const Tensor& normed, const Tensor& gate_up,
+                                const Tensor& out) override;
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                  const Tensor& residual) override;
+  void qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                             const RopeParams& rope, const NormParams& norm, const Tensor& slot_mapping,
+                             const KvLayer& cache) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
   void cast(const Tensor& src, const Tensor& dst) override;

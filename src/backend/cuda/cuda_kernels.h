@@ -30,8 +30,18 @@ struct QkNormRopeArgs {
   DType norm_dt = DType::kBF16;
   int64_t num_tokens = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   float eps = 1e-6f;
+  // KV write fused in (k_cache set): the rotated k heads and the v heads also go to the caches at slots[t]
+  // (negative: skipped), as launch_kv_write would copy them. k_cache, v_cache: bf16 [num_slots, num_kv_heads *
+  // head_dim].
+  const int32_t* slots = nullptr;
+  int64_t num_slots = 0;
+  uint16_t* k_cache = nullptr;
+  uint16_t* v_cache = nullptr;
 };
+// In place on qkv: per (token, q or k head) optional RMSNorm then neox RoPE; with a.k_cache, the KV write too.
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
+// residual[i] = bf16(residual[i] + x[i]), i < n; bf16.
+void launch_add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t stream);
 
 // Copies the k and v parts of each qkv row into the caches at slot_mapping (negative slots skipped).
 // k_cache, v_cache: bf16 [num_slots, num_kv_heads * head_dim].

@@ -119,17 +119,31 @@ __global__ void rms_norm_kernel(uint16_t* residual, const uint16_t* x, const voi
   }
 }
 
-// One warp per (token, head) over the q and k heads. Lane l holds elements i = l + 32 j of the first half
-// and their RoPE partners i + half (head_dim ≤ 256, so j < 4). Norm, then rotation, in f32; one rounding.
-// The norm weights and inverse frequencies (model constants) are loaded before pdl_wait().
+// One warp per (token, head) over the q and k heads (and, with the KV write fused in, the v heads). Lane l holds
+// elements i = l + 32 j of the first half and their RoPE partners i + half (head_dim ≤ 256, so j < 4). Norm, then
+// rotation, in f32; one rounding. A k head's rotated values also go to the k cache, a v head is copied to the v
+// cache: the same bits kv_write_kernel would copy from qkv afterwards. The norm weights and inverse frequencies
+// (model constants) are loaded before pdl_wait().
 __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   const int64_t num_rot = a.num_heads + a.num_kv_heads;
+  const int64_t per_tok = num_rot + (a.k_cache ? a.num_kv_heads : 0);
   const int64_t task = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (task >= a.num_tokens * num_rot) return;
+  if (task >= a.num_tokens * per_tok) return;
   const int lane = threadIdx.x & 31;
-  const int64_t tok = task / num_rot, h = task % num_rot;
+  const int64_t tok = task / per_tok, h = task % per_tok;
   const int64_t d = a.head_dim, half = d / 2, row = (a.num_heads + 2 * a.num_kv_heads) * d;
-  uint16_t* v = a.qkv + tok * row + h * d;  // k heads follow the q heads directly
+  const int64_t kv_row = a.num_kv_heads * d;
+  uint16_t* v = a.qkv + tok * row + h * d;  // k heads follow the q heads directly, v heads the k heads
+  if (h >= num_rot) {
+    pdl_wait();  // launched with PDL (cuda_launch.cuh)
+    pdl_launch_dependents();
+    const int32_t slot = a.slots[tok];
+    if (slot < 0) return;
+    if (slot >= a.num_slots) __trap();  // the KV manager hands out slots inside the cache
+    uint16_t* dst = a.v_cache + static_cast<int64_t>(slot) * kv_row + (h - num_rot) * d;
+    for (int64_t i = lane; i < d; i += 32) dst[i] = v[i];
+    return;
+  }
   const void* nw = h < a.num_heads ? a.q_norm : a.k_norm;
   const bool nw_f32 = a.norm_dt == DType::kF32;
   float w_lo[4], w_hi[4], freq[4];
@@ -162,6 +176,13 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
       }
     }
   }
+  // The k cache row of this head, when the KV write is fused in and the token has a slot.
+  uint16_t* kd = nullptr;
+  if (a.k_cache && h >= a.num_heads) {
+    const int32_t slot = a.slots[tok];
+    if (slot >= a.num_slots) __trap();
+    if (slot >= 0) kd = a.k_cache + static_cast<int64_t>(slot) * kv_row + (h - a.num_heads) * d;
+  }
   // As transformers: angle = float(position) * inv_freq in f32, then precise cos/sin.
   const float pos = static_cast<float>(a.positions[tok]);
 #pragma unroll
@@ -170,9 +191,36 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
     if (i < half) {
       float sn, cs;
       sincosf(pos * freq[j], &sn, &cs);
-      v[i] = f32_to_bf16_bits(lo[j] * cs - hi[j] * sn);
-      v[i + half] = f32_to_bf16_bits(hi[j] * cs + lo[j] * sn);
+      const uint16_t r0 = f32_to_bf16_bits(lo[j] * cs - hi[j] * sn);
+      const uint16_t r1 = f32_to_bf16_bits(hi[j] * cs + lo[j] * sn);
+      v[i] = r0;
+      v[i + half] = r1;
+      if (kd) {
+        kd[i] = r0;
+        kd[i + half] = r1;
+      }
     }
+  }
+}
+
+__global__ void add_kernel(uint16_t* residual, const uint16_t* x, int64_t n, bool vec) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    for (int64_t c = start; c < n / 8; c += stride) {
+      float r[8], a[8];
+      unpack8(reinterpret_cast<const uint4*>(residual)[c], r);
+      unpack8(reinterpret_cast<const uint4*>(x)[c], a);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) r[i] += a[i];
+      reinterpret_cast<uint4*>(residual)[c] = pack8(r);
+    }
+    return;
+  }
+  for (int64_t i = start; i < n; i += stride) {
+    residual[i] = f32_to_bf16_bits(bf16_bits_to_f32(residual[i]) + bf16_bits_to_f32(x[i]));
   }
 }
 
@@ -313,10 +361,18 @@ void launch_rms_norm(uint16_t* residual, const uint16_t* x, const void* w, DType
 }
 
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
-  const int64_t tasks = a.num_tokens * (a.num_heads + a.num_kv_heads);
+  const int64_t tasks = a.num_tokens * (a.num_heads + a.num_kv_heads + (a.k_cache ? a.num_kv_heads : 0));
   if (tasks == 0) return;
   constexpr int kWarps = 4;
   launch_pdl(qk_norm_rope_kernel, dim3(ceil_div(tasks, kWarps)), dim3(kWarps * 32), 0, stream, a);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  const bool vec = n % 8 == 0 && reinterpret_cast<uintptr_t>(residual) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  launch_pdl(add_kernel, dim3(grid_for(vec ? n / 8 : n)), dim3(kElementwiseThreads), 0, stream, residual, x, n, vec);
   RL_CUDA_CHECK_LAUNCH();
 }
 

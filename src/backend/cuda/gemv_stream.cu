@@ -75,7 +75,11 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
 // Block (blockIdx.x, blockIdx.y): weight rows [16 x, 16 x + 16), k in [y · k_per_split, +k_per_split); its 4 warps
 // take interleaved 32-k steps of every chunk. Lane (r = lane / 4, q = lane % 4) reads 16 B of weight rows r and
 // r + 8 and of x row t·8 + r at k0 + 8q per step (v2's fragment scheme); x rows ≥ M read as zeros.
-template <int kNT, int kChunk, int kStages>
+// kNorm: the RMSNorm prologue (GemvStreamParams::norm_w). Each row's sum of squares is taken in
+// rms_norm_kernel's order (elementwise.cu): kRowThreads virtual threads, thread v summing the 8-element chunks v,
+// v + kRowThreads, ... in order, warp_sum per virtual warp, then warp_sum of the virtual warps' partials (block_sum);
+// so the normed x, and y, are bitwise those of rms_norm then this GEMV.
+template <int kNT, int kChunk, int kStages, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStreamParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using S = StreamShape<kNT, kChunk, kStages>;
@@ -116,6 +120,47 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
   // Only weights were touched so far; x is the previous kernel's output.
   pdl_wait();
 
+  float inv[kNT] = {};
+  if constexpr (kNorm) {
+    // A warp per row. Lane l plays virtual thread vw · 32 + l of every virtual warp vw; per pass of kRowThreads
+    // chunks it issues all its loads first (one L2 round trip per pass), then sums them in the virtual threads'
+    // order (exact zeros past the row's end leave a sum unchanged).
+    constexpr int kVirtualWarps = kRowThreads / 32;
+    __shared__ float inv_s[kNT * 8];
+    const int64_t chunks = p.k / 8;
+    for (int row = warp; row < p.m; row += kWarps) {
+      const uint4* xrow = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(row) * p.k);
+      float part[kVirtualWarps] = {};
+      for (int64_t base = 0; base < chunks; base += kRowThreads) {
+        uint4 v[kVirtualWarps];
+#pragma unroll
+        for (int vw = 0; vw < kVirtualWarps; ++vw) {
+          const int64_t c = base + vw * 32 + lane;
+          v[vw] = c < chunks ? __ldg(xrow + c) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int vw = 0; vw < kVirtualWarps; ++vw) {
+          float f[8];
+          unpack8(v[vw], f);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) part[vw] += f[i] * f[i];
+        }
+      }
+      // block_sum: a butterfly per virtual warp, then one over the partials (lanes ≥ kVirtualWarps add zeros).
+      float mine = 0.0f;
+#pragma unroll
+      for (int vw = 0; vw < kVirtualWarps; ++vw) {
+        const float sum = warp_sum(part[vw]);
+        if (lane == vw) mine = sum;
+      }
+      const float tot = warp_sum(mine);
+      if (lane == 0) inv_s[row] = rsqrtf(tot / static_cast<float>(p.k) + p.eps);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < kNT; ++t) inv[t] = t * 8 + r < p.m ? inv_s[t * 8 + r] : 0.0f;
+  }
+
   const uint16_t* xr[kNT];
   bool x_ok[kNT];
 #pragma unroll
@@ -124,6 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
     xr[t] = p.x + (x_ok[t] ? static_cast<int64_t>(t * 8 + r) * p.k : 0) + k_begin + 8 * q;
   }
   uint4 xv[S::kStepsPerWarp][kNT];
+  uint4 nwv[kNorm ? S::kStepsPerWarp : 1][2];
   auto load_x = [&](int c) {
 #pragma unroll
     for (int j = 0; j < S::kStepsPerWarp; ++j) {
@@ -133,6 +179,38 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
       for (int t = 0; t < kNT; ++t) {
         xv[j][t] = in && x_ok[t] ? __ldg(reinterpret_cast<const uint4*>(xr[t] + kk)) : make_uint4(0, 0, 0, 0);
       }
+      if constexpr (kNorm) {
+        // The norm weights of these 8 k (bf16: one 16 B vector; f32: two).
+        const int64_t kw = k_begin + kk + 8 * q;
+        if (p.norm_w_f32) {
+          const uint4* w4 = reinterpret_cast<const uint4*>(static_cast<const float*>(p.norm_w) + kw);
+          nwv[j][0] = in ? __ldg(w4) : make_uint4(0, 0, 0, 0);
+          nwv[j][1] = in ? __ldg(w4 + 1) : make_uint4(0, 0, 0, 0);
+        } else {
+          nwv[j][0] = in ? __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.norm_w) + kw))
+                         : make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
+  };
+  // x row fragment (8 k) as the MMA takes it: with the prologue, bf16(w · (x · inv)) as rms_norm_kernel rounds.
+  auto x_frag = [&](int j, int t) {
+    if constexpr (!kNorm) {
+      return xv[j][t];
+    } else {
+      float f[8], w[8];
+      unpack8(xv[j][t], f);
+      if (p.norm_w_f32) {
+        const uint4 a = nwv[j][0], b = nwv[j][1];
+        const uint32_t u[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w[i] = __uint_as_float(u[i]);
+      } else {
+        unpack8(nwv[j][0], w);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f[i] = w[i] * (f[i] * inv[t]);
+      return pack8(f);
     }
   };
   float acc[kNT][4] = {};
@@ -152,8 +230,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
       const uint32_t a_hi[4] = {wa.z, wb.z, wa.w, wb.w};
 #pragma unroll
       for (int t = 0; t < kNT; ++t) {
-        mma_16816(acc[t], a_lo, xv[j][t].x, xv[j][t].y);
-        mma_16816(acc[t], a_hi, xv[j][t].z, xv[j][t].w);
+        const uint4 xf = x_frag(j, t);
+        mma_16816(acc[t], a_lo, xf.x, xf.y);
+        mma_16816(acc[t], a_hi, xf.z, xf.w);
       }
     }
     if (c + 1 < num_chunks) load_x(c + 1);
@@ -230,7 +309,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
       const int row = t * 8 + 2 * q + e % 2;
       if (col >= p.n || row >= p.m) continue;
       const float v = acc[t][e] + (p.bias ? load_param(p.bias, p.bias_f32, col) : 0.0f);
-      if (p.y_f32) {
+      if (p.residual) {
+        const float sum = bf16_bits_to_f32(p.residual[row * p.n + col]) + bf16_bits_to_f32(f32_to_bf16_bits(v));
+        static_cast<uint16_t*>(p.y)[row * p.n + col] = f32_to_bf16_bits(sum);
+      } else if (p.y_f32) {
         static_cast<float*>(p.y)[row * p.n + col] = v;
       } else {
         static_cast<uint16_t*>(p.y)[row * p.n + col] = f32_to_bf16_bits(v);
@@ -241,10 +323,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
 #endif
 }
 
-template <int kNT, int kChunk, int kStages>
+template <int kNT, int kChunk, int kStages, bool kNorm = false>
 void launch_config(GemvStreamParams p, int num_sms, int max_splits, cudaStream_t stream) {
   using S = StreamShape<kNT, kChunk, kStages>;
-  auto kernel = gemv_stream_kernel<kNT, kChunk, kStages>;
+  auto kernel = gemv_stream_kernel<kNT, kChunk, kStages, kNorm>;
   static const bool smem_ok = [&] {
     return S::kSmemBytes <= 48 * 1024 ||
            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes) == cudaSuccess;
@@ -283,7 +365,7 @@ template <int kNT, int kChunk, int kStages>
 int64_t resident_ctas(int num_sms) {
   static const int per_sm = [] {
     using S = StreamShape<kNT, kChunk, kStages>;
-    auto kernel = gemv_stream_kernel<kNT, kChunk, kStages>;
+    auto kernel = gemv_stream_kernel<kNT, kChunk, kStages, false>;
     if (S::kSmemBytes > 48 * 1024) {
       RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     }
@@ -303,13 +385,21 @@ void launch_nt(const GemvStreamParams& p, int config, int num_sms, cudaStream_t 
         tiles * gemv_stream_splits(tiles, p.k, kGemvStreamChunk, num_sms, kGemvStreamMaxSplits);
     const int stages = gemv_stream_stages(ctas, resident_ctas<kNT, kGemvStreamChunk, kGemvStreamStages>(num_sms),
                                           resident_ctas<kNT, kGemvStreamChunk, kGemvStreamStagesOneWave>(num_sms));
-    if (stages == kGemvStreamStagesOneWave) {
+    // The prologue instances share the plain ones' shared memory and occupancy (their few extra bytes are static).
+    if (p.norm_w) {
+      if (stages == kGemvStreamStagesOneWave) {
+        launch_config<kNT, kGemvStreamChunk, kGemvStreamStagesOneWave, true>(p, num_sms, kGemvStreamMaxSplits, stream);
+      } else {
+        launch_config<kNT, kGemvStreamChunk, kGemvStreamStages, true>(p, num_sms, kGemvStreamMaxSplits, stream);
+      }
+    } else if (stages == kGemvStreamStagesOneWave) {
       launch_config<kNT, kGemvStreamChunk, kGemvStreamStagesOneWave>(p, num_sms, kGemvStreamMaxSplits, stream);
     } else {
       launch_config<kNT, kGemvStreamChunk, kGemvStreamStages>(p, num_sms, kGemvStreamMaxSplits, stream);
     }
     return;
   }
+  RL_CHECK_MSG(!p.norm_w, "the GEMV's norm prologue runs only in the tuned configuration");
   switch (config) {
     case 1:
       launch_config<kNT, 512, 2>(p, num_sms, kGemvStreamMaxSplits, stream);
@@ -354,6 +444,8 @@ bool gemv_stream_supported(int64_t m) { return m >= 1 && m <= kSkinnyMaxM && dev
 
 void launch_gemv_stream(const GemvStreamParams& p, cudaStream_t stream, int config) {
   const int num_sms = device_info().num_sms;
+  RL_CHECK(!p.norm_w || p.m <= 16);
+  RL_CHECK(!p.residual || (!p.gated && !p.y_f32));
   if (p.m <= 8) {
     launch_nt<1>(p, config, num_sms, stream);
   } else if (p.m <= 16) {

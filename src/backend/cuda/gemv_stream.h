@@ -20,6 +20,14 @@ struct GemvStreamParams {
   void* y = nullptr;
   bool y_f32 = false;
   bool gated = false;
+  // Prologue (norm_w set; m ≤ 16, default config): each x row is replaced by rms_norm(x) * norm_w ([k], 16-byte
+  // aligned) before the product, bitwise as launch_rms_norm computes it (its summation order, its rounding).
+  const void* norm_w = nullptr;
+  bool norm_w_f32 = false;
+  float eps = 1e-6f;
+  // Epilogue (residual set, plain only, y bf16): y = bf16(residual + bf16(x · wᵀ + bias)), as linear then a
+  // residual add; y may be residual itself (each element is read and written by one thread).
+  const uint16_t* residual = nullptr;
   int m = 0;
   int64_t n = 0, k = 0;
   int64_t k_per_split = 0;

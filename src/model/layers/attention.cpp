@@ -51,16 +51,24 @@ KvLayerSpec Attention::kv_spec() const {
 }
 
 void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, const KvLayer& kv, const float* inv_freq,
-                        const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out) const {
-  be.linear(x, qkv, qkv_bias, qkv_buf);
+                        const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out,
+                        const ResidualFusion& fusion) const {
+  if (fusion.in_norm) {
+    RL_CHECK(fusion.in_norm->kind == Norm::Kind::kRms);
+    be.rms_norm_linear(x, fusion.in_norm->weight, fusion.in_norm->params, qkv, qkv_bias, fusion.normed, qkv_buf);
+  } else {
+    be.linear(x, qkv, qkv_bias, qkv_buf);
+  }
   if (spec.rope || spec.qk_norm) {
     RopeParams rope;
     rope.layout = layout;
     rope.inv_freq = inv_freq;
     RL_CHECK_MSG(spec.rope, "q/k norm without RoPE is not implemented");
-    be.qk_norm_rope(qkv_buf, q_norm, k_norm, b.positions, rope, NormParams{spec.norm_eps});
+    be.qk_norm_rope_kv_write(qkv_buf, q_norm, k_norm, b.positions, rope, NormParams{spec.norm_eps},
+                             b.slots(kv.group), kv);
+  } else {
+    be.kv_write(qkv_buf, layout, b.slots(kv.group), kv);
   }
-  be.kv_write(qkv_buf, layout, b.slots(kv.group), kv);
   AttentionMetadata meta = b.attn;
   meta.block_tables = b.block_tables(kv.group);
   meta.layout = layout;
@@ -68,7 +76,11 @@ void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, con
   meta.sliding_window = spec.window;
   meta.sinks = spec.sinks ? static_cast<const float*>(sinks.data) : nullptr;
   be.attention(qkv_buf, kv, meta, attn_buf);
-  be.linear(attn_buf, o, o_bias, out);
+  if (fusion.residual.data) {
+    be.linear_add(attn_buf, o, o_bias, out, fusion.residual);
+  } else {
+    be.linear(attn_buf, o, o_bias, out);
+  }
 }
 
 }  // namespace rl

@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "loader/model_config.h"
 #include "model/forward_batch.h"
+#include "model/layers/norm.h"
 #include "model/weights.h"
 
 namespace rl {
@@ -45,9 +46,12 @@ class Attention {
   KvLayerSpec kv_spec() const;
   // Activation elements per token this layer needs: the qkv row and the attention output.
   int64_t workspace_per_token() const { return layout.row() + layout.num_heads * layout.head_dim; }
-  // x: [T, hidden] normed input → out: [T, hidden]; qkv_buf [T, row], attn_buf [T, q] are workspace.
+  // x: [T, hidden] normed input → out: [T, hidden]; qkv_buf [T, row], attn_buf [T, q] are workspace. With
+  // fusion (norm.h): x un-normed and fusion.in_norm folded into the qkv projection, and/or the output
+  // projection added into fusion.residual.
   void forward(Backend& be, const ForwardBatch& b, const Tensor& x, const KvLayer& kv, const float* inv_freq,
-               const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out) const;
+               const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out,
+               const ResidualFusion& fusion = {}) const;
 
  private:
   DeviceBuffer sinks_f32_;

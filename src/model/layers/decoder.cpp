@@ -99,28 +99,59 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
 
   be.embedding(b.input_ids, embed, residual);
   if (pos_embed.data) be.add_position_embedding(b.positions, pos_embed, residual);
+  // The fused decode path (Backend::fuses_norm_linear): projections add straight into the residual stream and
+  // RMS pre-norms fold into the projection after them, so a dense Llama-style layer runs no norm kernel. pending:
+  // a layer output not yet added into residual (unfused path, MLA, MoE); the next norm adds it.
+  const bool fuse = be.fuses_norm_linear(t);
+  const Tensor* pending = nullptr;
+  auto pre_norm = [&](const Norm& norm) {
+    if (pending) {
+      norm.add_apply(be, residual, *pending, normed);
+    } else {
+      norm.apply(be, residual, normed);
+    }
+    pending = nullptr;
+  };
+  auto fused_input = [&](const Norm& norm) { return fuse && !pending && norm.kind == Norm::Kind::kRms; };
+  ResidualFusion add_out;
+  if (fuse) add_out.residual = residual;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const DecoderBlock& L = blocks[i];
-    if (i == 0) {
-      L.attn_norm.apply(be, residual, normed);
-    } else {
-      L.attn_norm.add_apply(be, residual, ffn, normed);
-    }
     const QkvLayout& lay = L.attn.layout;
     if (L.mla) {
+      pre_norm(L.attn_norm);
       L.mla->forward(be, b, normed, kv[i], inv_freq, ws + p.mla, proj);
+      pending = &proj;
     } else {
-      L.attn.forward(be, b, normed, kv[i], inv_freq, act(p.qkv, t, lay.row()),
-                     act(p.attn, t, lay.num_heads * lay.head_dim), proj);
+      ResidualFusion f = add_out;
+      if (fused_input(L.attn_norm)) {
+        f.in_norm = &L.attn_norm;
+        f.normed = normed;
+      } else {
+        pre_norm(L.attn_norm);
+      }
+      L.attn.forward(be, b, f.in_norm ? residual : normed, kv[i], inv_freq, act(p.qkv, t, lay.row()),
+                     act(p.attn, t, lay.num_heads * lay.head_dim), proj, f);
+      pending = fuse ? nullptr : &proj;
     }
-    L.ffn_norm.add_apply(be, residual, proj, normed);
     if (L.mlp) {
-      L.mlp->forward(be, normed, act(p.gate_up, t, L.mlp->gate_up.dim(0)), act(p.inter, t, L.mlp->inter), ffn);
+      ResidualFusion f = add_out;
+      if (fused_input(L.ffn_norm) && L.mlp->act.kind == Activation::kSiluGated) {
+        f.in_norm = &L.ffn_norm;
+        f.normed = normed;
+      } else {
+        pre_norm(L.ffn_norm);
+      }
+      L.mlp->forward(be, f.in_norm ? residual : normed, act(p.gate_up, t, L.mlp->gate_up.dim(0)),
+                     act(p.inter, t, L.mlp->inter), ffn, f);
+      pending = fuse ? nullptr : &ffn;
     } else {
+      pre_norm(L.ffn_norm);
       L.moe->forward(be, normed, ws + p.moe, ffn);
+      pending = &ffn;
     }
   }
-  final_norm.add_apply(be, residual, ffn, normed);
+  pre_norm(final_norm);
   Tensor last = act(p.last, n, h);
   be.gather_rows(normed, b.logits_indices, last);
   Tensor logits_f32(ws + p.logits_f32, DType::kF32, {n, config_.vocab_size});

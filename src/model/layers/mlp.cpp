@@ -15,15 +15,23 @@ Status Mlp::load_gated_hf(WeightLoader& w, const std::string& m, int64_t h, int6
   return Status::ok();
 }
 
-void Mlp::forward(Backend& be, const Tensor& x, const Tensor& gu_buf, const Tensor& inter_buf,
-                  const Tensor& out) const {
-  if (act.kind == Activation::kSiluGated) {
+void Mlp::forward(Backend& be, const Tensor& x, const Tensor& gu_buf, const Tensor& inter_buf, const Tensor& out,
+                  const ResidualFusion& fusion) const {
+  if (fusion.in_norm) {
+    RL_CHECK(fusion.in_norm->kind == Norm::Kind::kRms && act.kind == Activation::kSiluGated);
+    be.rms_norm_linear_silu_mul(x, fusion.in_norm->weight, fusion.in_norm->params, gate_up, gate_up_bias,
+                                fusion.normed, gu_buf, inter_buf);
+  } else if (act.kind == Activation::kSiluGated) {
     be.linear_silu_mul(x, gate_up, gate_up_bias, gu_buf, inter_buf);
   } else {
     be.linear(x, gate_up, gate_up_bias, gu_buf);
     be.activation(gu_buf, inter_buf, act);
   }
-  be.linear(inter_buf, down, down_bias, out);
+  if (fusion.residual.data) {
+    be.linear_add(inter_buf, down, down_bias, out, fusion.residual);
+  } else {
+    be.linear(inter_buf, down, down_bias, out);
+  }
 }
 
 }  // namespace rl

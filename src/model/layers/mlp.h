@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "model/layers/norm.h"
 #include "model/weights.h"
 
 namespace rl {
@@ -20,8 +21,11 @@ class Mlp {
   Status load_gated_hf(WeightLoader& w, const std::string& prefix, int64_t hidden, int64_t inter, bool bias,
                        float dummy_scale);
   int64_t workspace_per_token() const { return (act.gated() ? 3 : 2) * inter; }
-  // x: [T, hidden] → out [T, hidden]; gu_buf: [T, width of gate_up], inter_buf: [T, I].
-  void forward(Backend& be, const Tensor& x, const Tensor& gu_buf, const Tensor& inter_buf, const Tensor& out) const;
+  // x: [T, hidden] → out [T, hidden]; gu_buf: [T, width of gate_up], inter_buf: [T, I]. With fusion (norm.h):
+  // x un-normed and fusion.in_norm folded into the gate_up projection (gated MLPs only), and/or the down
+  // projection added into fusion.residual.
+  void forward(Backend& be, const Tensor& x, const Tensor& gu_buf, const Tensor& inter_buf, const Tensor& out,
+               const ResidualFusion& fusion = {}) const;
   int64_t num_params() const {
     return (act.gated() ? 3 : 2) * hidden * inter + (gate_up_bias.data ? gate_up_bias.numel() : 0) +
            (down_bias.data ? hidden : 0);

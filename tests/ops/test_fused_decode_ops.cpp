@@ -1,0 +1,242 @@
+// The fused decode ops (Backend: rms_norm_linear, rms_norm_linear_silu_mul, linear_add, qk_norm_rope_kv_write) on
+// CUDA, at the real widths of Qwen3-0.6B (hidden 1024, GQA 16/8) and Llama-3.1-8B (hidden 4096, GQA 32/8), head_dim
+// 128: bitwise against the unfused CUDA ops (the fused kernels keep the unfused summation orders and roundings),
+// within the bf16 tolerance against the CPU reference, and a row's bits the same alone and in a batch.
+#include <numeric>
+
+#include "ops_test_util.h"
+
+namespace rl::ops_test {
+namespace {
+
+// Rows [r, r + 1) of a [rows, cols] host matrix.
+std::vector<float> row_of(const std::vector<float>& m, int64_t cols, int64_t r) {
+  return std::vector<float>(m.begin() + r * cols, m.begin() + (r + 1) * cols);
+}
+
+// Every row of `batch` equals the same op run on that row alone (`alone(r)`), bit for bit.
+template <typename Alone>
+void expect_rows_batch_invariant(const std::vector<float>& batch, int64_t rows, int64_t cols, Alone alone,
+                                 const char* what) {
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(alone(r), row_of(batch, cols, r)) << what << ": row " << r << " of " << rows;
+  }
+}
+
+struct NormLinearCase {
+  int64_t k, n;
+  DType norm_dt;
+  bool bias;
+};
+
+// y = rms_norm(x) · wᵀ: fused on CUDA against rms_norm then linear on CUDA (bitwise) and on the CPU.
+void check_rms_norm_linear(const NormLinearCase& c, int64_t m) {
+  auto x = random_bf16_values(m * c.k, -2, 2), nw = random_bf16_values(c.k, 0.5f, 1.5f);
+  auto w = random_bf16_values(c.n * c.k, -0.1f, 0.1f), b = random_bf16_values(c.n);
+  const NormParams np{1e-6f};
+  auto g_x = make_f32(cpu(), x, {m, c.k}), g_nw = make_f32(cpu(), nw, {c.k});
+  auto g_w = make_bf16(cpu(), w, {c.n, c.k}), g_b = make_f32(cpu(), b, {c.n});
+  auto g_normed = make(cpu(), DType::kF32, {m, c.k}), g_y = make(cpu(), DType::kF32, {m, c.n});
+  cpu().rms_norm_linear(g_x.t, g_nw.t, np, g_w.t, c.bias ? g_b.t : Tensor(), g_normed.t, g_y.t);
+
+  auto c_x = make_bf16(cuda(), x, {m, c.k});
+  auto c_nw = c.norm_dt == DType::kF32 ? make_f32(cuda(), nw, {c.k}) : make_bf16(cuda(), nw, {c.k});
+  auto c_w = make_bf16(cuda(), w, {c.n, c.k}), c_b = make_bf16(cuda(), b, {c.n});
+  auto c_normed = make(cuda(), DType::kBF16, {m, c.k}), c_y = make(cuda(), DType::kBF16, {m, c.n});
+  auto c_ref = make(cuda(), DType::kBF16, {m, c.n});
+  poison(c_y.t);
+  const Tensor bias = c.bias ? c_b.t : Tensor();
+  cuda().rms_norm_linear(c_x.t, c_nw.t, np, c_w.t, bias, c_normed.t, c_y.t);
+  cuda().rms_norm(c_x.t, c_nw.t, c_normed.t, np);
+  cuda().linear(c_normed.t, c_w.t, bias, c_ref.t);
+  const auto out = read_f32(cuda(), c_y.t);
+  EXPECT_EQ(out, read_f32(cuda(), c_ref.t)) << "m=" << m << " k=" << c.k << " n=" << c.n;
+  EXPECT_LT(rel_err(out, read_f32(cpu(), g_y.t)), kBf16Tol) << "m=" << m << " k=" << c.k << " n=" << c.n;
+  if (m > 1 && m <= 16) {
+    expect_rows_batch_invariant(out, m, c.n, [&](int64_t r) {
+      auto x1 = make_bf16(cuda(), row_of(x, c.k, r), {1, c.k});
+      auto y1 = make(cuda(), DType::kBF16, {1, c.n});
+      poison(y1.t);
+      cuda().rms_norm_linear(x1.t, c_nw.t, np, c_w.t, bias, c_normed.t, y1.t);
+      return read_f32(cuda(), y1.t);
+    }, "rms_norm_linear");
+  }
+}
+
+// qkv of Qwen3-0.6B (1024 → (16 + 2·8)·128) and Llama-3.1-8B (4096 → (32 + 2·8)·128), a K tail (1000), f32 norm
+// weights, a bias; M up to the GEMV's 16 and past it (24: the composition through cuBLASLt).
+TEST(CudaFusedOps, RmsNormLinear) {
+  for (const NormLinearCase& c : {NormLinearCase{1024, 4096, DType::kBF16, false},
+                                  NormLinearCase{4096, 6144, DType::kBF16, true},
+                                  NormLinearCase{1000, 200, DType::kF32, true}}) {
+    for (int64_t m : {1, 3, 8, 16, 24}) check_rms_norm_linear(c, m);
+  }
+}
+
+// out = silu(gate) · up of rms_norm(x) · wᵀ against rms_norm then linear_silu_mul (CUDA, bitwise) and the CPU.
+TEST(CudaFusedOps, RmsNormLinearSiluMul) {
+  struct Case {
+    int64_t k, inter;
+  };
+  for (const Case& c : {Case{1024, 3072}, Case{4096, 2048}}) {
+    for (int64_t m : {1, 4, 16, 20}) {
+      auto x = random_bf16_values(m * c.k, -2, 2), nw = random_bf16_values(c.k, 0.5f, 1.5f);
+      auto w = random_bf16_values(2 * c.inter * c.k, -0.1f, 0.1f);
+      const NormParams np{1e-6f};
+      auto g_x = make_f32(cpu(), x, {m, c.k}), g_nw = make_f32(cpu(), nw, {c.k});
+      auto g_w = make_bf16(cpu(), w, {2 * c.inter, c.k});
+      auto g_normed = make(cpu(), DType::kF32, {m, c.k}), g_gu = make(cpu(), DType::kF32, {m, 2 * c.inter});
+      auto g_y = make(cpu(), DType::kF32, {m, c.inter});
+      cpu().rms_norm_linear_silu_mul(g_x.t, g_nw.t, np, g_w.t, Tensor(), g_normed.t, g_gu.t, g_y.t);
+
+      auto c_x = make_bf16(cuda(), x, {m, c.k}), c_nw = make_bf16(cuda(), nw, {c.k});
+      auto c_w = make_bf16(cuda(), w, {2 * c.inter, c.k});
+      auto c_normed = make(cuda(), DType::kBF16, {m, c.k}), c_gu = make(cuda(), DType::kBF16, {m, 2 * c.inter});
+      auto c_y = make(cuda(), DType::kBF16, {m, c.inter}), c_ref = make(cuda(), DType::kBF16, {m, c.inter});
+      poison(c_y.t);
+      cuda().rms_norm_linear_silu_mul(c_x.t, c_nw.t, np, c_w.t, Tensor(), c_normed.t, c_gu.t, c_y.t);
+      cuda().rms_norm(c_x.t, c_nw.t, c_normed.t, np);
+      cuda().linear_silu_mul(c_normed.t, c_w.t, Tensor(), c_gu.t, c_ref.t);
+      const auto out = read_f32(cuda(), c_y.t);
+      EXPECT_EQ(out, read_f32(cuda(), c_ref.t)) << "m=" << m << " k=" << c.k;
+      EXPECT_LT(rel_err(out, read_f32(cpu(), g_y.t)), kBf16Tol) << "m=" << m << " k=" << c.k;
+      if (m > 1 && m <= 16) {
+        expect_rows_batch_invariant(out, m, c.inter, [&](int64_t r) {
+          auto x1 = make_bf16(cuda(), row_of(x, c.k, r), {1, c.k});
+          auto y1 = make(cuda(), DType::kBF16, {1, c.inter});
+          poison(y1.t);
+          cuda().rms_norm_linear_silu_mul(x1.t, c_nw.t, np, c_w.t, Tensor(), c_normed.t, c_gu.t, y1.t);
+          return read_f32(cuda(), y1.t);
+        }, "rms_norm_linear_silu_mul");
+      }
+    }
+  }
+}
+
+// residual += x · wᵀ: o_proj and down_proj of Qwen3-0.6B (2048 → 1024, 3072 → 1024, split-K clusters) and
+// Llama-3.1-8B (4096 → 4096), against linear then add (CUDA, bitwise) and the CPU.
+TEST(CudaFusedOps, LinearAdd) {
+  struct Case {
+    int64_t k, n;
+    bool bias;
+  };
+  for (const Case& c : {Case{2048, 1024, false}, Case{3072, 1024, true}, Case{4096, 4096, false}}) {
+    for (int64_t m : {1, 5, 16, 20}) {
+      auto x = random_bf16_values(m * c.k), w = random_bf16_values(c.n * c.k, -0.1f, 0.1f);
+      auto res = random_bf16_values(m * c.n, -4, 4), b = random_bf16_values(c.n);
+      auto g_x = make_f32(cpu(), x, {m, c.k}), g_w = make_bf16(cpu(), w, {c.n, c.k});
+      auto g_b = make_f32(cpu(), b, {c.n}), g_res = make_f32(cpu(), res, {m, c.n});
+      auto g_scratch = make(cpu(), DType::kF32, {m, c.n});
+      cpu().linear_add(g_x.t, g_w.t, c.bias ? g_b.t : Tensor(), g_scratch.t, g_res.t);
+
+      auto c_x = make_bf16(cuda(), x, {m, c.k}), c_w = make_bf16(cuda(), w, {c.n, c.k});
+      auto c_b = make_bf16(cuda(), b, {c.n});
+      const Tensor bias = c.bias ? c_b.t : Tensor();
+      auto c_res = make_bf16(cuda(), res, {m, c.n}), c_ref = make_bf16(cuda(), res, {m, c.n});
+      auto c_scratch = make(cuda(), DType::kBF16, {m, c.n});
+      cuda().linear_add(c_x.t, c_w.t, bias, c_scratch.t, c_res.t);
+      cuda().linear(c_x.t, c_w.t, bias, c_scratch.t);
+      cuda().add(c_ref.t, c_scratch.t);
+      const auto out = read_f32(cuda(), c_res.t);
+      EXPECT_EQ(out, read_f32(cuda(), c_ref.t)) << "m=" << m << " k=" << c.k << " n=" << c.n;
+      EXPECT_LT(rel_err(out, read_f32(cpu(), g_res.t)), kBf16Tol) << "m=" << m << " k=" << c.k;
+      if (m > 1 && m <= 16) {
+        expect_rows_batch_invariant(out, m, c.n, [&](int64_t r) {
+          auto x1 = make_bf16(cuda(), row_of(x, c.k, r), {1, c.k});
+          auto r1 = make_bf16(cuda(), row_of(res, c.n, r), {1, c.n});
+          cuda().linear_add(x1.t, c_w.t, bias, c_scratch.t, r1.t);
+          return read_f32(cuda(), r1.t);
+        }, "linear_add");
+      }
+    }
+  }
+}
+
+TEST(CudaFusedOps, AddMatchesCpu) {
+  for (int64_t n : {4096, 1001}) {
+    auto a = random_bf16_values(n, -4, 4), x = random_bf16_values(n, -4, 4);
+    auto g_a = make_f32(cpu(), a, {n}), g_x = make_f32(cpu(), x, {n});
+    auto c_a = make_bf16(cuda(), a, {n}), c_x = make_bf16(cuda(), x, {n});
+    cpu().add(g_a.t, g_x.t);
+    cuda().add(c_a.t, c_x.t);
+    // Both inputs are bf16 values: the f32 sum rounded once.
+    std::vector<float> want = read_f32(cpu(), g_a.t);
+    for (float& v : want) v = bf16_to_f32(f32_to_bf16(v));
+    EXPECT_EQ(read_f32(cuda(), c_a.t), want) << "n=" << n;
+  }
+}
+
+// RoPE (with and without Qwen3's q/k norm) and the KV write in one kernel against qk_norm_rope then kv_write
+// (CUDA, bitwise: qkv and both caches) and the CPU, with skipped (negative) slots.
+void check_rope_kv(int64_t t, int64_t nh, int64_t nkv, bool norms) {
+  const int64_t d = 128, num_blocks = 8, bs = 16, kv_row = nkv * d;
+  QkvLayout l{nh, nkv, d};
+  auto qkv = random_bf16_values(t * l.row(), -3, 3);
+  std::vector<int32_t> pos(t);
+  for (auto& p : pos) p = static_cast<int32_t>(rng()() % 40000);
+  std::vector<float> inv(d / 2);
+  for (int64_t i = 0; i < d / 2; ++i) inv[i] = std::pow(1e6f, -2.0f * i / d);
+  auto qn = random_bf16_values(d, 0.5f, 1.5f), kn = random_bf16_values(d, 0.5f, 1.5f);
+  auto kc = random_bf16_values(num_blocks * bs * kv_row), vc = random_bf16_values(num_blocks * bs * kv_row);
+  std::vector<int32_t> all(num_blocks * bs);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng());
+  std::vector<int32_t> slots(all.begin(), all.begin() + t);
+  if (t > 3) slots[2] = -1;
+  const NormParams np{1e-6f};
+
+  auto g_qkv = make_f32(cpu(), qkv, {t, l.row()}), g_pos = make_i32(cpu(), pos, {t});
+  auto g_inv = make_f32(cpu(), inv, {d / 2}), g_qn = make_f32(cpu(), qn, {d}), g_kn = make_f32(cpu(), kn, {d});
+  auto g_slots = make_i32(cpu(), slots, {t});
+  auto g_k = make_f32(cpu(), kc, {num_blocks, bs, nkv, d}), g_v = make_f32(cpu(), vc, {num_blocks, bs, nkv, d});
+  cpu().qk_norm_rope_kv_write(g_qkv.t, norms ? g_qn.t : Tensor(), norms ? g_kn.t : Tensor(), g_pos.t,
+                              RopeParams{l, g_inv.t.f32()}, np, g_slots.t, KvLayer{g_k.t, g_v.t});
+
+  auto c_pos = make_i32(cuda(), pos, {t}), c_inv = make_f32(cuda(), inv, {d / 2});
+  auto c_qn = make_bf16(cuda(), qn, {d}), c_kn = make_bf16(cuda(), kn, {d}), c_slots = make_i32(cuda(), slots, {t});
+  const Tensor qnt = norms ? c_qn.t : Tensor(), knt = norms ? c_kn.t : Tensor();
+  const RopeParams rope{l, c_inv.t.f32()};
+  // Fused, then the two unfused ops on copies.
+  auto c_qkv = make_bf16(cuda(), qkv, {t, l.row()});
+  auto c_k = make_bf16(cuda(), kc, {num_blocks, bs, nkv, d}), c_v = make_bf16(cuda(), vc, {num_blocks, bs, nkv, d});
+  cuda().qk_norm_rope_kv_write(c_qkv.t, qnt, knt, c_pos.t, rope, np, c_slots.t, KvLayer{c_k.t, c_v.t});
+  auto r_qkv = make_bf16(cuda(), qkv, {t, l.row()});
+  auto r_k = make_bf16(cuda(), kc, {num_blocks, bs, nkv, d}), r_v = make_bf16(cuda(), vc, {num_blocks, bs, nkv, d});
+  cuda().qk_norm_rope(r_qkv.t, qnt, knt, c_pos.t, rope, np);
+  cuda().kv_write(r_qkv.t, l, c_slots.t, KvLayer{r_k.t, r_v.t});
+
+  const auto out_qkv = read_f32(cuda(), c_qkv.t), out_k = read_f32(cuda(), c_k.t);
+  const auto out_v = read_f32(cuda(), c_v.t);
+  EXPECT_EQ(out_qkv, read_f32(cuda(), r_qkv.t)) << "t=" << t << " gqa " << nh << "/" << nkv;
+  EXPECT_EQ(out_k, read_f32(cuda(), r_k.t)) << "t=" << t << " gqa " << nh << "/" << nkv;
+  EXPECT_EQ(out_v, read_f32(cuda(), r_v.t)) << "t=" << t << " gqa " << nh << "/" << nkv;
+  EXPECT_LT(rel_err(out_qkv, read_f32(cpu(), g_qkv.t)), kBf16Tol);
+  EXPECT_LT(rel_err(out_k, read_f32(cpu(), g_k.t)), kBf16Tol);
+  EXPECT_EQ(out_v, read_f32(cpu(), g_v.t));  // v is copied, not computed
+  // Each token alone (its own slot) writes the same bits.
+  if (t > 1) {
+    for (int64_t r = 0; r < t; ++r) {
+      auto q1 = make_bf16(cuda(), row_of(qkv, l.row(), r), {1, l.row()});
+      auto p1 = make_i32(cuda(), {pos[r]}, {1}), s1 = make_i32(cuda(), {slots[r]}, {1});
+      auto k1 = make_bf16(cuda(), kc, {num_blocks, bs, nkv, d}), v1 = make_bf16(cuda(), vc, {num_blocks, bs, nkv, d});
+      cuda().qk_norm_rope_kv_write(q1.t, qnt, knt, p1.t, rope, np, s1.t, KvLayer{k1.t, v1.t});
+      EXPECT_EQ(read_f32(cuda(), q1.t), row_of(out_qkv, l.row(), r)) << "token " << r << " alone";
+      if (slots[r] >= 0) {
+        const auto k_alone = read_f32(cuda(), k1.t);
+        EXPECT_EQ(row_of(k_alone, kv_row, slots[r]), row_of(out_k, kv_row, slots[r])) << "token " << r << " alone";
+      }
+    }
+  }
+}
+
+TEST(CudaFusedOps, QkNormRopeKvWrite) {
+  for (int64_t t : {1, 7, 33}) {
+    check_rope_kv(t, 16, 8, true);    // Qwen3-0.6B
+    check_rope_kv(t, 32, 8, false);   // Llama-3.1-8B
+  }
+  check_rope_kv(5, 32, 8, true);
+  check_rope_kv(5, 16, 8, false);
+}
+
+}  // namespace
+}  // namespace rl::ops_test
