@@ -2,6 +2,9 @@
 
 #include "core/log.h"
 
+#include <cstdlib>
+#include <string>
+
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -56,6 +59,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   RL_CUDA_CHECK(cudaMemset(decode_counters_, 0, cuda::kDecodeWorkspaceRows * sizeof(int)));
   for (cudaEvent_t& e : events_) RL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
+  if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "0") {
+    fused_decode_ = false;
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -256,7 +262,8 @@ void CudaBackend::add(const Tensor& residual, const Tensor& x) {
 }
 
 bool CudaBackend::fuses_norm_linear(int64_t num_rows) const {
-  return !deterministic_ && num_rows >= 1 && num_rows <= cuda::kGemvMaxM && cuda::gemv_stream_supported(num_rows);
+  return fused_decode_ && !deterministic_ && num_rows >= 1 && num_rows <= cuda::kGemvMaxM &&
+         cuda::gemv_stream_supported(num_rows);
 }
 
 void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
@@ -322,6 +329,10 @@ void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bia
 void CudaBackend::qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
                                         const Tensor& positions, const RopeParams& rope, const NormParams& norm,
                                         const Tensor& slot_mapping, const KvLayer& cache) {
+  if (!fused_decode_) {
+    Backend::qk_norm_rope_kv_write(qkv, q_norm, k_norm, positions, rope, norm, slot_mapping, cache);
+    return;
+  }
   const QkvLayout& l = rope.layout;
   const int64_t kv_row = l.num_kv_heads * l.head_dim;
   RL_CHECK(qkv.dim(-1) == l.row() && l.head_dim % 2 == 0 && l.head_dim <= 256 && rope.inv_freq);

@@ -136,6 +136,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::LtGemm> gemm_;
   AttentionImpl attention_impl_ = AttentionImpl::kAuto;
   bool deterministic_ = false;
+  // RIDGELINE_CUDA_FUSED_DECODE=0 at creation: the fused decode ops run composed (the unfused kernels), an A/B
+  // switch for benchmarks (as RIDGELINE_CPU_ISA is for the CPU kernels).
+  bool fused_decode_ = true;
   int64_t chunk_scratch_limit_ = -1;
 };
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The fused decode ops (issue 12) on the GPU machine, building nothing: CUDA op tests (fused ops, all CudaOps,
+# batch invariance), the CUDA golden model tests, then batch-1 decode of Qwen3-0.6B and Llama-3.1-8B with
+# main's binary (before), this branch's with RIDGELINE_CUDA_FUSED_DECODE=0 (the unfused kernels, same build) and
+# this branch's (after); each prints its decode graph's kernels per step (this branch only).
+# AFTER=dir (ridgeline, rl_cuda_ops_tests, rl_tests_ops), BEFORE=dir (main's ridgeline; optional).
+# SOURCE_LINKS="path ...": the binaries' compiled source paths, made links to this checkout (fixtures).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+after="$(cd "${AFTER:-build/cuda}" && pwd)"
+before="${BEFORE:-}"
+for l in ${SOURCE_LINKS:-}; do
+  if [ ! -e "$l" ]; then mkdir -p "$(dirname "$l")" && ln -s "$root" "$l"; fi
+done
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+out="${OUT:-/tmp/rl_device}"; mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
+timeout 200 "$after/rl_cuda_ops_tests" --gtest_filter='CudaFusedOps.*:CudaOps.*:CudaBatchInvariance.*' \
+  --gtest_color=no > "$out/ops.log" 2>&1; echo "op tests rc=$?"
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$out/ops.log" | head -20
+timeout 150 "$after/rl_tests_ops" --gtest_filter='*CudaGolden*:CudaTinyModel*' --gtest_color=no \
+  > "$out/golden.log" 2>&1; echo "golden rc=$?"
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$out/golden.log" | head -20
+lat() {
+  local name=$1 bin=$2; shift 2
+  timeout 90 "$bin/ridgeline" bench latency "$@" --json "$out/lat_$name.json" > "$out/lat_$name.log" 2>&1
+  echo "lat $name rc=$?"
+}
+qw=(-m models/configs/Qwen3-0.6B --dummy-weights --device cuda --max-model-len 4096 --batch 1 --input-len 128
+    --output-len 256)
+ll=(-m models/configs/Llama-3.1-8B --dummy-weights --device cuda --max-model-len 4096 --batch 1 --input-len 128
+    --output-len 256)
+runs=()
+for round in 1 2; do
+  for m in qwen llama; do
+    if [ "$m" = qwen ]; then args=("${qw[@]}"); else args=("${ll[@]}"); fi
+    if [ -n "$before" ]; then lat "${m}_before_$round" "$before" "${args[@]}"; runs+=("${m}_before_$round"); fi
+    RIDGELINE_CUDA_FUSED_DECODE=0 lat "${m}_unfused_$round" "$after" "${args[@]}"; runs+=("${m}_unfused_$round")
+    lat "${m}_after_$round" "$after" "${args[@]}"; runs+=("${m}_after_$round")
+  done
+done
+echo "== summary (tok/s, TPOT ms, kernels per step) =="
+for r in "${runs[@]}"; do
+  python3 -c "import json;j=json.load(open('$out/lat_$r.json'));print('$r', round(j['decode_tokens_per_s'],1), round(j['tpot_ms'],3), j.get('decode_graph_kernels','-'))" 2>&1 | tail -1
+done
