@@ -98,7 +98,7 @@ class Backend {
     return false;
   }
   // y = rms_norm(x) · wᵀ (+ bias). x: [M, K]; norm_weight: [K]; w: [N, K]; normed: [M, K] scratch; y: [M, N].
-  // Fused: the row's inverse RMS is summed in another order than rms_norm's (last-bit differences of normed).
+  // CUDA's fused kernel keeps rms_norm's summation order and roundings: bitwise the composition.
   virtual void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
                                const Tensor& bias, const Tensor& normed, const Tensor& y) {
     rms_norm(x, norm_weight, normed, np);

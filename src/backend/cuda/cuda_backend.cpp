@@ -263,7 +263,7 @@ void CudaBackend::add(const Tensor& residual, const Tensor& x) {
 
 bool CudaBackend::fuses_norm_linear(int64_t num_rows) const {
   return fused_decode_ && !deterministic_ && num_rows >= 1 && num_rows <= cuda::kGemvMaxM &&
-         cuda::gemv_stream_supported(num_rows);
+         num_rows <= cuda::kFusedNormLinearMaxM && cuda::gemv_stream_supported(num_rows);
 }
 
 void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,

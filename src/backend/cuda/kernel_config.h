@@ -61,6 +61,11 @@ inline int gemv_stream_stages(int64_t ctas, int64_t resident_deep, int64_t resid
 // block then prefetches all its weights before pdl_wait, and split-K only adds the cluster's two barriers (split
 // 1024 → 4096 / 3072 ran 0.55 / 0.41 TB/s alone, v2 0.66 / 0.50).
 constexpr int kGemvStreamCtasPerSm = 4;
+// The fused decode ops (Backend::fuses_norm_linear: the streaming GEMV with the RMSNorm prologue or the
+// residual-add epilogue) serve M ≤ kFusedNormLinearMaxM. ptxas (sm_90a): the prologue instances hold 80 registers
+// with one n8 tile (M ≤ 8; the plain ones 54-56), so 6 blocks per SM as before (shared memory bounds it), but 118
+// with two (M ≤ 16; plain 70-72), which leaves 4 blocks per SM.
+constexpr int64_t kFusedNormLinearMaxM = 16;
 constexpr int kGemvStreamMaxSplits = 8;
 inline int gemv_stream_splits(int64_t tiles, int64_t k, int chunk, int num_sms, int max_splits) {
   if (k <= int64_t(kGemvStreamStages) * chunk) return 1;
