@@ -5,8 +5,9 @@
 # this branch's (after); each prints its decode graph's kernels per step (this branch only).
 # AFTER=dir (ridgeline, rl_cuda_ops_tests, rl_tests_ops), BEFORE=dir (main's ridgeline; optional).
 # SOURCE_LINKS="path ...": the binaries' compiled source paths, made links to this checkout (fixtures).
+# LD_LIBRARY_PATH may name a folder of carried shared libraries (OpenBLAS); /usr/local/cuda/lib64 is put first.
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="${RL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"  # RL_ROOT: a checkout, when the script travels alone
 cd "$root"
 after="$(cd "${AFTER:-build/cuda}" && pwd)"
 before="${BEFORE:-}"
