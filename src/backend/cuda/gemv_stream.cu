@@ -385,7 +385,8 @@ void launch_nt(const GemvStreamParams& p, int config, int num_sms, cudaStream_t 
         tiles * gemv_stream_splits(tiles, p.k, kGemvStreamChunk, num_sms, kGemvStreamMaxSplits);
     const int stages = gemv_stream_stages(ctas, resident_ctas<kNT, kGemvStreamChunk, kGemvStreamStages>(num_sms),
                                           resident_ctas<kNT, kGemvStreamChunk, kGemvStreamStagesOneWave>(num_sms));
-    // The prologue instances share the plain ones' shared memory and occupancy (their few extra bytes are static).
+    // The prologue instances take the plain ones' stage count: the same dynamic shared memory (their few extra bytes
+    // are static); with two n8 tiles they hold more registers (kernel_config.h, kFusedNormLinearMaxM).
     if (p.norm_w) {
       if (stages == kGemvStreamStagesOneWave) {
         launch_config<kNT, kGemvStreamChunk, kGemvStreamStagesOneWave, true>(p, num_sms, kGemvStreamMaxSplits, stream);
