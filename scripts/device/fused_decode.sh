@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The fused decode ops (issue 12) on the GPU machine, building nothing: CUDA op tests (fused ops, all CudaOps,
 # batch invariance), the CUDA golden model tests, then batch-1 decode of Qwen3-0.6B and Llama-3.1-8B with
-# main's binary (before), this branch's with RIDGELINE_CUDA_FUSED_DECODE=0 (the unfused kernels, same build) and
-# this branch's (after); each prints its decode graph's kernels per step (this branch only).
+# main's binary (before), this branch's by default (the unfused kernels, same build) and with
+# RIDGELINE_CUDA_FUSED_DECODE=1 (after: the fused kernels are opt-in until this run has checked them); each prints
+# its decode graph's kernels per step (this branch only).
 # AFTER=dir (ridgeline, rl_cuda_ops_tests, rl_tests_ops), BEFORE=dir (main's ridgeline; optional).
 # SOURCE_LINKS="path ...": the binaries' compiled source paths, made links to this checkout (fixtures).
 # LD_LIBRARY_PATH may name a folder of carried shared libraries (OpenBLAS); /usr/local/cuda/lib64 is put first.
@@ -23,8 +24,11 @@ timeout 200 "$after/rl_cuda_ops_tests" --gtest_filter='CudaFusedOps.*:CudaOps.*:
   --gtest_color=no > "$out/ops.log" 2>&1; echo "op tests rc=$?"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$out/ops.log" | head -20
 timeout 150 "$after/rl_tests_ops" --gtest_filter='*CudaGolden*:CudaTinyModel*' --gtest_color=no \
-  > "$out/golden.log" 2>&1; echo "golden rc=$?"
+  > "$out/golden.log" 2>&1; echo "golden (unfused) rc=$?"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$out/golden.log" | head -20
+RIDGELINE_CUDA_FUSED_DECODE=1 timeout 150 "$after/rl_tests_ops" --gtest_filter='*CudaGolden*:CudaTinyModel*' \
+  --gtest_color=no > "$out/golden_fused.log" 2>&1; echo "golden (fused) rc=$?"
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$out/golden_fused.log" | head -20
 pack
 lat() {
   local name=$1 bin=$2; shift 2
@@ -49,16 +53,16 @@ for round in 1 2; do
       lat "${m}_before_$round" "$before" "${args[@]}" "${b1[@]}"
       runs+=("${m}_before_$round")
     fi
-    RIDGELINE_CUDA_FUSED_DECODE=0 lat "${m}_unfused_$round" "$after" "${args[@]}" "${b1[@]}"
-    lat "${m}_after_$round" "$after" "${args[@]}" "${b1[@]}"
+    lat "${m}_unfused_$round" "$after" "${args[@]}" "${b1[@]}"
+    RIDGELINE_CUDA_FUSED_DECODE=1 lat "${m}_after_$round" "$after" "${args[@]}" "${b1[@]}"
     runs+=("${m}_unfused_$round" "${m}_after_$round")
   done
 done
 # Batch 16 (two n8 tiles: the prologue instances run 4 blocks per SM, kernel_config.h kFusedNormLinearMaxM).
 for m in qwen llama; do
   if [ "$m" = qwen ]; then args=("${qw[@]}"); else args=("${ll[@]}"); fi
-  RIDGELINE_CUDA_FUSED_DECODE=0 lat "${m}_b16_unfused" "$after" "${args[@]}" "${b16[@]}"
-  lat "${m}_b16_after" "$after" "${args[@]}" "${b16[@]}"
+  lat "${m}_b16_unfused" "$after" "${args[@]}" "${b16[@]}"
+  RIDGELINE_CUDA_FUSED_DECODE=1 lat "${m}_b16_after" "$after" "${args[@]}" "${b16[@]}"
   runs+=("${m}_b16_unfused" "${m}_b16_after")
 done
 pack

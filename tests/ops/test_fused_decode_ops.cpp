@@ -9,6 +9,13 @@
 namespace rl::ops_test {
 namespace {
 
+// The fused kernels are opt-in on the backend (CudaBackend::set_fused_decode); each test turns them on for its
+// duration, so the unfused ops it compares against are the composed path's.
+struct FusedDecodeOn {
+  FusedDecodeOn() { cuda().set_fused_decode(true); }
+  ~FusedDecodeOn() { cuda().set_fused_decode(false); }
+};
+
 // Rows [r, r + 1) of a [rows, cols] host matrix.
 std::vector<float> row_of(const std::vector<float>& m, int64_t cols, int64_t r) {
   return std::vector<float>(m.begin() + r * cols, m.begin() + (r + 1) * cols);
@@ -66,6 +73,7 @@ void check_rms_norm_linear(const NormLinearCase& c, int64_t m) {
 // qkv of Qwen3-0.6B (1024 → (16 + 2·8)·128) and Llama-3.1-8B (4096 → (32 + 2·8)·128), a K tail (1000), f32 norm
 // weights, a bias; M up to the GEMV's 16 and past it (24: the composition through cuBLASLt).
 TEST(CudaFusedOps, RmsNormLinear) {
+  const FusedDecodeOn fused;
   for (const NormLinearCase& c : {NormLinearCase{1024, 4096, DType::kBF16, false},
                                   NormLinearCase{4096, 6144, DType::kBF16, true},
                                   NormLinearCase{1000, 200, DType::kF32, true}}) {
@@ -75,6 +83,7 @@ TEST(CudaFusedOps, RmsNormLinear) {
 
 // out = silu(gate) · up of rms_norm(x) · wᵀ against rms_norm then linear_silu_mul (CUDA, bitwise) and the CPU.
 TEST(CudaFusedOps, RmsNormLinearSiluMul) {
+  const FusedDecodeOn fused;
   struct Case {
     int64_t k, inter;
   };
@@ -116,6 +125,7 @@ TEST(CudaFusedOps, RmsNormLinearSiluMul) {
 // residual += x · wᵀ: o_proj and down_proj of Qwen3-0.6B (2048 → 1024, 3072 → 1024, split-K clusters) and
 // Llama-3.1-8B (4096 → 4096), against linear then add (CUDA, bitwise) and the CPU.
 TEST(CudaFusedOps, LinearAdd) {
+  const FusedDecodeOn fused;
   struct Case {
     int64_t k, n;
     bool bias;
@@ -153,6 +163,7 @@ TEST(CudaFusedOps, LinearAdd) {
 }
 
 TEST(CudaFusedOps, AddMatchesCpu) {
+  const FusedDecodeOn fused;
   for (int64_t n : {4096, 1001}) {
     auto a = random_bf16_values(n, -4, 4), x = random_bf16_values(n, -4, 4);
     auto g_a = make_f32(cpu(), a, {n}), g_x = make_f32(cpu(), x, {n});
@@ -230,6 +241,7 @@ void check_rope_kv(int64_t t, int64_t nh, int64_t nkv, bool norms) {
 }
 
 TEST(CudaFusedOps, QkNormRopeKvWrite) {
+  const FusedDecodeOn fused;
   for (int64_t t : {1, 7, 33}) {
     check_rope_kv(t, 16, 8, true);    // Qwen3-0.6B
     check_rope_kv(t, 32, 8, false);   // Llama-3.1-8B

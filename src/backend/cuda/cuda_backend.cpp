@@ -59,8 +59,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   RL_CUDA_CHECK(cudaMemset(decode_counters_, 0, cuda::kDecodeWorkspaceRows * sizeof(int)));
   for (cudaEvent_t& e : events_) RL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
-  if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "0") {
-    fused_decode_ = false;
+  if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
+    fused_decode_ = true;
   }
 }
 

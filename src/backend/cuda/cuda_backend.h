@@ -55,6 +55,8 @@ class CudaBackend final : public Backend {
   // The fused decode ops (streaming GEMV prologue / epilogue, RoPE + KV write): M <= kGemvMaxM on sm_90, never in
   // deterministic mode (the invariant GEMM has no such epilogues); otherwise the composition.
   bool fuses_norm_linear(int64_t num_rows) const override;
+  void set_fused_decode(bool on) { fused_decode_ = on; }
+  bool fused_decode() const { return fused_decode_; }
   void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
                        const Tensor& bias, const Tensor& normed, const Tensor& y) override;
   void rms_norm_linear_silu_mul(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
@@ -136,9 +138,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::LtGemm> gemm_;
   AttentionImpl attention_impl_ = AttentionImpl::kAuto;
   bool deterministic_ = false;
-  // RIDGELINE_CUDA_FUSED_DECODE=0 at creation: the fused decode ops run composed (the unfused kernels), an A/B
-  // switch for benchmarks (as RIDGELINE_CPU_ISA is for the CPU kernels).
-  bool fused_decode_ = true;
+  // The fused decode kernels (fuses_norm_linear, qk_norm_rope_kv_write) are opt-in until a device run has checked
+  // them: RIDGELINE_CUDA_FUSED_DECODE=1 at creation or set_fused_decode(true); otherwise the fused decode ops run
+  // composed (the unfused kernels). Also the A/B switch for benchmarks.
+  bool fused_decode_ = false;
   int64_t chunk_scratch_limit_ = -1;
 };
 
