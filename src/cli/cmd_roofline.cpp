@@ -1,9 +1,11 @@
 // `ridgeline roofline`: the cost model of a model on a chip — bytes and FLOPs per token, decode tokens/s across
 // batch sizes, TTFT, where decode turns compute-bound, how many sequences fit; optional JSON and SVG chart.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -59,7 +61,11 @@ Status print_tensor_parallel(const RooflineArgs& args, const ModelConfig& config
               perf::format_num(static_cast<double>(whole.kv_bytes_per_token)).c_str());
   std::printf("%-8s %-9s %12s %14s %12s %12s %8s\n", "batch", "context", "rank us", "collective us", "step us",
               "tokens/s", "vs TP=1");
-  for (int64_t b : {int64_t{1}, int64_t{8}, int64_t{64}, args.options.batch}) {
+  std::vector<int64_t> batches = {1, 8, 64};
+  if (std::find(batches.begin(), batches.end(), args.options.batch) == batches.end()) {
+    batches.push_back(args.options.batch);
+  }
+  for (int64_t b : batches) {
     const perf::TpStepCost t = perf::tp_decode_step(rank, config, roof, n, link, b, args.options.context);
     const perf::StepCost one = perf::decode_step(whole, roof, b, args.options.context);
     std::printf("%-8lld %-9lld %12.1f %14.1f %12.1f %12.0f %7.2fx\n", static_cast<long long>(b),

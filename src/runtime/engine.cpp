@@ -160,6 +160,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   ki.num_kv_blocks = config.num_kv_blocks;
   ki.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
   ki.gpu_memory_utilization = config.gpu_memory_utilization;
+  ki.num_host_ranks = tp_size;  // the CPU ranks share the budget; CUDA ranks ignore it
   const int32_t spec_k = config.speculative.empty() ? 0 : config.num_speculative_tokens;
   if (config.max_prompt_logprob_rows < 0) {
     return Status::error("max_prompt_logprob_rows must be >= 0, got " + std::to_string(config.max_prompt_logprob_rows));

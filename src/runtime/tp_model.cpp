@@ -69,6 +69,7 @@ Status first_error(const std::vector<Status>& st) {
   return Status::ok();
 }
 
+#ifdef RIDGELINE_CUDA
 // The bytes a staged batch occupies: every field lies in the runner's one staging buffer (model_runner.h), the
 // window groups' block tables inside group 0's rows.
 std::pair<const char*, size_t> batch_extent(const ForwardBatch& b) {
@@ -87,6 +88,7 @@ std::pair<const char*, size_t> batch_extent(const ForwardBatch& b) {
   for (const Tensor& t : b.window_slot_mapping) cover(t);
   return {lo, lo ? static_cast<size_t>(hi - lo) : 0};
 }
+#endif
 
 }  // namespace
 
