@@ -189,6 +189,7 @@ int run(const LatencyOptions& o) {
     j["tpot_ms"] = sum.tpot_s * 1e3;
     j["decode_tokens_per_s"] = o.batch / sum.tpot_s;
     j["elapsed_s"] = sum.elapsed_s;
+    j["tensor_parallel_size"] = o.engine.tensor_parallel_size;
     if (engine.speculative()) {
       j["speculative"] = o.engine.speculative;
       j["num_speculative_tokens"] = o.engine.num_speculative_tokens;

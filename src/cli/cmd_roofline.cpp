@@ -55,9 +55,11 @@ Status print_tensor_parallel(const RooflineArgs& args, const ModelConfig& config
               plan.kv_replicas > 1 ? (" (each on " + std::to_string(plan.kv_replicas) + " ranks)").c_str() : "",
               static_cast<long long>(plan.intermediate), static_cast<long long>(config.intermediate_size),
               static_cast<long long>(plan.vocab_per_rank));
-  std::printf("weight bytes per rank %s (TP=1: %s)\n", perf::format_bytes(static_cast<double>(rank.weight_bytes)).c_str(),
+  std::printf("weight bytes per rank %s (TP=1: %s)\n",
+              perf::format_bytes(static_cast<double>(rank.weight_bytes)).c_str(),
               perf::format_bytes(static_cast<double>(whole.weight_bytes)).c_str());
-  std::printf("KV bytes/token/rank   %s (TP=1: %s)\n", perf::format_num(static_cast<double>(rank.kv_bytes_per_token)).c_str(),
+  std::printf("KV bytes/token/rank   %s (TP=1: %s)\n",
+              perf::format_num(static_cast<double>(rank.kv_bytes_per_token)).c_str(),
               perf::format_num(static_cast<double>(whole.kv_bytes_per_token)).c_str());
   std::printf("%-8s %-9s %12s %14s %12s %12s %8s\n", "batch", "context", "rank us", "collective us", "step us",
               "tokens/s", "vs TP=1");

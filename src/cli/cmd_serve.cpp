@@ -102,6 +102,9 @@ int run(ServeOptions o) {
     std::printf("ridgeline: serving %s at %s (max_model_len %d, max_num_seqs %d, %lld KV blocks)\n",
                 srv.served_model_name().c_str(), srv.url().c_str(), engine->max_model_len(), engine->max_num_seqs(),
                 static_cast<long long>(engine->num_kv_blocks()));
+    if (engine->tensor_parallel_size() > 1) {
+      std::printf("ridgeline: tensor parallel over %d ranks\n", engine->tensor_parallel_size());
+    }
     std::fflush(stdout);
     srv.run();
     finished = true;

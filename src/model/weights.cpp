@@ -174,7 +174,8 @@ Result<Tensor> WeightLoader::load_sharded(const std::vector<std::string>& names,
     const size_t src_es = dtype_size(t->dtype);
     const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(cols, 1));
     std::vector<float> f32(static_cast<size_t>(cols));
-    std::vector<unsigned char> staged(static_cast<size_t>(std::min(chunk_rows, std::max<int64_t>(sl.valid_rows, 1)) * cols) * es);
+    const int64_t staged_rows = std::min(chunk_rows, std::max<int64_t>(sl.valid_rows, 1));
+    std::vector<unsigned char> staged(static_cast<size_t>(staged_rows * cols) * es);
     for (int64_t r0 = 0; r0 < sl.valid_rows; r0 += chunk_rows) {
       const int64_t n = std::min(chunk_rows, sl.valid_rows - r0);
       for (int64_t r = 0; r < n; ++r) {

@@ -110,8 +110,8 @@ void CpuBackend::copy_columns(const Tensor& src, int64_t src_col, const Tensor& 
   const char* s = static_cast<const char*>(src.data);
   char* d = static_cast<char*>(dst.data);
   for (int64_t i = 0; i < src.dim(0); ++i) {
-    std::memcpy(d + static_cast<size_t>(i * dst.dim(1) + dst_col) * es, s + static_cast<size_t>(i * src.dim(1) + src_col) * es,
-                static_cast<size_t>(cols) * es);
+    std::memcpy(d + static_cast<size_t>(i * dst.dim(1) + dst_col) * es,
+                s + static_cast<size_t>(i * src.dim(1) + src_col) * es, static_cast<size_t>(cols) * es);
   }
 }
 

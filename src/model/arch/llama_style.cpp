@@ -64,7 +64,8 @@ Result<std::unique_ptr<Model>> build_llama_style(const ModelConfig& c, const std
   const float s = kDummyScale;
   using R = parallel::WeightRole;  // tensor parallelism: vocab-parallel embedding and lm_head
   m->set_tensor_parallel(opts.tp);
-  RL_ASSIGN_OR_RETURN(m->embed, w->load_sharded({"model.embed_tokens.weight"}, {{c.vocab_size, h}}, {R::kEmbedding}, s));
+  RL_ASSIGN_OR_RETURN(m->embed,
+                      w->load_sharded({"model.embed_tokens.weight"}, {{c.vocab_size, h}}, {R::kEmbedding}, s));
   FfnLoadFn load_ffn = make_ffn_loader(*w);
   m->blocks.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
