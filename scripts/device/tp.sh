@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tensor parallelism on a two-GPU machine (nvidia-h200-x2, issue 19), building nothing: binaries from $RL_BIN_DIR
-# (default build/cuda: ridgeline, rl_bench_nccl; lib/ for shared libraries). Stages (one device call each stays
+# (default build/cuda: ridgeline, rl_bench_nccl, rl_tests_ops; lib/ for shared libraries). Stages (one device call each stays
 # under the 10-minute limit; no argument runs all of them in order):
+#   ops         rl_tests_ops: the TP ops against the CPU (CudaTpOps.*) and NcclGroup.* over both GPUs
 #   nccl        NCCL all-reduce bus bandwidth, 4 KB .. 64 MB (bench/tp/nccl_allreduce.cpp): the roofline's term
 #   identity    TP=1 vs TP=2 greedy ids: the tiny model (real weights) and a dummy-weight Llama-3.1-8B shape
 #   latency     `ridgeline bench latency` of the Llama-3.1-8B shape at B=1 and B=64, TP=1 and TP=2
@@ -23,7 +24,7 @@ if ! ldconfig -p | grep -q libnccl.so.2; then
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl"
 fi
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # NVLink multicast stays off (docs/distributed.md)
-stages="${1:-nccl identity latency throughput}"
+stages="${1:-ops nccl identity latency throughput}"
 ngpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/tp_gpu.txt"
 if [ "$ngpu" -lt 2 ]; then echo "tp.sh: needs two GPUs, found $ngpu"; exit 1; fi
@@ -32,6 +33,10 @@ tiny=(--device cuda --temperature 0 --ignore-eos --output-ids)
 
 for stage in $stages; do
   case "$stage" in
+    ops)
+      timeout 120 "$bin/rl_tests_ops" --gtest_filter='CudaTpOps.*:NcclGroup.*' --gtest_color=no 2>&1 \
+        | tee "$out/tp_ops.log" | grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|OK \]"
+      ;;
     nccl)
       timeout 120 "$bin/rl_bench_nccl" 2 50 2>&1 | tee "$out/tp_nccl.log"
       ;;
@@ -64,7 +69,7 @@ for stage in $stages; do
       done
       wait; echo "replicas done"
       ;;
-    *) echo "tp.sh: unknown stage $stage (nccl, identity, latency, throughput)"; exit 2 ;;
+    *) echo "tp.sh: unknown stage $stage (ops, nccl, identity, latency, throughput)"; exit 2 ;;
   esac
 done
 

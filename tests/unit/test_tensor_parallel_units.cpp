@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "perf/tp_cost.h"
 #include "runtime/tp_model.h"
@@ -41,6 +42,22 @@ TEST(RankThreads, OneRankRunsOnTheCallerOnly) {
     ++calls;
   });
   EXPECT_EQ(calls, 1);
+}
+
+// The CPU reference of the two tensor-parallel ops (tests/ops/test_tp_ops_cuda.cpp holds CUDA to it).
+TEST(TpOps, CpuEmbeddingShardAndCopyColumns) {
+  CpuBackend be(1);
+  const int64_t rows = 3, hidden = 4;
+  std::vector<float> table(rows * hidden), out(4 * hidden, -1.0f);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i + 1);
+  std::vector<int32_t> ids = {9, 10, 12, 13};  // before, first, last, after the rank's rows [10, 13)
+  be.embedding_shard(Tensor(ids.data(), DType::kI32, {4}), Tensor(table.data(), DType::kF32, {rows, hidden}), 10,
+                     Tensor(out.data(), DType::kF32, {4, hidden}));
+  const std::vector<float> want = {0, 0, 0, 0, 1, 2, 3, 4, 9, 10, 11, 12, 0, 0, 0, 0};
+  EXPECT_EQ(out, want);
+  std::vector<float> src = {1, 2, 3, 4, 5, 6}, dst(2 * 5, 0.0f);
+  be.copy_columns(Tensor(src.data(), DType::kF32, {2, 3}), 1, Tensor(dst.data(), DType::kF32, {2, 5}), 3, 2);
+  EXPECT_EQ(dst, (std::vector<float>{0, 0, 0, 2, 3, 0, 0, 0, 5, 6}));
 }
 
 ModelConfig llama8b() {
