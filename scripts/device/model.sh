@@ -31,7 +31,7 @@ RIDGELINE_TEST_DEVICE=cuda timeout "${ENGINE_TIMEOUT:-70}" "$bin_dir/rl_tests_mo
 echo "engine tests (cuda) rc=$?" | tee -a "$out/rc.txt"
 
 scratch="$(mktemp -d)"
-timeout "${FIXTURES_TIMEOUT:-60}" python3 tools/make_fixtures.py --out "$scratch" --cases qwen3_moe,qwen3_moe_step2,gpt_oss \
+timeout "${FIXTURES_TIMEOUT:-60}" python3 tools/make_fixtures.py --out "$scratch" --cases "${FIXTURE_CASES:-qwen3_moe,qwen3_moe_step2,gpt_oss}" \
   >"$out/fixtures.log" 2>&1
 echo "make_fixtures rc=$?" | tee -a "$out/rc.txt"
 python3 - "$scratch" "$out/golden" >>"$out/fixtures.log" 2>&1 <<'PY'

@@ -3,6 +3,8 @@
 // (Beast 1.74 asserts on it when offered back with one more byte; found by the http_request fuzzer).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,32 @@ TEST(RequestParser, TheFuzzersEmptyChunkedBodyThenGarbage) {
   EXPECT_EQ(whole[0], "POST / 0");
   EXPECT_EQ(whole.back(), "error 400");
   for (size_t step = 1; step <= 16; ++step) EXPECT_EQ(parse(bytes, step), whole) << "pieces of " << step;
+}
+
+TEST(RequestParser, LastChunkWithTrailersInEveryPieceSize) {
+  // The last chunk followed by trailer fields: Beast parses "0\r\n", finds no end of message yet, and re-parses
+  // the last chunk on the next call, which asserts when it gets fewer than 5 bytes (the second fuzz finding).
+  const std::string trailer = "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                              "3\r\nabc\r\n0\r\nX-Checksum: 1\r\nX-B: 2\r\n\r\n";
+  const std::string get = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string all = trailer + get + trailer;
+  const std::vector<std::string> want = {"POST /t 3", "GET /health 0", "POST /t 3"};
+  for (size_t step = 1; step <= all.size(); ++step) EXPECT_EQ(parse(all, step), want) << "pieces of " << step;
+}
+
+TEST(RequestParser, TheFuzzersLastChunkWithGarbageTrailer) {
+  // tests/fuzz/corpus/http_request/regression-beast-final-chunk-trailer without its first byte (the harness's
+  // piece size, 8): a last chunk whose "trailer" is a JSON fragment and a repeated header block.
+  std::ifstream in(std::string(RIDGELINE_SOURCE_DIR) +
+                       "/tests/fuzz/corpus/http_request/regression-beast-final-chunk-trailer",
+                   std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(file.size(), 1u);
+  const std::string bytes = file.substr(1);
+  const std::vector<std::string> whole = parse(bytes, bytes.size());
+  ASSERT_FALSE(whole.empty());
+  for (size_t step = 1; step <= 64; ++step) EXPECT_EQ(parse(bytes, step), whole) << "pieces of " << step;
 }
 
 }  // namespace

@@ -116,7 +116,9 @@ __device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
 // One block per row: the steps of ops.h (SampleRowParams) in order, as the CPU reference (cpu_sampling.cpp).
 // Top-k and top-p thresholds come from an MSB-first radix select over order-preserving keys (4 passes of 8 bits;
 // counts for top-k, fixed-point mass for top-p), then an exponential race among the kept tokens.
-__global__ void sample_kernel(float* logits, int64_t vocab, SampleBatch b) {
+// __launch_bounds__: 1024 threads leave 64 registers a thread; without the bound the forced-token branch took the
+// kernel to 72 and every launch failed ("too many resources requested for launch", seen on the H200).
+__global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits, int64_t vocab, SampleBatch b) {
   pdl_wait();  // launched with PDL (cuda_launch.cuh)
   pdl_launch_dependents();
   float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
