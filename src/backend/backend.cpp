@@ -46,6 +46,14 @@ void Backend::mla_prepare(const Tensor&, const Tensor&, const Tensor&, const Ten
   RL_CHECK_MSG(false, "%s: mla_prepare is not implemented", name().c_str());
 }
 
+void Backend::embedding_shard(const Tensor&, const Tensor&, int64_t, const Tensor&) {
+  RL_CHECK_MSG(false, "%s: embedding_shard is not implemented", name().c_str());
+}
+
+void Backend::copy_columns(const Tensor&, int64_t, const Tensor&, int64_t, int64_t) {
+  RL_CHECK_MSG(false, "%s: copy_columns is not implemented", name().c_str());
+}
+
 void Backend::head_linear(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t) {
   RL_CHECK_MSG(false, "%s: head_linear is not implemented", name().c_str());
 }

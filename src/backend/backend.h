@@ -192,6 +192,14 @@ class Backend {
   virtual void mla_attention(const Tensor& q_lat, const KvLayer& cache, const AttentionMetadata& meta,
                              const MlaLayout& layout, const Tensor& out);
 
+  // --- tensor parallelism (docs/distributed.md) ---
+  // Vocab-parallel embedding: out[t] = table[ids[t] - vocab_begin] when vocab_begin <= ids[t] < vocab_begin +
+  // rows, zeros otherwise, so the ranks' outputs sum to the whole lookup. ids: i32 [T]; table: [rows, hidden].
+  virtual void embedding_shard(const Tensor& ids, const Tensor& table, int64_t vocab_begin, const Tensor& out);
+  // Strided block copy: dst[i, dst_col + j] = src[i, src_col + j] for i < src rows, j < cols. src and dst: 2-D,
+  // row-major, same dtype and row count (the vocab-parallel logits are put back in vocabulary order with it).
+  virtual void copy_columns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col, int64_t cols);
+
   // --- batch invariance (deterministic inference) ---
   // On: every op computes a row with a reduction order that does not depend on the other rows of the call
   // (their number, a prompt's chunking, prefix hits, mixed prefill/decode batches), so a request's logits are

@@ -195,6 +195,7 @@ int run(const LatencyOptions& o) {
     j["decode_tokens_per_s"] = o.batch / sum.tpot_s;
     j["decode_graph_kernels"] = step_kernels;
     j["elapsed_s"] = sum.elapsed_s;
+    j["tensor_parallel_size"] = o.engine.tensor_parallel_size;
     if (engine.speculative()) {
       j["speculative"] = o.engine.speculative;
       j["num_speculative_tokens"] = o.engine.num_speculative_tokens;

@@ -153,6 +153,7 @@ int run(const ThroughputOptions& o) {
     j["num_preemptions"] = st.num_preemptions;
     j["num_requests_finished"] = finished;
     j["elapsed_s"] = elapsed;
+    j["tensor_parallel_size"] = o.engine.tensor_parallel_size;
     j["scheduler_pct_of_step"] = sched_pct;
     j["host_pct_of_step"] = host_pct;
     if (decode_only_tok_s > 0) j["roofline_decode_only_tokens_per_s"] = decode_only_tok_s;

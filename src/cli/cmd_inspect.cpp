@@ -14,8 +14,10 @@ namespace rl::cli {
 void add_inspect_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("inspect", "Show a model folder's architecture, sizes and memory needs");
   auto opts = std::make_shared<ModelOptions>();
+  auto tp_size = std::make_shared<int32_t>(1);
   add_model_dir_option(cmd, opts.get());
-  cmd->callback([opts, exit_code] {
+  cmd->add_option("--tensor-parallel-size", *tp_size, "Also show what each of N ranks holds")->default_val(1);
+  cmd->callback([opts, tp_size, exit_code] {
     auto config = load_model_config(path_join(resolve_model_dir(*opts), "config.json"));
     if (!config) {
       std::fprintf(stderr, "ridgeline: error: %s\n", config.message().c_str());
@@ -98,6 +100,28 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
                   static_cast<long long>(plan.elems_at(32768, 16, 1) * 2));
     }
     for (const std::string& n : c.notes) std::printf("note                  %s\n", n.c_str());
+    if (*tp_size != 1) {  // issue 19: the shard of rank 0 (every rank holds the same amounts)
+      auto plan = tp_plan_for(c, *tp_size, 0);
+      if (!plan) {
+        std::fprintf(stderr, "ridgeline: error: %s\n", plan.message().c_str());
+        *exit_code = 1;
+        return;
+      }
+      const parallel::TpPlan& p = *plan;
+      std::printf("tensor parallel       %d ranks\n", *tp_size);
+      std::printf("per rank heads        %lld / %lld (q / kv%s)\n", static_cast<long long>(p.num_heads),
+                  static_cast<long long>(p.num_kv_heads),
+                  p.kv_replicas > 1 ? (", each KV head on " + std::to_string(p.kv_replicas) + " ranks").c_str() : "");
+      std::printf("per rank intermediate %lld\n", static_cast<long long>(p.intermediate));
+      std::printf("per rank vocab rows   %lld (vocabulary padded to %lld)\n", static_cast<long long>(p.vocab_per_rank),
+                  static_cast<long long>(p.padded_vocab));
+      const int64_t norms = (2 * c.num_hidden_layers + 1) * c.hidden_size;
+      const int64_t rank_params = (params - norms) / *tp_size + norms;
+      std::printf("per rank weight bytes %lld (%.2f GB, bf16)\n", static_cast<long long>(rank_params * 2),
+                  rank_params * 2 / 1e9);
+      std::printf("per rank KV bytes/tok %lld (bf16)\n",
+                  static_cast<long long>(c.kv_bytes_per_token(2) * p.num_kv_heads / c.num_kv_heads));
+    }
     std::printf("cpu kernels           %s\n", cpu_isa_description().c_str());
   });
 }

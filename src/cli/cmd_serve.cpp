@@ -67,6 +67,7 @@ int run(ServeOptions o) {
   ec.ngram_min = o.engine.ngram_min;
   ec.ngram_max = o.engine.ngram_max;
   ec.speculative_max_running = o.engine.speculative_max_running;
+  ec.tensor_parallel_size = o.engine.tensor_parallel_size;
   ec.served_model_name = o.server.served_model_name;
   o.server.model_dir = ec.model_dir;
   {
@@ -101,6 +102,9 @@ int run(ServeOptions o) {
     std::printf("ridgeline: serving %s at %s (max_model_len %d, max_num_seqs %d, %lld KV blocks)\n",
                 srv.served_model_name().c_str(), srv.url().c_str(), engine->max_model_len(), engine->max_num_seqs(),
                 static_cast<long long>(engine->num_kv_blocks()));
+    if (engine->tensor_parallel_size() > 1) {
+      std::printf("ridgeline: tensor parallel over %d ranks\n", engine->tensor_parallel_size());
+    }
     std::fflush(stdout);
     srv.run();
     finished = true;

@@ -31,6 +31,10 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_flag("--deterministic,!--no-deterministic", o->deterministic,
                 "Batch-invariant kernels: a request's tokens do not depend on the rest of the batch");
   cmd->add_option("--profile", o->profile, "Write a Chrome-trace JSON of every step's host and device spans");
+  cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size,
+                  "Split the model over N ranks (CPU: threads; CUDA: GPUs 0..N-1 over NCCL); N divides the heads "
+                  "and the intermediate size")
+      ->capture_default_str();
   cmd->add_option("--speculative", o->speculative,
                   "Speculative decoding: ngram (prompt lookup) or draft (a smaller model, --draft-model)")
       ->check(CLI::IsMember({"ngram", "draft"}));
@@ -69,6 +73,7 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.ngram_min = o.ngram_min;
   c.ngram_max = o.ngram_max;
   c.speculative_max_running = o.speculative_max_running;
+  c.tensor_parallel_size = o.tensor_parallel_size;
   return Engine::create(c);
 }
 

@@ -36,6 +36,7 @@ struct EngineOptions {
   std::string draft_model;
   int32_t ngram_min = 1, ngram_max = 4;
   int32_t speculative_max_running = 16;
+  int32_t tensor_parallel_size = 1;  // issue 19: ranks the model is split over (docs/distributed.md)
 };
 
 void add_engine_options(CLI::App* cmd, EngineOptions* o);

@@ -12,8 +12,23 @@
 #include "backend/backend.h"
 #include "loader/model_config.h"
 #include "model/forward_batch.h"
+#include "parallel/communicator.h"
+#include "parallel/sharding.h"
 
 namespace rl {
+
+// One rank of a tensor-parallel group (docs/distributed.md): which shard of every weight it loads
+// (parallel/sharding.h) and the communicator its forward all-reduces and all-gathers through.
+struct TensorParallel {
+  parallel::TpPlan plan;
+  parallel::ShardDims dims;
+  parallel::Communicator* comm = nullptr;  // owned by the group (runtime/tp_model.h), outlives the model
+};
+
+// The sharding dimensions of a config, and the plan of `rank` of n: an error names the value n does not divide
+// (heads, KV heads, intermediate size) or an architecture without tensor parallelism.
+parallel::ShardDims tp_shard_dims(const ModelConfig& c);
+Result<parallel::TpPlan> tp_plan_for(const ModelConfig& c, int32_t n, int32_t rank);
 
 struct LoadOptions {
   DType weight_dtype = DType::kBF16;  // storage dtype of the weights on the backend
@@ -22,6 +37,8 @@ struct LoadOptions {
   bool quantize_int8 = false;
   bool dummy_weights = false;         // random weights at the config's shapes instead of safetensors
   uint64_t dummy_seed = 0x5eed;
+  // Set: build this rank's shard only (architectures with Arch::tensor_parallel); null: the whole model.
+  const TensorParallel* tp = nullptr;
 };
 
 class Model {
@@ -51,6 +68,7 @@ using ModelBuilder =
 struct Arch {
   Result<ModelConfig> (*parse)(const Json& config_json, const std::string& what);
   ModelBuilder build;
+  bool tensor_parallel = false;  // its builder shards by LoadOptions::tp (the dense Llama-style decoders)
 };
 
 // Architectures with a builder (sorted).

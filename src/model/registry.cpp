@@ -59,12 +59,41 @@ Result<ModelConfig> load_model_config(const std::string& path) {
   return parse_model_config(j, path);
 }
 
+parallel::ShardDims tp_shard_dims(const ModelConfig& c) {
+  parallel::ShardDims d;
+  d.hidden_size = c.hidden_size;
+  d.num_heads = c.num_attention_heads;
+  d.num_kv_heads = c.num_kv_heads;
+  d.head_dim = c.head_dim;
+  d.intermediate_size = c.intermediate_size;
+  d.vocab_size = c.vocab_size;
+  return d;
+}
+
+Result<parallel::TpPlan> tp_plan_for(const ModelConfig& c, int32_t n, int32_t rank) {
+  if (n > 1) {
+    auto it = registry().find(c.architecture);
+    if (it == registry().end() || !it->second->tensor_parallel) {
+      std::string list;
+      for (const auto& [name, a] : registry()) {
+        if (a->tensor_parallel) list += (list.empty() ? "" : ", ") + name;
+      }
+      return Status::error("--tensor-parallel-size " + std::to_string(n) + ": architecture " + c.architecture +
+                           " runs on one rank only (tensor parallelism: " + list + ")");
+    }
+  }
+  return parallel::make_tp_plan(tp_shard_dims(c), n, rank);
+}
+
 Result<std::unique_ptr<Model>> build_model(const ModelConfig& config, const std::string& model_dir,
                                            Backend* backend, const LoadOptions& opts) {
   auto it = registry().find(config.architecture);
   if (it == registry().end()) {
     return Status::error("architecture \"" + config.architecture + "\" has no model (supported: " +
                          supported_list() + ")");
+  }
+  if (opts.tp && opts.tp->plan.tp_size > 1 && !it->second->tensor_parallel) {
+    return Status::error("architecture " + config.architecture + " has no tensor-parallel loader");
   }
   return it->second->build(config, model_dir, backend, opts);
 }

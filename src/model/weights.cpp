@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/quant.h"
@@ -105,6 +106,93 @@ Result<Tensor> WeightLoader::load_impl(const std::vector<std::string>& names,
       bytes_loaded_ += static_cast<uint64_t>(cnt) * es;
       progress_->update(bytes_loaded_);
     }
+  }
+  buffers_.push_back(std::move(buf));
+  return out;
+}
+
+Result<Tensor> WeightLoader::load_sharded(const std::vector<std::string>& names,
+                                          const std::vector<std::vector<int64_t>>& shapes,
+                                          const std::vector<parallel::WeightRole>& roles, float dummy_scale) {
+  if (!opts_.tp || opts_.tp->plan.tp_size == 1) return load(names, shapes, dummy_scale);
+  RL_CHECK(names.size() == shapes.size() && names.size() == roles.size() && !names.empty());
+  if (opts_.quantize_int8) return Status::error("int8 weights cannot be sharded for tensor parallelism yet");
+  const parallel::TpPlan& plan = opts_.tp->plan;
+  std::vector<parallel::Slice> slices;
+  int64_t rows = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const int64_t full_cols = shapes[i].size() == 2 ? shapes[i][1] : 1;
+    slices.push_back(parallel::shard_slice(plan, opts_.tp->dims, roles[i], shapes[i][0], full_cols));
+    RL_CHECK(shapes[i].size() == shapes[0].size() && slices[i].num_cols == slices[0].num_cols);
+    rows += slices[i].num_rows;
+  }
+  const int64_t cols = slices[0].num_cols;
+  const DType dt = opts_.weight_dtype;
+  const size_t es = dtype_size(dt);
+  DeviceBuffer buf(backend_, static_cast<size_t>(rows * cols) * es);
+  Tensor out = shapes[0].size() == 2 ? Tensor(buf.data(), dt, {rows, cols}) : Tensor(buf.data(), dt, {rows});
+  int64_t row0 = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const parallel::Slice& sl = slices[i];
+    const int64_t full_rows = shapes[i][0], full_cols = shapes[i].size() == 2 ? shapes[i][1] : 1;
+    // This part as a 2-D [num_rows, cols] view; rows at or past valid_rows are padding.
+    Tensor part(static_cast<char*>(out.data) + static_cast<size_t>(row0 * cols) * es, dt, {sl.num_rows, cols});
+    row0 += sl.num_rows;
+    if (sl.valid_rows < sl.num_rows) {
+      backend_->fill_zero(part.slice_rows(sl.valid_rows, sl.num_rows - sl.valid_rows).data,
+                          static_cast<size_t>((sl.num_rows - sl.valid_rows) * cols) * es);
+    }
+    if (!store_) {
+      // The whole tensor's values (load()'s counter and seed), then this rank's block of them.
+      ++counter_;
+      DeviceBuffer whole(backend_, static_cast<size_t>(full_rows * full_cols) * es);
+      Tensor w(whole.data(), dt, {full_rows, full_cols});
+      backend_->fill_uniform(w, opts_.dummy_seed * 1000003ull + counter_, -dummy_scale, dummy_scale);
+      if (sl.valid_rows > 0) {
+        backend_->copy_columns(w.slice_rows(sl.row_begin, sl.valid_rows), sl.col_begin,
+                               part.slice_rows(0, sl.valid_rows), 0, cols);
+      }
+      backend_->synchronize();  // `whole` is freed on return
+      bytes_loaded_ += part.nbytes();
+      progress_->update(bytes_loaded_);
+      continue;
+    }
+    const TensorInfo* t = store_->find(names[i]);
+    if (!t) return Status::error("weights: tensor \"" + names[i] + "\" not found in the model's safetensors");
+    if (t->shape != shapes[i]) {
+      std::string ws = "[";
+      for (size_t j = 0; j < shapes[i].size(); ++j) ws += (j ? ", " : "") + std::to_string(shapes[i][j]);
+      return Status::error(t->file + ": tensor \"" + names[i] + "\" has shape " + t->shape_str() +
+                           " but the config implies " + ws + "]");
+    }
+    if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16) {
+      return Status::error(t->file + ": tensor \"" + names[i] + "\" has dtype " +
+                           std::string(dtype_name(t->dtype)) + "; a float weight is expected here");
+    }
+    // Only this rank's rows and columns are read from the mapped file: converted on the host a chunk of rows at
+    // a time, then uploaded.
+    const size_t src_es = dtype_size(t->dtype);
+    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(cols, 1));
+    std::vector<float> f32(static_cast<size_t>(cols));
+    const int64_t staged_rows = std::min(chunk_rows, std::max<int64_t>(sl.valid_rows, 1));
+    std::vector<unsigned char> staged(static_cast<size_t>(staged_rows * cols) * es);
+    for (int64_t r0 = 0; r0 < sl.valid_rows; r0 += chunk_rows) {
+      const int64_t n = std::min(chunk_rows, sl.valid_rows - r0);
+      for (int64_t r = 0; r < n; ++r) {
+        const unsigned char* src =
+            t->data + static_cast<size_t>((sl.row_begin + r0 + r) * full_cols + sl.col_begin) * src_es;
+        unsigned char* dst = staged.data() + static_cast<size_t>(r * cols) * es;
+        if (t->dtype == dt) {
+          std::memcpy(dst, src, static_cast<size_t>(cols) * es);
+        } else {
+          convert_to_f32(src, t->dtype, f32.data(), static_cast<size_t>(cols));
+          convert_from_f32(f32.data(), dst, dt, static_cast<size_t>(cols));
+        }
+      }
+      backend_->upload(part.slice_rows(r0, n).data, staged.data(), static_cast<size_t>(n * cols) * es);
+    }
+    bytes_loaded_ += part.nbytes();
+    progress_->update(bytes_loaded_);
   }
   buffers_.push_back(std::move(buf));
   return out;

@@ -29,6 +29,15 @@ class WeightLoader {
   // `fill` exactly when set, for norm weights).
   Result<Tensor> load(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
                       float dummy_scale, std::optional<float> dummy_fill = std::nullopt);
+  // Tensor parallelism: load() of this rank's slice of each named tensor, by its role's sharding rule
+  // (parallel/sharding.h), concatenated along rows; vocab-parallel padding rows are zeros. Without a plan
+  // (LoadOptions::tp null) it is load(). Dummy weights take the slice of the values load() gives the whole
+  // tensor, so a TP=N model with dummy weights is the TP=1 model split.
+  Result<Tensor> load_sharded(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+                              const std::vector<parallel::WeightRole>& roles, float dummy_scale);
+  // The rank's plan (null: one rank).
+  const parallel::TpPlan* tp() const { return opts_.tp ? &opts_.tp->plan : nullptr; }
+  int32_t tp_rank() const { return opts_.tp ? opts_.tp->plan.rank : 0; }
   // load() that keeps weight_dtype even under LoadOptions::quantize_int8: for 2-D tensors that no linear op
   // multiplies whole (stacked expert weights sliced per expert, per-expert bias rows, position tables).
   Result<Tensor> load_unquantized(const std::vector<std::string>& names,

@@ -12,6 +12,7 @@
 #include "runtime/backend_factory.h"
 #include "runtime/draft_proposer.h"
 #include "runtime/kv_sizing.h"
+#include "runtime/tp_model.h"
 #include "runtime/text_stream.h"
 
 namespace rl {
@@ -64,6 +65,7 @@ std::string make_fingerprint(const EngineConfig& c, Backend& be, DType weights, 
   std::string key = std::to_string(build) + "|" + be.name() + "|" + (be.deterministic() ? "det" : "fast") + "|" +
                     std::to_string(static_cast<int>(weights)) + "|" + std::to_string(static_cast<int>(kv)) + "|" +
                     (c.dummy_weights ? "dummy" : "weights") + "|";
+  if (c.tensor_parallel_size != 1) key += "tp" + std::to_string(c.tensor_parallel_size) + "|";
   Result<std::string> cfg = read_file(path_join(c.model_dir, "config.json"));
   if (cfg.is_ok()) key += *cfg;
   char hex[17];
@@ -83,8 +85,22 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   e->config_ = config;
   RL_ASSIGN_OR_RETURN(ModelConfig mc, load_model_config(path_join(config.model_dir, "config.json")));
   RL_ASSIGN_OR_RETURN(e->generation_config_, load_generation_config(config.model_dir, mc));
+  const int32_t tp_size = config.tensor_parallel_size;
+  if (tp_size != 1) {
+    // Checked before anything loads: the size divides the model, the architecture and options allow it.
+    RL_RETURN_IF_ERROR(tp_plan_for(mc, tp_size, 0).status());
+    if (config.quantize_int8) return Status::error("--tensor-parallel-size > 1 does not take --quantization int8 yet");
+    if (config.speculative == "draft") {
+      return Status::error("--tensor-parallel-size > 1 does not take a draft model yet (--speculative ngram does)");
+    }
+  }
   BackendOptions bo;
   bo.num_threads = config.num_threads;
+  if (tp_size > 1) {  // CPU ranks share the cores
+    const int cores = config.num_threads > 0 ? config.num_threads
+                                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    bo.num_threads = std::max(1, cores / tp_size);
+  }
   RL_ASSIGN_OR_RETURN(e->backend_, create_backend(config.device, bo));
   e->backend_->set_deterministic(config.deterministic);
   LoadOptions lo;
@@ -92,7 +108,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   lo.dummy_weights = config.dummy_weights;
   lo.quantize_int8 = config.quantize_int8;
   if (e->backend_->device() == DeviceKind::kCuda) lo.weight_dtype = DType::kBF16;
-  RL_ASSIGN_OR_RETURN(e->model_, build_model(mc, config.model_dir, e->backend_.get(), lo));
+  if (tp_size > 1) {
+    RL_ASSIGN_OR_RETURN(std::unique_ptr<TpModel> tp, TpModel::create(mc, config.model_dir, e->backend_.get(),
+                                                                     config.device, bo, lo, tp_size));
+    e->tp_ = tp.get();
+    e->model_ = std::move(tp);
+    mc.kv_spec = e->model_->kv_spec();  // each rank's cache holds its KV heads only
+  } else {
+    RL_ASSIGN_OR_RETURN(e->model_, build_model(mc, config.model_dir, e->backend_.get(), lo));
+  }
   if (config.load_tokenizer && file_exists(path_join(config.model_dir, "tokenizer.json"))) {
     RL_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::load(config.model_dir));
   }
@@ -136,6 +160,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   ki.num_kv_blocks = config.num_kv_blocks;
   ki.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
   ki.gpu_memory_utilization = config.gpu_memory_utilization;
+  ki.num_host_ranks = tp_size;  // the CPU ranks share the budget; CUDA ranks ignore it
   const int32_t spec_k = config.speculative.empty() ? 0 : config.num_speculative_tokens;
   if (config.max_prompt_logprob_rows < 0) {
     return Status::error("max_prompt_logprob_rows must be >= 0, got " + std::to_string(config.max_prompt_logprob_rows));
@@ -155,6 +180,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   RL_ASSIGN_OR_RETURN(KvSizing sizing, size_kv_cache(ki, mc, *e->backend_, kv_dtype, &plan));
   const int64_t bs = config.block_size, num_blocks = sizing.num_blocks;
   e->kv_ = std::make_unique<KvStorage>(e->backend_.get(), mc, num_blocks, bs, kv_dtype, &plan);
+  if (e->tp_) e->tp_->allocate_kv(num_blocks, bs, kv_dtype, plan);  // the same block ids on every rank
   e->fingerprint_ = make_fingerprint(config, *e->backend_, lo.weight_dtype, kv_dtype);
 
   int64_t max_len = config.max_model_len > 0 ? config.max_model_len : mc.max_context_len();
@@ -228,7 +254,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   lim.max_num_tokens = config.max_num_batched_tokens;
   lim.max_num_seqs = max_num_seqs;
   lim.max_model_len = max_len;
-  lim.enforce_eager = config.enforce_eager;
+  lim.enforce_eager = config.enforce_eager || tp_size > 1;  // a decode graph would span the ranks' streams
   // Speculative rows sample each of their 1 + k positions.
   const int64_t max_rows = k > 0 ? std::min<int64_t>(int64_t{max_num_seqs} * (1 + k),
                                                      int64_t{max_num_seqs} + config.max_num_batched_tokens)

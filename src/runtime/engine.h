@@ -33,6 +33,8 @@
 
 namespace rl {
 
+class TpModel;
+
 struct EngineConfig {
   std::string model_dir;
   std::string served_model_name;  // the metrics' model_name label (default: the folder's name)
@@ -70,6 +72,10 @@ struct EngineConfig {
   // Prompt logprobs: logits rows per step for prompt chunks that score every token (their chunks are capped to
   // it; each row costs vocab * 8 bytes of logits and sampler scratch). 0 turns prompt_logprobs off.
   int32_t max_prompt_logprob_rows = 64;
+  // Tensor parallelism (docs/distributed.md): the model's weights and KV heads split over this many ranks, one
+  // thread and backend each (CPU: the host group, each rank with num_threads / N threads; CUDA: devices 0..N-1
+  // over NCCL). 1: the single-rank engine, no rank thread.
+  int32_t tensor_parallel_size = 1;
 };
 
 struct Completion {
@@ -99,6 +105,9 @@ class Engine {
   const GenerationConfig& generation_config() const { return generation_config_; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null if the folder has none
   const Model& model() const { return *model_; }
+  int32_t tensor_parallel_size() const { return config_.tensor_parallel_size; }
+  // The ranks (null with one rank).
+  const TpModel* tensor_parallel() const { return tp_; }
   Backend& backend() { return *backend_; }
   int32_t max_model_len() const { return sched_config_.max_model_len; }
   int64_t num_kv_blocks() const { return kv_->num_blocks(); }
@@ -216,6 +225,7 @@ class Engine {
   SchedulerConfig sched_config_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
+  TpModel* tp_ = nullptr;  // model_ when it runs over several ranks
   std::unique_ptr<KvStorage> kv_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;

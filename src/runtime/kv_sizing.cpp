@@ -37,6 +37,7 @@ Result<KvSizing> size_kv_cache(const KvSizingInput& in, const ModelConfig& mc, B
       s.budget_bytes = in.kv_cache_memory_bytes > 0
                            ? in.kv_cache_memory_bytes
                            : std::min<int64_t>(2ll << 30, static_cast<int64_t>(free_b / 4));
+      s.budget_bytes /= std::max(1, in.num_host_ranks);
     }
     s.num_blocks = s.budget_bytes / (s.block_bytes + in.extra_block_bytes);
   }

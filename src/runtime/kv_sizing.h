@@ -20,6 +20,9 @@ struct KvSizingInput {
   int64_t workspace_bytes = 0;        // the model's activations for the largest step
   int64_t sampler_bytes = 0;          // Sampler's device buffers
   int64_t extra_block_bytes = 0;      // per block, KV kept beside the target's (a draft model's)
+  // CPU tensor parallelism: this many ranks keep their caches in the same host memory, so each gets this
+  // fraction of the CPU budget (GPU ranks each size from their own device).
+  int32_t num_host_ranks = 1;
 };
 
 struct KvSizing {

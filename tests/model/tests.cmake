@@ -77,3 +77,28 @@ add_test(NAME cli_generate_deepseek_v3_fp8_golden
          COMMAND ${_rl} generate -m ${_golden}/deepseek_v3_fp8 --prompt-ids "14 216 212 13 43 61 279 75 113 138 296 246"
                  --output-ids --temperature 0 --max-tokens 8 --ignore-eos --dtype f32)
 set_tests_properties(cli_generate_deepseek_v3_fp8_golden PROPERTIES PASS_REGULAR_EXPRESSION "199 233 19 199 30 159 19 184\n")
+# Tensor parallelism (issue 19) on the CPU: two rank threads print the same text and ids as one; a size that does
+# not divide the heads is a clear error and a non-zero exit.
+add_test(NAME cli_generate_tp2_same_text
+         COMMAND sh -c "a=$(${_rl} generate --prompt 'In the beginning' --temperature 0 --max-tokens 24 2>/dev/null) && b=$(${_rl} generate --prompt 'In the beginning' --temperature 0 --max-tokens 24 --tensor-parallel-size 2 2>/dev/null) && test -n \"$a\" && test \"$a\" = \"$b\" && echo \"same: $b\"")
+set_tests_properties(cli_generate_tp2_same_text PROPERTIES PASS_REGULAR_EXPRESSION "same: .*of the creation of the world")
+add_test(NAME cli_generate_tp2_golden_ids
+         COMMAND ${_rl} generate --prompt-ids "1153 261 2061" --output-ids --temperature 0 --max-tokens 8
+                 --ignore-eos --dtype f32 --tensor-parallel-size 2)
+set_tests_properties(cli_generate_tp2_golden_ids PROPERTIES PASS_REGULAR_EXPRESSION "271 261 2850 451 271 261 1172 14\n")
+add_test(NAME cli_generate_tp3_invalid
+         COMMAND sh -c "${_rl} generate --prompt hi --max-tokens 2 --tensor-parallel-size 3; echo \"exit=$?\"")
+set_tests_properties(cli_generate_tp3_invalid PROPERTIES PASS_REGULAR_EXPRESSION
+                     "tensor parallel size 3 does not divide num_attention_heads [(]4[)]\n(.*\n)*exit=1\n")
+add_test(NAME cli_generate_tp_moe_refused
+         COMMAND sh -c "${_rl} generate -m ${_golden}/qwen3_moe --prompt-ids '1 2 3' --max-tokens 2 --tensor-parallel-size 2; echo \"exit=$?\"")
+set_tests_properties(cli_generate_tp_moe_refused PROPERTIES PASS_REGULAR_EXPRESSION
+                     "Qwen3MoeForCausalLM runs on one rank only(.*\n)*exit=1\n")
+add_test(NAME cli_inspect_llama_tp2
+         COMMAND ${_rl} inspect -m ${PROJECT_SOURCE_DIR}/models/configs/Llama-3.1-8B --tensor-parallel-size 2)
+set_tests_properties(cli_inspect_llama_tp2 PROPERTIES PASS_REGULAR_EXPRESSION
+                     "per rank heads +16 / 4 [(]q / kv[)]\nper rank intermediate 7168\nper rank vocab rows +64128")
+add_test(NAME perf_cli_roofline_tp2
+         COMMAND ${_rl} roofline --config ${PROJECT_SOURCE_DIR}/models/configs/Llama-3.1-8B/config.json
+                 --tensor-parallel-size 2)
+set_tests_properties(perf_cli_roofline_tp2 PROPERTIES PASS_REGULAR_EXPRESSION "KV bytes/token/rank +65,536 [(]TP=1: 131,072[)]")

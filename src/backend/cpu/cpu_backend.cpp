@@ -86,6 +86,35 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor&
   });
 }
 
+void CpuBackend::embedding_shard(const Tensor& ids, const Tensor& table, int64_t vocab_begin, const Tensor& out) {
+  const int64_t n = ids.numel(), h = table.dim(1), rows = table.dim(0);
+  const int32_t* id = ids.i32();
+  float* o = out.f32();
+  pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      RL_CHECK_MSG(id[i] >= 0, "token id %d outside the vocabulary", id[i]);
+      const int64_t r = id[i] - vocab_begin;
+      if (r >= 0 && r < rows) {
+        load_row(table, r, o + i * h, h);
+      } else {
+        std::fill(o + i * h, o + (i + 1) * h, 0.0f);
+      }
+    }
+  });
+}
+
+void CpuBackend::copy_columns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col, int64_t cols) {
+  RL_CHECK(src.ndim == 2 && dst.ndim == 2 && src.dtype == dst.dtype && src.dim(0) == dst.dim(0));
+  RL_CHECK(src_col >= 0 && dst_col >= 0 && src_col + cols <= src.dim(1) && dst_col + cols <= dst.dim(1));
+  const size_t es = dtype_size(src.dtype);
+  const char* s = static_cast<const char*>(src.data);
+  char* d = static_cast<char*>(dst.data);
+  for (int64_t i = 0; i < src.dim(0); ++i) {
+    std::memcpy(d + static_cast<size_t>(i * dst.dim(1) + dst_col) * es,
+                s + static_cast<size_t>(i * src.dim(1) + src_col) * es, static_cast<size_t>(cols) * es);
+  }
+}
+
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p) {
   int64_t h = x.dim(-1);
   const float* xs = x.f32();

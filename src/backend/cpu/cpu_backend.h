@@ -35,6 +35,8 @@ class CpuBackend final : public Backend {
   void memory_info(size_t* free_bytes, size_t* total_bytes) override;
 
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+  void embedding_shard(const Tensor& ids, const Tensor& table, int64_t vocab_begin, const Tensor& out) override;
+  void copy_columns(const Tensor& src, int64_t src_col, const Tensor& dst, int64_t dst_col, int64_t cols) override;
   void rms_norm(const Tensor& x, const Tensor& weight, const Tensor& out, const NormParams& p) override;
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, const Tensor& out,
                     const NormParams& p) override;

@@ -73,6 +73,7 @@ Result<std::unique_ptr<Model>> build_dense(const ModelConfig& c, const std::stri
 }
 
 const Arch kLlamaArch = {
-    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kLlama); }, build_dense};
+    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kLlama); }, build_dense,
+    /*tensor_parallel=*/true};
 
 }  // namespace rl

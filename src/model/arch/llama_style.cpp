@@ -57,11 +57,15 @@ Result<std::unique_ptr<Model>> build_llama_style(const ModelConfig& c, const std
                                                  const ExtraLoadFn& extra) {
   auto m = std::make_unique<Decoder>(c, be);
   const int64_t h = c.hidden_size;
-  const uint64_t total = static_cast<uint64_t>(c.params.total) * dtype_size(opts.weight_dtype);
+  const uint64_t total = static_cast<uint64_t>(c.params.total) * dtype_size(opts.weight_dtype) /
+                         static_cast<uint64_t>(opts.tp ? opts.tp->plan.tp_size : 1);
   RL_ASSIGN_OR_RETURN(auto w, WeightLoader::create(model_dir, be, opts, total));
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float s = kDummyScale;
-  RL_ASSIGN_OR_RETURN(m->embed, w->load({"model.embed_tokens.weight"}, {{c.vocab_size, h}}, s));
+  using R = parallel::WeightRole;  // tensor parallelism: vocab-parallel embedding and lm_head
+  m->set_tensor_parallel(opts.tp);
+  RL_ASSIGN_OR_RETURN(m->embed,
+                      w->load_sharded({"model.embed_tokens.weight"}, {{c.vocab_size, h}}, {R::kEmbedding}, s));
   FfnLoadFn load_ffn = make_ffn_loader(*w);
   m->blocks.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -79,7 +83,7 @@ Result<std::unique_ptr<Model>> build_llama_style(const ModelConfig& c, const std
   if (c.tie_word_embeddings) {
     m->lm_head = m->embed;
   } else {
-    RL_ASSIGN_OR_RETURN(m->lm_head, w->load({"lm_head.weight"}, {{c.vocab_size, h}}, s));
+    RL_ASSIGN_OR_RETURN(m->lm_head, w->load_sharded({"lm_head.weight"}, {{c.vocab_size, h}}, {R::kLmHead}, s));
   }
   m->finish_load(*w, rope_inv_freq(c));
   return std::unique_ptr<Model>(std::move(m));

@@ -5,6 +5,7 @@
 namespace rl {
 
 const Arch kMistralArch = {
-    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kMistral); }, build_dense};
+    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kMistral); }, build_dense,
+    /*tensor_parallel=*/true};
 
 }  // namespace rl

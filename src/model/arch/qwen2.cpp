@@ -5,6 +5,7 @@
 namespace rl {
 
 const Arch kQwen2Arch = {
-    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kQwen2); }, build_dense};
+    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kQwen2); }, build_dense,
+    /*tensor_parallel=*/true};
 
 }  // namespace rl

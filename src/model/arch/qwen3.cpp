@@ -5,6 +5,7 @@
 namespace rl {
 
 const Arch kQwen3Arch = {
-    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kQwen3); }, build_dense};
+    [](const Json& j, const std::string& what) { return parse_dense(j, what, DenseFlavor::kQwen3); }, build_dense,
+    /*tensor_parallel=*/true};
 
 }  // namespace rl

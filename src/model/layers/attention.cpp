@@ -12,16 +12,19 @@ void Attention::init(const AttentionSpec& s) {
 
 Status Attention::load_hf(WeightLoader& w, const std::string& a, float s) {
   const int64_t h = spec.hidden, q = spec.num_heads * spec.head_dim, kv = spec.num_kv_heads * spec.head_dim;
-  RL_ASSIGN_OR_RETURN(
-      qkv, w.load({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, {{q, h}, {kv, h}, {kv, h}}, s));
+  using R = parallel::WeightRole;  // tensor parallelism: each rank loads its heads (load() on one rank)
+  RL_ASSIGN_OR_RETURN(qkv, w.load_sharded({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"},
+                                          {{q, h}, {kv, h}, {kv, h}}, {R::kQProj, R::kKProj, R::kVProj}, s));
   if (spec.qkv_bias) {
-    RL_ASSIGN_OR_RETURN(qkv_bias,
-                        w.load({a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, {{q}, {kv}, {kv}}, s));
+    RL_ASSIGN_OR_RETURN(qkv_bias, w.load_sharded({a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"},
+                                                 {{q}, {kv}, {kv}}, {R::kQBias, R::kKBias, R::kVBias}, s));
   }
-  RL_ASSIGN_OR_RETURN(o, w.load({a + "o_proj.weight"}, {{h, q}}, s));
+  RL_ASSIGN_OR_RETURN(o, w.load_sharded({a + "o_proj.weight"}, {{h, q}}, {R::kOProj}, s));
   if (spec.o_bias) {
     RL_ASSIGN_OR_RETURN(o_bias, w.load({a + "o_proj.bias"}, {{h}}, s));
+    if (w.tp_rank() > 0) o_bias = Tensor();  // row-parallel: rank 0 alone adds the bias before the all-reduce
   }
+  if (const parallel::TpPlan* tp = w.tp()) layout = {tp->num_heads, tp->num_kv_heads, spec.head_dim};
   if (spec.qk_norm) {
     RL_ASSIGN_OR_RETURN(q_norm, w.load({a + "q_norm.weight"}, {{spec.head_dim}}, 0, 1.0f));
     RL_ASSIGN_OR_RETURN(k_norm, w.load({a + "k_norm.weight"}, {{spec.head_dim}}, 0, 1.0f));
@@ -44,7 +47,7 @@ Status Attention::load_sinks(WeightLoader& w, Backend& be, const std::string& na
 KvLayerSpec Attention::kv_spec() const {
   KvLayerSpec k;
   k.kind = spec.window > 0 ? KvKind::kSliding : KvKind::kFull;
-  k.num_kv_heads = spec.num_kv_heads;
+  k.num_kv_heads = layout.num_kv_heads;  // this rank's (spec.num_kv_heads on one rank)
   k.head_dim = k.v_head_dim = spec.head_dim;
   k.window = spec.window;
   return k;

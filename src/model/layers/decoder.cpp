@@ -14,7 +14,8 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 // [T, widest attention output]; [T, widest gate_up], [T, widest I]; the largest MoE workspace; the largest MLA
 // workspace; [N, H] last hidden, [N, vocab] logits (act dtype and f32).
 struct Decoder::Plan {
-  size_t residual, normed, proj, ffn, qkv, attn, gate_up, inter, moe, mla, last, logits_act, logits_f32, total;
+  size_t residual, normed, proj, ffn, qkv, attn, gate_up, inter, moe, mla, last, logits_act, logits_f32, gathered,
+      total;
   int64_t qkv_row = 0, attn_width = 0, gu_width = 0, inter_width = 0;
 };
 
@@ -53,8 +54,24 @@ Decoder::Plan Decoder::plan(int64_t max_tokens, int64_t max_logits) const {
   p.last = take(n * h * es);
   p.logits_act = take(n * v * es);
   p.logits_f32 = take(n * v * 4);
+  // Tensor parallelism: every rank's vocabulary slice of the logits, rank after rank ([N, n, vocab / N]).
+  p.gathered = take(tp_ ? n * static_cast<size_t>(tp_->plan.padded_vocab) * es : 0);
   p.total = off;
   return p;
+}
+
+void Decoder::set_tensor_parallel(const TensorParallel* tp) {
+  if (tp && tp->plan.tp_size > 1) {
+    RL_CHECK(tp->comm != nullptr && tp->comm->size() == tp->plan.tp_size && tp->comm->rank() == tp->plan.rank);
+    tp_ = *tp;
+  } else {
+    tp_.reset();
+  }
+}
+
+void Decoder::all_reduce(const Tensor& x) const {
+  const Status st = tp_->comm->all_reduce_sum(x);
+  RL_CHECK_MSG(st.is_ok(), "tensor-parallel rank %d: %s", tp_->plan.rank, st.message().c_str());
 }
 
 void Decoder::finish_load(WeightLoader& w, const std::vector<float>& inv_freq) {
@@ -97,12 +114,18 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
   Tensor ffn = act(p.ffn, t, h);
   const float* inv_freq = static_cast<const float*>(inv_freq_.data());
 
-  be.embedding(b.input_ids, embed, residual);
+  if (tp_) {  // vocab-parallel: each rank looks up its rows (zeros elsewhere), the sum is the whole lookup
+    be.embedding_shard(b.input_ids, embed, tp_->plan.vocab_begin, residual);
+    all_reduce(residual);
+  } else {
+    be.embedding(b.input_ids, embed, residual);
+  }
   if (pos_embed.data) be.add_position_embedding(b.positions, pos_embed, residual);
   // The fused decode path (Backend::fuses_norm_linear): projections add straight into the residual stream and
   // RMS pre-norms fold into the projection after them, so a dense Llama-style layer runs no norm kernel. pending:
   // a layer output not yet added into residual (unfused path, MLA, MoE); the next norm adds it.
-  const bool fuse = be.fuses_norm_linear(t);
+  // Not under tensor parallelism: a rank's o_proj / down_proj output is a partial sum, all-reduced before the add.
+  const bool fuse = !tp_ && be.fuses_norm_linear(t);
   const Tensor* pending = nullptr;
   auto pre_norm = [&](const Norm& norm) {
     if (pending) {
@@ -134,6 +157,7 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
                      act(p.attn, t, lay.num_heads * lay.head_dim), proj, f);
       pending = fuse ? nullptr : &proj;
     }
+    if (tp_) all_reduce(proj);  // the heads' partial o_proj sums; the next norm adds them into the residual
     if (L.mlp) {
       ResidualFusion f = add_out;
       if (fused_input(L.ffn_norm) && L.mlp->act.kind == Activation::kSiluGated) {
@@ -150,12 +174,29 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
       L.moe->forward(be, normed, ws + p.moe, ffn);
       pending = &ffn;
     }
+    if (tp_) all_reduce(ffn);  // the intermediate columns' partial down_proj sums
   }
   pre_norm(final_norm);
   Tensor last = act(p.last, n, h);
   be.gather_rows(normed, b.logits_indices, last);
   Tensor logits_f32(ws + p.logits_f32, DType::kF32, {n, config_.vocab_size});
-  if (adt == DType::kF32) {
+  if (tp_) {
+    // Vocab-parallel lm_head: this rank's [n, vocab / N] slice, gathered rank after rank, then put back in
+    // vocabulary order without the padding rows; every rank holds the same logits afterwards.
+    const parallel::TpPlan& tp = tp_->plan;
+    const int64_t per_rank = tp.vocab_per_rank;
+    Tensor local = act(p.logits_act, n, per_rank);
+    be.linear(last, lm_head, Tensor(), local);
+    Tensor gathered = act(p.gathered, tp.tp_size * n, per_rank);
+    const Status st = tp_->comm->all_gather(local, gathered);
+    RL_CHECK_MSG(st.is_ok(), "tensor-parallel rank %d: %s", tp.rank, st.message().c_str());
+    Tensor full = adt == DType::kF32 ? logits_f32 : act(p.logits_act, n, config_.vocab_size);
+    for (int32_t r = 0; r < tp.tp_size; ++r) {
+      const int64_t cols = std::clamp<int64_t>(config_.vocab_size - r * per_rank, 0, per_rank);
+      if (cols > 0) be.copy_columns(gathered.slice_rows(r * n, n), 0, full, r * per_rank, cols);
+    }
+    if (adt != DType::kF32) be.cast(full, logits_f32);
+  } else if (adt == DType::kF32) {
     be.linear(last, lm_head, Tensor(), logits_f32);
   } else {
     Tensor logits = act(p.logits_act, n, config_.vocab_size);

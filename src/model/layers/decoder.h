@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class Decoder final : public Model {
   Norm final_norm;
   std::vector<DecoderBlock> blocks;
 
+  // Tensor parallelism (docs/distributed.md): this decoder is one rank's shard (embed and lm_head hold its
+  // vocabulary rows); forward() all-reduces the embedding, the attention and the feed-forward outputs and
+  // all-gathers the logits through tp->comm. Null or one rank: the whole model, no collective.
+  void set_tensor_parallel(const TensorParallel* tp);
   // Records the loaded weights and uploads RoPE frequencies (none when no block uses RoPE).
   void finish_load(WeightLoader& w, const std::vector<float>& inv_freq);
 
@@ -51,8 +56,13 @@ class Decoder final : public Model {
   struct Plan;  // offsets of every buffer in the workspace
   Plan plan(int64_t max_tokens, int64_t max_logits) const;
 
+  // The group's collective; aborts with the collective's message if it fails (every rank runs the same layers,
+  // so a failure is a broken group, not bad input).
+  void all_reduce(const Tensor& x) const;
+
   ModelConfig config_;
   Backend* backend_;
+  std::optional<TensorParallel> tp_;  // set: one rank of a group of > 1
   uint64_t weight_bytes_ = 0;
   std::vector<DeviceBuffer> weight_buffers_;
   DeviceBuffer inv_freq_;

@@ -6,12 +6,17 @@ Status Mlp::load_gated_hf(WeightLoader& w, const std::string& m, int64_t h, int6
   hidden = h;
   inter = i;
   act.kind = Activation::kSiluGated;
-  RL_ASSIGN_OR_RETURN(gate_up, w.load({m + "gate_proj.weight", m + "up_proj.weight"}, {{i, h}, {i, h}}, s));
-  RL_ASSIGN_OR_RETURN(down, w.load({m + "down_proj.weight"}, {{h, i}}, s));
+  using R = parallel::WeightRole;  // tensor parallelism: each rank loads its intermediate columns
+  RL_ASSIGN_OR_RETURN(gate_up, w.load_sharded({m + "gate_proj.weight", m + "up_proj.weight"}, {{i, h}, {i, h}},
+                                              {R::kGateProj, R::kUpProj}, s));
+  RL_ASSIGN_OR_RETURN(down, w.load_sharded({m + "down_proj.weight"}, {{h, i}}, {R::kDownProj}, s));
   if (bias) {
-    RL_ASSIGN_OR_RETURN(gate_up_bias, w.load({m + "gate_proj.bias", m + "up_proj.bias"}, {{i}, {i}}, s));
+    RL_ASSIGN_OR_RETURN(gate_up_bias, w.load_sharded({m + "gate_proj.bias", m + "up_proj.bias"}, {{i}, {i}},
+                                                     {R::kGateProj, R::kUpProj}, s));
     RL_ASSIGN_OR_RETURN(down_bias, w.load({m + "down_proj.bias"}, {{h}}, s));
+    if (w.tp_rank() > 0) down_bias = Tensor();  // row-parallel: rank 0 alone adds the bias
   }
+  if (const parallel::TpPlan* tp = w.tp()) inter = tp->intermediate;
   return Status::ok();
 }
 
