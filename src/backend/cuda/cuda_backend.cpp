@@ -151,8 +151,10 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, c
   if (bias.data) cuda::launch_add_bias(y.data, y.dtype, bias.data, bias.dtype, m, n, stream_);
 }
 
-void CudaBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                               const Tensor& positions, const RopeParams& rope, const NormParams& norm) {
+namespace {
+// The arguments of the q/k norm + RoPE kernel (without the KV write), checked.
+cuda::QkNormRopeArgs qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                       const Tensor& positions, const RopeParams& rope, const NormParams& norm) {
   const QkvLayout& l = rope.layout;
   RL_CHECK(qkv.dim(-1) == l.row() && l.head_dim % 2 == 0 && l.head_dim <= 256 && rope.inv_freq);
   RL_CHECK(positions.dtype == DType::kI32 && positions.numel() == qkv.rows());
@@ -169,7 +171,13 @@ void CudaBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Te
   a.num_kv_heads = l.num_kv_heads;
   a.head_dim = l.head_dim;
   a.eps = norm.eps;
-  cuda::launch_qk_norm_rope(a, stream_);
+  return a;
+}
+}  // namespace
+
+void CudaBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                               const Tensor& positions, const RopeParams& rope, const NormParams& norm) {
+  cuda::launch_qk_norm_rope(qk_norm_rope_args(qkv, q_norm, k_norm, positions, rope, norm), stream_);
 }
 
 void CudaBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& slot_mapping,
@@ -334,24 +342,9 @@ void CudaBackend::qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm,
     return;
   }
   const QkvLayout& l = rope.layout;
-  const int64_t kv_row = l.num_kv_heads * l.head_dim;
-  RL_CHECK(qkv.dim(-1) == l.row() && l.head_dim % 2 == 0 && l.head_dim <= 256 && rope.inv_freq);
-  RL_CHECK(positions.dtype == DType::kI32 && positions.numel() == qkv.rows());
-  RL_CHECK(!q_norm.data || !k_norm.data || q_norm.dtype == k_norm.dtype);
-  RL_CHECK(cache.num_kv_heads() * cache.head_dim() == kv_row);
+  RL_CHECK(cache.num_kv_heads() * cache.head_dim() == l.num_kv_heads * l.head_dim);
   RL_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == qkv.rows());
-  cuda::QkNormRopeArgs a;
-  a.qkv = bf16_ptr(qkv);
-  a.positions = positions.as<int32_t>();
-  a.inv_freq = rope.inv_freq;
-  a.q_norm = q_norm.data;
-  a.k_norm = k_norm.data;
-  a.norm_dt = q_norm.data ? q_norm.dtype : (k_norm.data ? k_norm.dtype : DType::kBF16);
-  a.num_tokens = qkv.rows();
-  a.num_heads = l.num_heads;
-  a.num_kv_heads = l.num_kv_heads;
-  a.head_dim = l.head_dim;
-  a.eps = norm.eps;
+  cuda::QkNormRopeArgs a = qk_norm_rope_args(qkv, q_norm, k_norm, positions, rope, norm);
   a.slots = slot_mapping.as<int32_t>();
   a.num_slots = cache.k.dim(0) * cache.block_size();
   a.k_cache = bf16_ptr(cache.k);
