@@ -26,6 +26,18 @@ uint16_t* bf16_ptr(const Tensor& t) {
 }
 
 void check_param_dtype(const Tensor& t) { RL_CHECK(t.dtype == DType::kBF16 || t.dtype == DType::kF32); }
+// An optional bias: absent, or a bf16/f32 vector of n values.
+void check_bias(const Tensor& bias, int64_t n) {
+  if (!bias.data) return;
+  check_param_dtype(bias);
+  RL_CHECK(bias.numel() == n);
+}
+// The streaming GEMV's RMSNorm prologue (the fused decode ops).
+void set_norm_prologue(cuda::GemvStreamParams& p, const Tensor& norm_weight, const NormParams& np) {
+  p.norm_w = norm_weight.data;
+  p.norm_w_f32 = norm_weight.dtype == DType::kF32;
+  p.eps = np.eps;
+}
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -131,10 +143,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, c
   const int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
   RL_CHECK(w.dim(1) == k && y.dim(-1) == n && y.rows() == m);
   RL_CHECK(y.dtype == DType::kBF16 || y.dtype == DType::kF32);
-  if (bias.data) {
-    check_param_dtype(bias);
-    RL_CHECK(bias.numel() == n);
-  }
+  check_bias(bias, n);
   if (m == 0) return;
   const uint16_t* xp = bf16_ptr(x);
   const uint16_t* wp = bf16_ptr(w);
@@ -280,15 +289,10 @@ void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, co
   RL_CHECK(w.dim(1) == k && y.dim(-1) == n && y.rows() == m && norm_weight.numel() == k);
   RL_CHECK(y.dtype == DType::kBF16 || y.dtype == DType::kF32);
   check_param_dtype(norm_weight);
-  if (bias.data) {
-    check_param_dtype(bias);
-    RL_CHECK(bias.numel() == n);
-  }
+  check_bias(bias, n);
   if (fuses_norm_linear(m) && cuda::gemv_aligned(bf16_ptr(x), bf16_ptr(w), k) && aligned16(norm_weight.data)) {
     cuda::GemvStreamParams p = stream_params(x, w, bias, y, false);
-    p.norm_w = norm_weight.data;
-    p.norm_w_f32 = norm_weight.dtype == DType::kF32;
-    p.eps = np.eps;
+    set_norm_prologue(p, norm_weight, np);
     cuda::launch_gemv_stream(p, stream_);
     return;
   }
@@ -301,16 +305,11 @@ void CudaBackend::rms_norm_linear_silu_mul(const Tensor& x, const Tensor& norm_w
   const int64_t m = x.rows(), k = x.dim(-1), n = out.dim(-1);
   RL_CHECK(w.dim(0) == 2 * n && w.dim(1) == k && out.rows() == m && norm_weight.numel() == k);
   check_param_dtype(norm_weight);
-  if (bias.data) {
-    check_param_dtype(bias);
-    RL_CHECK(bias.numel() == 2 * n);
-  }
+  check_bias(bias, 2 * n);
   if (fuses_norm_linear(m) && out.dtype == DType::kBF16 && cuda::gemv_aligned(bf16_ptr(x), bf16_ptr(w), k) &&
       aligned16(norm_weight.data)) {
     cuda::GemvStreamParams p = stream_params(x, w, bias, out, true);
-    p.norm_w = norm_weight.data;
-    p.norm_w_f32 = norm_weight.dtype == DType::kF32;
-    p.eps = np.eps;
+    set_norm_prologue(p, norm_weight, np);
     cuda::launch_gemv_stream(p, stream_);
     return;
   }
@@ -321,10 +320,7 @@ void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bia
                              const Tensor& residual) {
   const int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
   RL_CHECK(w.dim(1) == k && residual.dim(-1) == n && residual.rows() == m);
-  if (bias.data) {
-    check_param_dtype(bias);
-    RL_CHECK(bias.numel() == n);
-  }
+  check_bias(bias, n);
   if (fuses_norm_linear(m) && cuda::gemv_aligned(bf16_ptr(x), bf16_ptr(w), k)) {
     cuda::GemvStreamParams p = stream_params(x, w, bias, residual, false);
     p.residual = bf16_ptr(residual);
