@@ -109,7 +109,7 @@ void advance(StackArena* arena, const CompiledGrammar& g, const MatchState& in, 
   closure(arena, g, raw, out);
 }
 
-// --- the vocabulary walk ---
+// --- the uncertain-token walk ---
 
 namespace {
 
@@ -120,56 +120,35 @@ int32_t common_prefix(const std::string& a, const std::string& b) {
   return static_cast<int32_t>(k);
 }
 
-enum class TokenClass { kAccepted, kUncertain };
-
-// Walks the tokens at `positions` (ascending positions in vocab.sorted(); nullptr = every token) from `init`,
-// reporting accepted and uncertain ones. Shared prefixes are advanced once; when a prefix dies, every token
-// that extends it is classified without walking.
+// Walks the tokens at `positions` (ascending positions in vocab.sorted()) from `init` and reports the accepted
+// ones. Shared prefixes are advanced once; when a prefix dies, every following token that extends it is skipped.
 template <typename Report>
-void walk(StackArena* arena, const CompiledGrammar& g, const TokenVocab& v, const MatchState& init,
-          const std::vector<int32_t>* positions, std::vector<MatchState>* levels, Report&& report) {
+void walk_accepted(StackArena* arena, const CompiledGrammar& g, const TokenVocab& v, const MatchState& init,
+                   const std::vector<int32_t>& positions, std::vector<MatchState>* levels, Report&& report) {
   const std::vector<int32_t>& sorted = v.sorted();
-  const std::vector<int32_t>& lcp = v.lcp();
-  const size_t count = positions ? positions->size() : sorted.size();
   (*levels)[0] = init;
   int32_t valid = 0;
   const std::string* prev = nullptr;
-  auto at = [&](size_t k) { return positions ? (*positions)[k] : static_cast<int32_t>(k); };
-  auto prefix_with_prev = [&](int32_t pos, const std::string& s) {
-    if (!prev) return 0;
-    return positions ? common_prefix(*prev, s) : lcp[pos];
-  };
-  for (size_t k = 0; k < count;) {
-    const int32_t pos = at(k);
+  for (size_t k = 0; k < positions.size();) {
+    const int32_t pos = positions[k];
     const std::string& s = v.bytes(sorted[pos]);
     const int32_t len = static_cast<int32_t>(s.size());
     if (static_cast<int32_t>(levels->size()) <= len) levels->resize(len + 1);
-    int32_t d = std::min(valid, prefix_with_prev(pos, s));
+    int32_t d = prev ? std::min(valid, common_prefix(*prev, s)) : 0;
     while (d < len && !(*levels)[d].stacks.empty()) {
       advance(arena, g, (*levels)[d], static_cast<uint8_t>(s[d]), &(*levels)[d + 1]);
       ++d;
     }
     valid = d;
-    if (d == len && (*levels)[len].consumed) {
-      report(pos, TokenClass::kAccepted);
-    } else if ((*levels)[d == len ? len - 1 : d].escaped) {
-      report(pos, TokenClass::kUncertain);
-    }
+    if (d == len && (*levels)[len].consumed) report(pos);
     prev = &s;
     ++k;
     if (d == len) continue;
     // Dead at depth d: every following token sharing the first d bytes dies there too.
-    while (k < count) {
-      const int32_t p2 = at(k);
-      const std::string& s2 = v.bytes(sorted[p2]);
-      if (prefix_with_prev(p2, s2) < d) break;
-      const int32_t len2 = static_cast<int32_t>(s2.size());
-      if (len2 == d) {
-        if ((*levels)[d].consumed) report(p2, TokenClass::kAccepted);
-        else if (d > 0 && (*levels)[d - 1].escaped) report(p2, TokenClass::kUncertain);
-      } else if ((*levels)[d].escaped) {
-        report(p2, TokenClass::kUncertain);
-      }
+    while (k < positions.size()) {
+      const std::string& s2 = v.bytes(sorted[positions[k]]);
+      if (common_prefix(*prev, s2) < d) break;
+      if (static_cast<int32_t>(s2.size()) == d && (*levels)[d].consumed) report(positions[k]);
       prev = &s2;
       ++k;
     }
@@ -183,34 +162,16 @@ inline bool get_bit(const uint32_t* words, int32_t t) { return (words[t >> 5] >>
 
 // --- TokenGrammar ---
 
-TokenGrammar::TokenGrammar(std::shared_ptr<const CompiledGrammar> g, std::shared_ptr<const TokenVocab> vocab)
-    : g_(std::move(g)), vocab_(std::move(vocab)) {
-  cache_.resize(g_->nodes.size());
-}
-
-const NodeMask& TokenGrammar::node_mask(int32_t node) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cache_[node]) return *cache_[node];
-  auto m = std::make_unique<NodeMask>();
-  m->accepted.assign(vocab_->mask_words(), 0);
-  StackArena arena;
-  MatchState init;
-  init.stacks = {arena.get(node, StackArena::kBottom)};
-  std::vector<MatchState> levels(16);
-  const std::vector<int32_t>& sorted = vocab_->sorted();
-  walk(&arena, *g_, *vocab_, init, nullptr, &levels, [&](int32_t pos, TokenClass c) {
-    if (c == TokenClass::kAccepted) set_bit(m->accepted.data(), sorted[pos]);
-    else m->uncertain.push_back(pos);
-  });
-  cache_[node] = std::move(m);
-  return *cache_[node];
-}
-
-int64_t TokenGrammar::num_cached_nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  int64_t n = 0;
-  for (const auto& c : cache_) n += c ? 1 : 0;
-  return n;
+Result<std::shared_ptr<const TokenGrammar>> TokenGrammar::create(std::shared_ptr<const CompiledGrammar> g,
+                                                                 std::shared_ptr<const TokenVocab> vocab,
+                                                                 const MaskLimits& limits) {
+  Result<TokenMasks> masks = compute_token_masks(*g, *vocab, limits);
+  if (!masks) return masks.status();
+  auto tg = std::shared_ptr<TokenGrammar>(new TokenGrammar());
+  tg->g_ = std::move(g);
+  tg->vocab_ = std::move(vocab);
+  tg->masks_ = std::move(masks).value();
+  return std::shared_ptr<const TokenGrammar>(std::move(tg));
 }
 
 // --- GrammarMatcher ---
@@ -257,27 +218,29 @@ bool GrammarMatcher::accept_token(int32_t id) {
 
 void GrammarMatcher::fill_mask(uint32_t* words) {
   const TokenVocab& v = tg_->vocab();
-  const int32_t num_words = v.mask_words();
-  std::memset(words, 0, static_cast<size_t>(num_words) * 4);
-  if (terminated_) return;
-  for (int32_t s : state_.stacks) {
-    const NodeMask& m = tg_->node_mask(arena_.node(s));
-    for (int32_t w = 0; w < num_words; ++w) words[w] |= m.accepted[w];
+  const int32_t vocab_size = v.vocab_size();
+  if (terminated_ || state_.stacks.empty()) {
+    std::memset(words, 0, static_cast<size_t>(v.mask_words()) * 4);
+  } else {
+    for (size_t i = 0; i < state_.stacks.size(); ++i) {
+      const NodeMask& m = tg_->node_mask(arena_.node(state_.stacks[i]));
+      if (i == 0) m.write(words, vocab_size);
+      else m.or_into(words, vocab_size);
+    }
   }
+  if (terminated_) return;
   StackArena scratch(&arena_);
   thread_local std::vector<int32_t> todo;
   const std::vector<int32_t>& sorted = v.sorted();
   for (int32_t s : state_.stacks) {
     const NodeMask& m = tg_->node_mask(arena_.node(s));
     todo.clear();
-    for (int32_t pos : m.uncertain)
+    for (int32_t pos : m.uncertain())
       if (!get_bit(words, sorted[pos])) todo.push_back(pos);
     if (todo.empty()) continue;
     MatchState init;
     init.stacks = {s};
-    walk(&scratch, tg_->grammar(), v, init, &todo, &levels_, [&](int32_t pos, TokenClass c) {
-      if (c == TokenClass::kAccepted) set_bit(words, sorted[pos]);
-    });
+    walk_accepted(&scratch, tg_->grammar(), v, init, todo, &levels_, [&](int32_t pos) { set_bit(words, sorted[pos]); });
     scratch.clear();
   }
   if (state_.can_end)

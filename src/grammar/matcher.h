@@ -1,27 +1,23 @@
-// The pushdown matcher over token ids, with the per-node token-mask cache (the adaptive mask cache of xgrammar,
-// Dong et al. 2024, re-derived here).
+// The pushdown matcher over token ids and the grammar bound to a vocabulary with its per-node token masks.
 //
 // A matcher state is a set of stacks of automaton nodes (the nondeterministic PDA's configurations). Each stack is
 // hash-consed in a StackArena: (node, parent) pairs, so equal stacks have equal ids and a set never holds
 // duplicates. Stacks in a state are canonical: their top node has byte edges (calls are entered and final nodes are
 // popped by closure()), and the state separately records whether the grammar may end here.
 //
-// Token masks. For a canonical node n, walk the sorted vocabulary from the stack (n, BOTTOM): a token is ACCEPTED if
-// some path consumes all its bytes without popping n's frame (true in every context), REJECTED if every path dies
-// without popping past n's frame (false in every context), otherwise UNCERTAIN (a path pops past n with bytes left,
-// so the answer depends on the stack below). node_mask(n) stores the accepted bitmask and the uncertain list; it is
-// computed once per grammar and node, on first use. At run time a step ORs the accepted masks of the state's top
-// nodes and walks only the uncertain tokens with the real stacks.
+// Token masks (token_masks.h): every canonical node's context-independent mask is precomputed when the grammar is
+// bound to the vocabulary (TokenGrammar::create). At run time a step ORs the accepted masks of the state's top
+// nodes and walks only their uncertain tokens with the real stacks.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/token_masks.h"
 #include "grammar/token_vocab.h"
 
 namespace rl::grammar {
@@ -62,26 +58,25 @@ struct MatchState {
   bool escaped = false;  // some path popped to kBottom at this position or earlier
 };
 
-struct NodeMask {
-  std::vector<uint32_t> accepted;  // [mask_words] bitmask over token ids
-  std::vector<int32_t> uncertain;  // positions in TokenVocab::sorted(), ascending
-};
-
-// A compiled grammar bound to a vocabulary, with its mask cache. Shared by every request using the same grammar;
-// thread-safe.
+// A compiled grammar bound to a vocabulary, with every node's token mask. Shared by every request using the same
+// grammar; immutable, so thread-safe.
 class TokenGrammar {
  public:
-  TokenGrammar(std::shared_ptr<const CompiledGrammar> g, std::shared_ptr<const TokenVocab> vocab);
+  // Precomputes the masks (see token_masks.h for the cost and its caps); fails past a cap.
+  static Result<std::shared_ptr<const TokenGrammar>> create(std::shared_ptr<const CompiledGrammar> g,
+                                                            std::shared_ptr<const TokenVocab> vocab,
+                                                            const MaskLimits& limits = {});
   const CompiledGrammar& grammar() const { return *g_; }
   const TokenVocab& vocab() const { return *vocab_; }
-  const NodeMask& node_mask(int32_t node) const;
-  int64_t num_cached_nodes() const;
+  // The mask of a canonical node (one with byte edges).
+  const NodeMask& node_mask(int32_t node) const { return masks_.masks[masks_.node_mask[node]]; }
+  const MaskStats& mask_stats() const { return masks_.stats; }
 
  private:
+  TokenGrammar() = default;
   std::shared_ptr<const CompiledGrammar> g_;
   std::shared_ptr<const TokenVocab> vocab_;
-  mutable std::mutex mu_;
-  mutable std::vector<std::unique_ptr<NodeMask>> cache_;
+  TokenMasks masks_;
 };
 
 // Expands raw stacks into canonical ones (appended to out->stacks) and sets out->can_end / out->escaped.
@@ -106,6 +101,9 @@ class GrammarMatcher {
   // No token but EOS can follow (the grammar is complete and cannot continue).
   bool must_end() const { return state_.stacks.empty(); }
   const TokenGrammar& token_grammar() const { return *tg_; }
+  // The current state and the arena its stacks live in (tests check masks against a token-by-token walk).
+  const MatchState& state() const { return state_; }
+  const StackArena& arena() const { return arena_; }
 
  private:
   bool advance_bytes(std::string_view bytes, MatchState* out);

@@ -92,6 +92,36 @@ void TokenVocab::index() {
     while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
     lcp_[i] = static_cast<int32_t>(k);
   }
+  // The trie: token i shares its first lcp[i] bytes (the path to depth lcp[i]) with token i - 1 and adds a node
+  // for each further byte. A token equal to the one before it (lcp == its length) ends at the same node.
+  std::vector<int32_t> path;  // node index at each depth - 1
+  for (size_t i = 0; i < sorted_.size(); ++i) {
+    const std::string& s = bytes_[sorted_[i]];
+    const size_t shared = i == 0 ? 0 : static_cast<size_t>(lcp_[i]);
+    max_token_bytes_ = std::max(max_token_bytes_, static_cast<int32_t>(s.size()));
+    while (path.size() > shared) {
+      trie_[path.back()].end = static_cast<int32_t>(trie_.size());
+      path.pop_back();
+    }
+    if (path.size() == s.size()) {
+      ++trie_[path.back()].num_end;
+      continue;
+    }
+    for (size_t d = path.size(); d < s.size(); ++d) {
+      TrieNode n;
+      n.tok_begin = static_cast<int32_t>(i);
+      n.depth = static_cast<int32_t>(d + 1);
+      n.byte = static_cast<uint8_t>(s[d]);
+      path.push_back(static_cast<int32_t>(trie_.size()));
+      trie_.push_back(n);
+    }
+    trie_[path.back()].num_end = 1;
+  }
+  for (int32_t n : path) trie_[n].end = static_cast<int32_t>(trie_.size());
+  TrieNode sentinel;
+  sentinel.tok_begin = static_cast<int32_t>(sorted_.size());
+  sentinel.end = static_cast<int32_t>(trie_.size()) + 1;
+  trie_.push_back(sentinel);
 }
 
 }  // namespace rl::grammar

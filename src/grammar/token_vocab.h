@@ -1,5 +1,6 @@
 // The tokenizer's vocabulary as byte strings, the alphabet the grammar matcher works over, sorted so that a walk
-// over it visits every shared prefix once (a trie walk without building the trie).
+// over it visits every shared prefix once, and the same order as a byte trie in preorder (token_masks.cpp walks it,
+// skipping a whole subtree when its prefix is rejected).
 //
 // Token bytes: a ByteLevel vocabulary (GPT-2 alphabet: Llama 3, Qwen, GPT-OSS, DeepSeek-V3) maps each code point
 // back to its byte; a SentencePiece-style vocabulary (Llama 2, Gemma) maps "<0xXX>" to the byte and "▁" to a space.
@@ -16,6 +17,18 @@
 
 namespace rl::grammar {
 
+// One trie node: the prefix of its parent plus `byte`. Nodes are stored in preorder, so a node's subtree is the
+// index range [self, end) and the tokens under it are sorted()[tok_begin, trie()[end].tok_begin) (the last entry of
+// trie() is a sentinel with tok_begin = sorted().size()). The tokens whose bytes end exactly here are
+// sorted()[tok_begin, tok_begin + num_end).
+struct TrieNode {
+  int32_t end = 0;
+  int32_t tok_begin = 0;
+  int32_t num_end = 0;
+  int32_t depth = 0;  // bytes from the root, >= 1
+  uint8_t byte = 0;
+};
+
 class TokenVocab {
  public:
   // eos_ids: the ids that end generation (tokenizer EOS and the model's generation_config eos ids).
@@ -31,12 +44,18 @@ class TokenVocab {
   // the one before it (0 for the first).
   const std::vector<int32_t>& sorted() const { return sorted_; }
   const std::vector<int32_t>& lcp() const { return lcp_; }
+  // The byte trie of sorted() in preorder, plus the sentinel: [num_trie_nodes() + 1].
+  const std::vector<TrieNode>& trie() const { return trie_; }
+  int32_t num_trie_nodes() const { return static_cast<int32_t>(trie_.size()) - 1; }
+  int32_t max_token_bytes() const { return max_token_bytes_; }
 
  private:
   void index();
   std::vector<std::string> bytes_;
   std::vector<int32_t> eos_ids_;
   std::vector<int32_t> sorted_, lcp_;
+  std::vector<TrieNode> trie_;
+  int32_t max_token_bytes_ = 0;
 };
 
 }  // namespace rl::grammar

@@ -64,7 +64,10 @@ Result<std::shared_ptr<const grammar::TokenGrammar>> StructuredContext::get(cons
   }
   Result<std::shared_ptr<const grammar::CompiledGrammar>> g = make();
   if (!g) return g.status();
-  auto tg = std::make_shared<const grammar::TokenGrammar>(*g, vocab_);
+  // Binding to the vocabulary precomputes every node's token mask (bounded; past a cap this is the request's 400).
+  Result<std::shared_ptr<const grammar::TokenGrammar>> bound = grammar::TokenGrammar::create(*g, vocab_);
+  if (!bound) return bound.status();
+  std::shared_ptr<const grammar::TokenGrammar> tg = *bound;
   std::lock_guard<std::mutex> lock(mu_);
   ++misses_;
   if (index_.count(key)) return index_[key]->second;
@@ -74,7 +77,7 @@ Result<std::shared_ptr<const grammar::TokenGrammar>> StructuredContext::get(cons
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }
-  return std::shared_ptr<const grammar::TokenGrammar>(tg);
+  return tg;
 }
 
 }  // namespace rl::server

@@ -1,5 +1,7 @@
 #include "grammar_test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <mutex>
 
 namespace rl::grammar_test {
@@ -46,13 +48,42 @@ std::vector<uint32_t> mask_of(grammar::GrammarMatcher& m) {
   return w;
 }
 
+std::shared_ptr<const grammar::TokenGrammar> bind(std::shared_ptr<const grammar::CompiledGrammar> g,
+                                                  std::shared_ptr<const grammar::TokenVocab> v) {
+  auto tg = grammar::TokenGrammar::create(std::move(g), std::move(v));
+  EXPECT_TRUE(tg.is_ok()) << tg.message();
+  return tg ? *tg : nullptr;
+}
+
 std::vector<uint32_t> brute_mask(const grammar::GrammarMatcher& m) {
   const grammar::TokenVocab& v = m.token_grammar().vocab();
+  const grammar::CompiledGrammar& g = m.token_grammar().grammar();
   std::vector<uint32_t> w(v.mask_words(), 0);
+  if (m.terminated()) return w;
+  grammar::StackArena scratch(&m.arena());
+  grammar::MatchState cur, next;
   for (int32_t t = 0; t < v.vocab_size(); ++t) {
-    grammar::GrammarMatcher copy = m;
-    if (copy.accept_token(t)) w[t >> 5] |= 1u << (t & 31);
+    const std::string& bytes = v.bytes(t);
+    if (bytes.empty()) continue;
+    cur = m.state();
+    bool ok = true;
+    for (char c : bytes) {
+      if (cur.stacks.empty()) {
+        ok = false;
+        break;
+      }
+      grammar::advance(&scratch, g, cur, static_cast<uint8_t>(c), &next);
+      std::swap(cur, next);
+      if (!cur.consumed) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok) w[t >> 5] |= 1u << (t & 31);
+    scratch.clear();
   }
+  if (m.can_end())
+    for (int32_t e : v.eos_ids()) w[e >> 5] |= 1u << (e & 31);
   return w;
 }
 

@@ -18,7 +18,12 @@ std::shared_ptr<const grammar::TokenVocab> llama3_vocab();
 // 256 single-byte tokens, a few multi-byte ones, and EOS = the last id.
 std::shared_ptr<const grammar::TokenVocab> small_vocab();
 
+// The grammar bound to v (masks precomputed); a test failure and nullptr when that fails.
+std::shared_ptr<const grammar::TokenGrammar> bind(std::shared_ptr<const grammar::CompiledGrammar> g,
+                                                  std::shared_ptr<const grammar::TokenVocab> v);
+
 std::vector<uint32_t> mask_of(grammar::GrammarMatcher& m);
+// Every token tried on its own, byte by byte from the matcher's stacks (no prefix sharing, no precomputed masks).
 std::vector<uint32_t> brute_mask(const grammar::GrammarMatcher& m);
 inline bool bit(const std::vector<uint32_t>& w, int32_t t) { return (w[t >> 5] >> (t & 31)) & 1u; }
 

@@ -18,7 +18,7 @@ std::shared_ptr<const TokenGrammar> tg(Result<std::shared_ptr<const CompiledGram
                                        std::shared_ptr<const TokenVocab> v) {
   EXPECT_TRUE(g.is_ok()) << g.message();
   if (!g) return nullptr;
-  return std::make_shared<TokenGrammar>(*g, v);
+  return grammar_test::bind(*g, v);
 }
 
 bool matches(const std::shared_ptr<const TokenGrammar>& t, const std::string& s) {

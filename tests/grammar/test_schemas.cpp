@@ -156,7 +156,7 @@ TEST(JsonSchema, GeneratedOutputsValidate) {
     OrderedJson schema = SchemaGen(seed).schema();
     auto g = json_schema_grammar(schema);
     ASSERT_TRUE(g.is_ok()) << g.message() << "\n" << schema.dump();
-    auto tg = std::make_shared<TokenGrammar>(*g, vocab);
+    auto tg = grammar_test::bind(*g, vocab);
     ++schemas;
     for (int k = 0; k < 4; ++k) {
       std::string text;
@@ -190,7 +190,7 @@ TEST(JsonSchema, GeneratedOutputsValidateLlama3) {
     OrderedJson schema = SchemaGen(seed).schema();
     auto g = json_schema_grammar(schema);
     ASSERT_TRUE(g.is_ok()) << g.message();
-    auto tg = std::make_shared<TokenGrammar>(*g, vocab);
+    auto tg = grammar_test::bind(*g, vocab);
     std::string text;
     if (!generate(tg, &rng, &text)) continue;
     ++outputs;
@@ -206,7 +206,7 @@ TEST(JsonSchema, ValidDocumentsAreAccepted) {
   auto check = [&](const char* schema, const char* doc, bool ok) {
     auto g = json_schema_grammar(OrderedJson::parse(schema));
     ASSERT_TRUE(g.is_ok()) << g.message();
-    GrammarMatcher m(std::make_shared<TokenGrammar>(*g, vocab));
+    GrammarMatcher m(grammar_test::bind(*g, vocab));
     EXPECT_EQ(m.accept_bytes(doc) && m.can_end(), ok) << schema << " " << doc;
   };
   check(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"]})",
