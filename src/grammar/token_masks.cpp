@@ -1,6 +1,7 @@
 #include "grammar/token_masks.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cstring>
@@ -104,12 +105,13 @@ uint64_t NodeMask::hash() const {
 
 namespace {
 
-constexpr int64_t kMaxRefineWork = int64_t{1} << 26;  // node + edge visits of the bisimulation refinement
+constexpr int64_t kMaxRefineWork = int64_t{1} << 24;  // node + edge visits of the bisimulation refinement
 
 // States of the lazily determinized bottom-relative automaton. A state is a MatchState reached from some (n, BOTTOM)
 // by some bytes: its sorted canonical stacks plus `consumed` (the last byte was consumed) and `escaped` (some path
-// popped past BOTTOM). Invariants: equal states have equal ids; trans_[s * 256 + b] is -1 until computed, then the
-// state after byte b (a stateless step: advance() is deterministic on hash-consed stacks).
+// popped past BOTTOM). Bytes that no edge of the grammar tells apart share a byte class, so a transition row has
+// one entry per class. Invariants: equal states have equal ids; trans_[s * num_classes + class] is -1 until
+// computed, then the state after a byte of that class (advance() is deterministic on hash-consed stacks).
 class StateTable {
  public:
   struct Info {
@@ -118,16 +120,28 @@ class StateTable {
     bool dead = false;  // no stacks: every extension is rejected (or uncertain when escaped)
   };
 
-  StateTable(const CompiledGrammar& g, int32_t max_states) : g_(g), max_states_(max_states) {}
+  StateTable(const CompiledGrammar& g, int64_t max_bytes) : g_(g), max_bytes_(max_bytes) {
+    std::array<bool, 257> cut{};
+    for (const ByteEdge& e : g.edges) {
+      cut[e.lo] = true;
+      cut[e.hi + 1] = true;
+    }
+    int32_t c = -1;
+    for (int b = 0; b < 256; ++b) {
+      if (b == 0 || cut[b]) ++c;
+      class_of_[b] = static_cast<uint8_t>(c);
+    }
+    num_classes_ = c + 1;
+  }
 
-  // The state of the stack (node, BOTTOM); -1 past kMaxMaskStates.
+  // The state of the stack (node, BOTTOM); -1 past the table's byte cap.
   int32_t start(int32_t node) {
     MatchState ms;
     ms.stacks = {arena_.get(node, StackArena::kBottom)};
     return intern(&ms);
   }
   int32_t step(int32_t s, uint8_t byte) {
-    const size_t k = static_cast<size_t>(s) * 256 + byte;
+    const size_t k = static_cast<size_t>(s) * num_classes_ + class_of_[byte];
     if (trans_[k] != kUnknown) return trans_[k];
     MatchState in, out;
     in.stacks = stacks_[s];
@@ -139,6 +153,7 @@ class StateTable {
   }
   const Info& info(int32_t s) const { return info_[s]; }
   int32_t num_states() const { return static_cast<int32_t>(info_.size()); }
+  int32_t num_classes() const { return num_classes_; }
 
  private:
   static constexpr int32_t kUnknown = -1;
@@ -149,21 +164,26 @@ class StateTable {
     key_.push_back(static_cast<char>((ms->consumed ? 1 : 0) | (ms->escaped ? 2 : 0)));
     auto it = index_.find(key_);
     if (it != index_.end()) return it->second;
-    if (num_states() >= max_states_) return -1;
+    // A row, the stacks twice (state and key) and the hash-map and vector overheads.
+    bytes_ += num_classes_ * 4 + static_cast<int64_t>(key_.size()) * 2 + 96;
+    if (bytes_ > max_bytes_) return -1;
     const int32_t id = num_states();
     index_.emplace(key_, id);
     info_.push_back({ms->consumed, ms->escaped, ms->stacks.empty()});
     stacks_.push_back(std::move(ms->stacks));
-    trans_.resize(trans_.size() + 256, kUnknown);
+    trans_.resize(trans_.size() + num_classes_, kUnknown);
     return id;
   }
 
   const CompiledGrammar& g_;
-  const int32_t max_states_;
+  const int64_t max_bytes_;
+  int64_t bytes_ = 0;
+  std::array<uint8_t, 256> class_of_{};
+  int32_t num_classes_ = 0;
   StackArena arena_;
   std::vector<Info> info_;
   std::vector<std::vector<int32_t>> stacks_;
-  std::vector<int32_t> trans_;  // [num_states * 256]
+  std::vector<int32_t> trans_;  // [num_states * num_classes]
   std::unordered_map<std::string, int32_t> index_;
   std::string key_;
 };
@@ -220,7 +240,7 @@ Result<TokenMasks> compute_token_masks(const CompiledGrammar& g, const TokenVoca
   const auto t0 = std::chrono::steady_clock::now();
   TokenMasks out;
   out.node_mask.assign(g.nodes.size(), -1);
-  StateTable table(g, limits.max_states);
+  StateTable table(g, limits.max_table_bytes);
   const std::vector<TrieNode>& trie = v.trie();
   const std::vector<int32_t>& sorted = v.sorted();
   const int32_t num_trie = v.num_trie_nodes();
@@ -244,11 +264,11 @@ Result<TokenMasks> compute_token_masks(const CompiledGrammar& g, const TokenVoca
     uncertain.clear();
     int64_t num_accepted = 0;
     at_depth[0] = table.start(n);
-    if (at_depth[0] < 0) return limit_error("automaton states", limits.max_states, "kMaxMaskStates");
+    if (at_depth[0] < 0) return limit_error("bytes of automaton table", limits.max_table_bytes, "kMaxMaskTableBytes");
     for (int32_t j = 0; j < num_trie;) {
       const TrieNode& tn = trie[j];
       const int32_t s = table.step(at_depth[tn.depth - 1], tn.byte);
-      if (s < 0) return limit_error("automaton states", limits.max_states, "kMaxMaskStates");
+      if (s < 0) return limit_error("bytes of automaton table", limits.max_table_bytes, "kMaxMaskTableBytes");
       if (++steps > limits.max_steps) return limit_error("trie steps", limits.max_steps, "kMaxMaskSteps");
       const StateTable::Info& info = table.info(s);
       const int32_t ends = tn.tok_begin + tn.num_end;

