@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "grammar/matcher.h"
@@ -234,54 +238,42 @@ Status limit_error(const char* what, int64_t limit, const char* name) {
                        what + " (" + name + ")");
 }
 
-}  // namespace
+// One thread's walks: its own automaton (transitions are cheap to recompute, so threads share nothing).
+class Walker {
+ public:
+  Walker(const CompiledGrammar& g, const TokenVocab& v, const MaskLimits& limits, int64_t max_table_bytes)
+      : v_(v), limits_(limits), table_(g, max_table_bytes), at_depth_(static_cast<size_t>(v.max_token_bytes()) + 1),
+        accepted_(static_cast<size_t>(v.mask_words())) {}
 
-Result<TokenMasks> compute_token_masks(const CompiledGrammar& g, const TokenVocab& v, const MaskLimits& limits) {
-  const auto t0 = std::chrono::steady_clock::now();
-  TokenMasks out;
-  out.node_mask.assign(g.nodes.size(), -1);
-  StateTable table(g, limits.max_table_bytes);
-  const std::vector<TrieNode>& trie = v.trie();
-  const std::vector<int32_t>& sorted = v.sorted();
-  const int32_t num_trie = v.num_trie_nodes();
-  std::vector<int32_t> at_depth(static_cast<size_t>(v.max_token_bytes()) + 1);
-  std::vector<uint32_t> accepted(static_cast<size_t>(v.mask_words()));
-  std::vector<int32_t> uncertain;
-  std::unordered_map<uint64_t, std::vector<int32_t>> by_hash;  // mask hash → indices into out.masks
-  int64_t steps = 0;
-  const std::vector<int32_t> cls = bisimulation_classes(g);
-  std::vector<int32_t> class_mask(g.nodes.size(), -1);
-
-  for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n) {
-    if (!g.nodes[n].has_bytes()) continue;
-    ++out.stats.num_nodes;
-    if (class_mask[cls[n]] >= 0) {
-      out.node_mask[n] = class_mask[cls[n]];
-      continue;
-    }
-    ++out.stats.num_walks;
-    std::fill(accepted.begin(), accepted.end(), 0u);
-    uncertain.clear();
-    int64_t num_accepted = 0;
-    at_depth[0] = table.start(n);
-    if (at_depth[0] < 0) return limit_error("bytes of automaton table", limits.max_table_bytes, "kMaxMaskTableBytes");
+  // The mask of `node`; steps: the trie steps of all threads (the cap is checked against it at each walk's start
+  // plus this walk's own steps, so threads overshoot it by at most one walk each).
+  Result<NodeMask> walk(int32_t node, std::atomic<int64_t>* steps) {
+    const std::vector<TrieNode>& trie = v_.trie();
+    const std::vector<int32_t>& sorted = v_.sorted();
+    const int32_t num_trie = v_.num_trie_nodes();
+    std::fill(accepted_.begin(), accepted_.end(), 0u);
+    std::vector<int32_t> uncertain;
+    int64_t num_accepted = 0, own_steps = 0;
+    const int64_t budget = limits_.max_steps - steps->load(std::memory_order_relaxed);
+    at_depth_[0] = table_.start(node);
+    if (at_depth_[0] < 0) return table_error();
     for (int32_t j = 0; j < num_trie;) {
       const TrieNode& tn = trie[j];
-      const int32_t s = table.step(at_depth[tn.depth - 1], tn.byte);
-      if (s < 0) return limit_error("bytes of automaton table", limits.max_table_bytes, "kMaxMaskTableBytes");
-      if (++steps > limits.max_steps) return limit_error("trie steps", limits.max_steps, "kMaxMaskSteps");
-      const StateTable::Info& info = table.info(s);
+      const int32_t s = table_.step(at_depth_[tn.depth - 1], tn.byte);
+      if (s < 0) return table_error();
+      if (++own_steps > budget) return limit_error("trie steps", limits_.max_steps, "kMaxMaskSteps");
+      const StateTable::Info& info = table_.info(s);
       const int32_t ends = tn.tok_begin + tn.num_end;
       if (info.consumed) {
         for (int32_t k = tn.tok_begin; k < ends; ++k) {
-          accepted[sorted[k] >> 5] |= 1u << (sorted[k] & 31);
+          accepted_[sorted[k] >> 5] |= 1u << (sorted[k] & 31);
           ++num_accepted;
         }
       } else if (info.escaped) {
         for (int32_t k = tn.tok_begin; k < ends; ++k) uncertain.push_back(k);
       }
       if (!info.dead) {
-        at_depth[tn.depth] = s;
+        at_depth_[tn.depth] = s;
         ++j;
         continue;
       }
@@ -290,11 +282,84 @@ Result<TokenMasks> compute_token_masks(const CompiledGrammar& g, const TokenVoca
         for (int32_t k = ends; k < trie[tn.end].tok_begin; ++k) uncertain.push_back(k);
       j = tn.end;
     }
-    NodeMask m(accepted, num_accepted, v.vocab_size(), uncertain);
+    steps->fetch_add(own_steps, std::memory_order_relaxed);
+    return NodeMask(accepted_, num_accepted, v_.vocab_size(), std::move(uncertain));
+  }
+  int32_t num_states() const { return table_.num_states(); }
+
+ private:
+  Status table_error() const {
+    return limit_error("bytes of automaton table", limits_.max_table_bytes, "kMaxMaskTableBytes");
+  }
+  const TokenVocab& v_;
+  const MaskLimits& limits_;
+  StateTable table_;
+  std::vector<int32_t> at_depth_;    // the automaton state after each depth of the current trie path
+  std::vector<uint32_t> accepted_;  // [mask_words]
+};
+
+}  // namespace
+
+Result<TokenMasks> compute_token_masks(const CompiledGrammar& g, const TokenVocab& v, const MaskLimits& limits) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TokenMasks out;
+  out.node_mask.assign(g.nodes.size(), -1);
+  // One walk per bisimulation class of canonical nodes: reps[i] is the first node of its class.
+  const std::vector<int32_t> cls = bisimulation_classes(g);
+  std::vector<int32_t> class_rep(g.nodes.size(), -1), reps;
+  for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n) {
+    if (!g.nodes[n].has_bytes()) continue;
+    ++out.stats.num_nodes;
+    if (class_rep[cls[n]] < 0) {
+      class_rep[cls[n]] = static_cast<int32_t>(reps.size());
+      reps.push_back(n);
+    }
+  }
+  out.stats.num_walks = static_cast<int64_t>(reps.size());
+
+  // The walks, spread over threads (each with its share of the table cap); results land by index, so the masks do
+  // not depend on the number of threads.
+  int32_t num_threads = limits.num_threads > 0
+                            ? limits.num_threads
+                            : std::min<int32_t>(kMaxMaskThreads, static_cast<int32_t>(std::thread::hardware_concurrency()));
+  num_threads = std::clamp<int32_t>(num_threads, 1, std::max<int32_t>(1, static_cast<int32_t>(reps.size() / 8)));
+  std::vector<std::optional<NodeMask>> walked(reps.size());
+  std::atomic<int64_t> steps{0}, states{0};
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mu;
+  Status error;
+  auto work = [&] {
+    Walker w(g, v, limits, limits.max_table_bytes / num_threads);
+    while (!failed.load(std::memory_order_relaxed)) {
+      const size_t i = next.fetch_add(1);
+      if (i >= reps.size()) break;
+      Result<NodeMask> m = w.walk(reps[i], &steps);
+      if (!m) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (error.is_ok()) error = m.status();
+        failed = true;
+        break;
+      }
+      walked[i] = std::move(m).value();
+    }
+    states += w.num_states();
+  };
+  std::vector<std::thread> threads;
+  for (int32_t t = 1; t < num_threads; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  if (failed) return error;
+
+  // Deduplicate in node order.
+  std::unordered_map<uint64_t, std::vector<int32_t>> by_hash;  // mask hash → indices into out.masks
+  std::vector<int32_t> rep_mask(reps.size(), -1);
+  for (size_t i = 0; i < reps.size(); ++i) {
+    NodeMask& m = *walked[i];
     std::vector<int32_t>& same = by_hash[m.hash()];
     int32_t found = -1;
-    for (int32_t i : same)
-      if (out.masks[i] == m) found = i;
+    for (int32_t k : same)
+      if (out.masks[k] == m) found = k;
     if (found < 0) {
       out.stats.num_bytes += m.num_bytes();
       if (out.stats.num_bytes > limits.max_bytes) return limit_error("mask bytes", limits.max_bytes, "kMaxMaskBytes");
@@ -303,12 +368,14 @@ Result<TokenMasks> compute_token_masks(const CompiledGrammar& g, const TokenVoca
       same.push_back(found);
       out.masks.push_back(std::move(m));
     }
-    out.node_mask[n] = found;
-    class_mask[cls[n]] = found;
+    rep_mask[i] = found;
   }
+  for (int32_t n = 0; n < static_cast<int32_t>(g.nodes.size()); ++n)
+    if (g.nodes[n].has_bytes()) out.node_mask[n] = rep_mask[class_rep[cls[n]]];
   out.stats.num_masks = static_cast<int64_t>(out.masks.size());
-  out.stats.num_states = table.num_states();
+  out.stats.num_states = states;
   out.stats.num_steps = steps;
+  out.stats.num_threads = num_threads;
   out.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

