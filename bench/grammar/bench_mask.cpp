@@ -21,10 +21,11 @@ using namespace rl::grammar;
 
 namespace {
 
-// This thread's CPU time: on a shared, oversubscribed machine the wall time of a compile overstates its work.
+// The process's CPU time (all mask threads): on a shared, oversubscribed machine the wall time of a compile
+// overstates its work.
 double cpu_us() {
   timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
