@@ -85,8 +85,7 @@ void CudaBackend::mla_attention(const Tensor& q_lat, const KvLayer& cache, const
                static_cast<long>(l.rope_dim));
   // The partial states share the split-KV decode scratch (one attention call uses it at a time).
   const cuda::MlaWorkspace ws{decode_partials_, cuda::kDecodeWorkspaceRows * (128 + 1)};
-  cuda::launch_mla_attention(a, ws, deterministic_, num_sms_, stream_, 0,
-                             attention_impl_ == AttentionImpl::kNaive);
+  cuda::launch_mla_attention(a, ws, deterministic_, num_sms_, stream_, 0, attention_impl_ == AttentionImpl::kNaive);
 }
 
 }  // namespace rl

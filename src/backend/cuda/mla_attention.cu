@@ -23,13 +23,13 @@ namespace rl::cuda {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kR = 512, kD = 576;           // kv_lora_rank, latent (kv_lora_rank + rope 64)
-constexpr int kChunks = kD / 8;             // 16-byte chunks per latent row
-constexpr uint32_t kRowBytes = kD * 2;      // 1152
+constexpr int kR = 512, kD = 576;       // kv_lora_rank, latent (kv_lora_rank + rope 64)
+constexpr int kChunks = kD / 8;         // 16-byte chunks per latent row
+constexpr uint32_t kRowBytes = kD * 2;  // 1152
 constexpr int kBN = kMlaBlockN;
 constexpr int kWarps = kMlaThreads / 32;
-constexpr int kColsPerWarp = kR / kWarps;   // 64 output columns per warp in O += P·V
-constexpr int kSStride = kBN + 4;           // f32 scores per row in shared memory (16-byte aligned rows)
+constexpr int kColsPerWarp = kR / kWarps;       // 64 output columns per warp in O += P·V
+constexpr int kSStride = kBN + 4;               // f32 scores per row in shared memory (16-byte aligned rows)
 constexpr uint32_t kPRowBytes = (kBN + 8) * 2;  // bf16 probabilities, 80 B rows: ldmatrix rows hit distinct banks
 
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool valid) {
@@ -94,9 +94,9 @@ __device__ __forceinline__ float merge_o(float o_t, float o_c, Merge f) {
 
 struct MlaParams {
   MlaAttentionArgs a;
-  float* partial_o;   // [num_tokens * num_heads * num_splits, 512]
-  float* partial_ml;  // [num_tokens * num_heads * num_splits, 2]
-  int num_splits;     // gridDim.y
+  float* partial_o;     // [num_tokens * num_heads * num_splits, 512]
+  float* partial_ml;    // [num_tokens * num_heads * num_splits, 2]
+  int num_splits;       // gridDim.y
   int tiles_per_split;  // > 0: fixed (deterministic chunks); 0: from each sequence's length
   int log2_bs;
 };
@@ -214,7 +214,8 @@ __global__ void __launch_bounds__(kMlaThreads, BM >= 32 ? 1 : 2) mla_attention_k
 #pragma unroll
     for (int i = 0; i < kColsPerWarp / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
 #pragma unroll
-  for (int i = 0; i < (CHUNKSEQ ? kColsPerWarp / 8 : 1); ++i) tot_o[i][0] = tot_o[i][1] = tot_o[i][2] = tot_o[i][3] = 0.0f;
+  for (int i = 0; i < (CHUNKSEQ ? kColsPerWarp / 8 : 1); ++i)
+    tot_o[i][0] = tot_o[i][1] = tot_o[i][2] = tot_o[i][3] = 0.0f;
   const float scale_log2 = a.scale * kLog2e;
 
   for (int nb = t_begin; nb < t_end; ++nb) {
@@ -289,9 +290,8 @@ __global__ void __launch_bounds__(kMlaThreads, BM >= 32 ? 1 : 2) mla_attention_k
         v[j] = fast_exp2(fmaf(v[j], scale_log2, -m_use));
         sum += v[j];
       }
-      *reinterpret_cast<uint4*>(s_p + r * kPRowBytes + qd * 16) =
-          make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]),
-                     pack_bf16x2(v[6], v[7]));
+      *reinterpret_cast<uint4*>(s_p + r * kPRowBytes + qd * 16) = make_uint4(
+          pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       if (qd == 0) {
@@ -323,8 +323,8 @@ __global__ void __launch_bounds__(kMlaThreads, BM >= 32 ? 1 : 2) mla_attention_k
 #pragma unroll
       for (int dt = 0; dt < kColsPerWarp / 8; dt += 2) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, skv + swz(t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
-                                       warp * (kColsPerWarp / 8) + dt + (lane >> 4)));
+        ldmatrix_x4_trans(
+            b, skv + swz(t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), warp * (kColsPerWarp / 8) + dt + (lane >> 4)));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_bf16(o[mt][dt], pa[mt], b[0], b[1]);
@@ -396,13 +396,15 @@ __global__ void __launch_bounds__(kMlaThreads, BM >= 32 ? 1 : 2) mla_attention_k
           const float inv = tot_l[r] > 0.0f ? 1.0f / tot_l[r] : 0.0f;
 #pragma unroll
           for (int dt = 0; dt < kColsPerWarp / 8; ++dt) {
-            *reinterpret_cast<uint32_t*>(dst + dt * 8) = pack_bf16x2(tot_o[dt][2 * h] * inv, tot_o[dt][2 * h + 1] * inv);
+            *reinterpret_cast<uint32_t*>(dst + dt * 8) =
+                pack_bf16x2(tot_o[dt][2 * h] * inv, tot_o[dt][2 * h + 1] * inv);
           }
         } else {
           const float inv = row_l[r] > 0.0f ? 1.0f / row_l[r] : 0.0f;
 #pragma unroll
           for (int dt = 0; dt < kColsPerWarp / 8; ++dt) {
-            *reinterpret_cast<uint32_t*>(dst + dt * 8) = pack_bf16x2(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
+            *reinterpret_cast<uint32_t*>(dst + dt * 8) =
+                pack_bf16x2(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
           }
         }
       }
@@ -470,7 +472,8 @@ __global__ void mla_attention_naive_kernel(MlaAttentionArgs a) {
   float m = -INFINITY, l = 0.0f;
   const int32_t* table = a.block_tables + s * a.max_blocks;
   for (int64_t j = 0; j < nk; ++j) {
-    const uint16_t* kr = a.cache + (static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size) * lat;
+    const uint16_t* kr =
+        a.cache + (static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size) * lat;
     float k[kNaiveMaxLat];
     float dot = 0.0f;
 #pragma unroll
@@ -535,14 +538,14 @@ int blocks_per_sm(int bm) {
   if (cached[i] == 0) {
     int n = 0;
     if (bm == 64) {
-      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &n, mla_attention_kernel<64, kMlaStages, false>, kMlaThreads, MlaSmem<64>::bytes(kMlaStages)));
+      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mla_attention_kernel<64, kMlaStages, false>,
+                                                                  kMlaThreads, MlaSmem<64>::bytes(kMlaStages)));
     } else if (bm == 32) {
-      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &n, mla_attention_kernel<32, kMlaStages, false>, kMlaThreads, MlaSmem<32>::bytes(kMlaStages)));
+      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mla_attention_kernel<32, kMlaStages, false>,
+                                                                  kMlaThreads, MlaSmem<32>::bytes(kMlaStages)));
     } else {
-      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &n, mla_attention_kernel<16, kMlaStages16, false>, kMlaThreads, MlaSmem<16>::bytes(kMlaStages16)));
+      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mla_attention_kernel<16, kMlaStages16, false>,
+                                                                  kMlaThreads, MlaSmem<16>::bytes(kMlaStages16)));
     }
     cached[i] = std::max(n, 1);
   }
@@ -552,8 +555,7 @@ int blocks_per_sm(int bm) {
 }  // namespace
 
 bool mla_attention_fast_supported(const MlaAttentionArgs& a) {
-  return a.kv_lora_rank == kR && a.rope_dim == kD - kR && a.block_size > 0 &&
-         (a.block_size & (a.block_size - 1)) == 0;
+  return a.kv_lora_rank == kR && a.rope_dim == kD - kR && a.block_size > 0 && (a.block_size & (a.block_size - 1)) == 0;
 }
 
 bool mla_attention_naive_supported(const MlaAttentionArgs& a) {

@@ -32,8 +32,8 @@ void launch_mla_prepare(const MlaPrepareArgs& a, cudaStream_t stream);
 // Backend::head_linear: y[t, b * y_stride + n] = Σ_k x[t, b * x_stride + k] · w[b, n, k] for n < N, k < K.
 // x, w, y bf16. Each output element is one chain of m16n8k16 MMAs over K in increasing order, whatever T is
 // (batch-invariant in both modes). Requires head_linear_supported().
-bool head_linear_supported(const void* x, const void* w, const void* y, int64_t x_stride, int64_t y_stride,
-                           int64_t n, int64_t k);
+bool head_linear_supported(const void* x, const void* w, const void* y, int64_t x_stride, int64_t y_stride, int64_t n,
+                           int64_t k);
 void launch_head_linear(const uint16_t* x, int64_t x_stride, const uint16_t* w, uint16_t* y, int64_t y_stride,
                         int64_t num_tokens, int64_t num_heads, int64_t n, int64_t k, cudaStream_t stream);
 

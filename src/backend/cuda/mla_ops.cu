@@ -176,8 +176,8 @@ void launch_mla_prepare(const MlaPrepareArgs& a, cudaStream_t stream) {
   RL_CUDA_CHECK_LAUNCH();
 }
 
-bool head_linear_supported(const void* x, const void* w, const void* y, int64_t x_stride, int64_t y_stride,
-                           int64_t n, int64_t k) {
+bool head_linear_supported(const void* x, const void* w, const void* y, int64_t x_stride, int64_t y_stride, int64_t n,
+                           int64_t k) {
   auto aligned = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
   return aligned(x, 16) && aligned(w, 16) && aligned(y, 4) && x_stride % 8 == 0 && k % 8 == 0 && y_stride % 2 == 0 &&
          n % 2 == 0;
