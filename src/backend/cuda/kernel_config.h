@@ -177,7 +177,8 @@ constexpr int kMlaStages16 = 2;
 // Split-K over keys (flash decoding) for few long sequences: each split takes at least kMlaMinTilesPerSplit tiles
 // (128 keys) and at most kMlaMaxSplits splits; the count fills whole waves of resident blocks as
 // decode_num_splits does, within the partial-state workspace (the split-KV decode scratch: o [512] + (m, l) f32 per
-// (token, head, split)).
+// (token, head, split)). A split's partial o is 2 KB per row, so with 128 heads each split writes and the combine
+// reads 256 KB, about 7 tiles of latent: the lab (rl_bench_kernels mla, mla_lab) sweeps the count at both widths.
 constexpr int64_t kMlaMinTilesPerSplit = 4;
 constexpr int64_t kMlaMaxSplits = 128;
 constexpr int64_t kMlaPartialFloats = 512 + 2;
@@ -194,6 +195,10 @@ inline int64_t mla_num_splits(int64_t base_blocks, int64_t max_seqlen_k, int64_t
   if (cap <= 1) return 1;
   slots = std::max<int64_t>(slots, 1);
   base_blocks = std::max<int64_t>(base_blocks, 1);
+  // Every split fits the first wave (few sequences): as many as the limits allow. At batch 1 with 16 heads the
+  // grid has one block per split, which the wave score below (1/slots per split against 1 % per merge) would leave
+  // at a single block.
+  if (base_blocks * cap <= slots) return cap;
   int64_t best = 1;
   double best_score = -1e30;
   for (int64_t s = 1; s <= cap; ++s) {
