@@ -498,15 +498,24 @@ __global__ void mla_attention_naive_kernel(MlaAttentionArgs a) {
   }
 }
 
+// The kernel instance with its dynamic shared memory limit raised (once per instance: the attribute is per
+// function; before it is set the occupancy query would see the default 48 KB limit).
+template <int BM, int STAGES, bool CHUNKSEQ>
+auto configured_kernel() {
+  auto kernel = mla_attention_kernel<BM, STAGES, CHUNKSEQ>;
+  static bool configured = false;
+  if (!configured) {
+    RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(MlaSmem<BM>::bytes(STAGES))));
+    configured = true;
+  }
+  return kernel;
+}
+
 template <int BM, int STAGES, bool CHUNKSEQ>
 void launch_bm(const MlaParams& p, cudaStream_t stream) {
   const uint32_t smem = MlaSmem<BM>::bytes(STAGES);
-  auto kernel = mla_attention_kernel<BM, STAGES, CHUNKSEQ>;
-  static bool configured = false;  // the attribute is per function; setting it once is enough
-  if (!configured) {
-    RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    configured = true;
-  }
+  auto kernel = configured_kernel<BM, STAGES, CHUNKSEQ>();
   const dim3 grid(ceil_div(p.a.max_seqlen_q * p.a.num_heads, BM), static_cast<unsigned int>(p.num_splits),
                   static_cast<unsigned int>(p.a.num_seqs));
   launch_pdl(kernel, grid, dim3(kMlaThreads), smem, stream, p);
@@ -538,13 +547,13 @@ int blocks_per_sm(int bm) {
   if (cached[i] == 0) {
     int n = 0;
     if (bm == 64) {
-      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mla_attention_kernel<64, kMlaStages, false>,
+      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, configured_kernel<64, kMlaStages, false>(),
                                                                   kMlaThreads, MlaSmem<64>::bytes(kMlaStages)));
     } else if (bm == 32) {
-      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mla_attention_kernel<32, kMlaStages, false>,
+      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, configured_kernel<32, kMlaStages, false>(),
                                                                   kMlaThreads, MlaSmem<32>::bytes(kMlaStages)));
     } else {
-      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mla_attention_kernel<16, kMlaStages16, false>,
+      RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, configured_kernel<16, kMlaStages16, false>(),
                                                                   kMlaThreads, MlaSmem<16>::bytes(kMlaStages16)));
     }
     cached[i] = std::max(n, 1);
