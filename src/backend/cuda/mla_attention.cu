@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kMlaThreads, BM >= 32 ? 1 : 2) mla_attention_k
   const int split = blockIdx.y, s = blockIdx.z;
   const int q_start = a.cu_seqlens_q[s], q_len = a.cu_seqlens_q[s + 1] - q_start;
   const int num_rows = q_len * nh;
-  const int m0 = blockIdx.x * BM;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BM;  // longest causal rows first (prefill)
   if (m0 >= num_rows) return;  // block-uniform; such rows do not exist, nothing reads their states
   const int seq_len = a.seq_lens_k[s];
   const int offset = seq_len - q_len;  // position of the sequence's first query token
