@@ -3,8 +3,8 @@
 # build/cuda): rl_tests_ops, rl_bench_kernels, ridgeline (the cuda preset). Sources from $RL_ROOT (default: this
 # checkout). Steps, each with a timeout (at most 390 s in all):
 #   1. the MLA op tests (CudaMla.*: each op vs the CPU at DeepSeek widths, deterministic rows, absorbed = expanded),
-#      the DeepSeek MoE routing test, and the CUDA golden tests of every fixture (deepseek_v3 and deepseek_v3_fp8
-#      included: bf16 rule, greedy eager = graphs);
+#      the DeepSeek MoE routing test, and the CUDA golden tests of deepseek_v3 and deepseek_v3_fp8 (bf16 rule,
+#      greedy eager = graphs) and of the other MoE fixtures (the routing kernel changed);
 #   2. MLA decode attention at the DeepSeek-V2-Lite / V3 widths (16 / 128 heads), batch 1 and 64, context 4096:
 #      ours (rl_bench_kernels mla) and the naive torch absorbed MLA (bench/peers/torch_peers.py mla) in the same run;
 #   3. `ridgeline bench latency` of DeepSeek-V2-Lite with dummy weights at batch 1 and 64.
@@ -27,11 +27,12 @@ fi
 export RIDGELINE_SOURCE_ROOT="$root" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 
-timeout "${OPS_TIMEOUT:-100}" "$bin/rl_tests_ops" --gtest_color=no \
+timeout "${OPS_TIMEOUT:-90}" "$bin/rl_tests_ops" --gtest_color=no \
   --gtest_filter="${OPS_FILTER:-CudaMla.*:CudaMoe.DeepSeekRoutingMatchesCpu}" >"$out/ops.log" 2>&1
 echo "mla op tests rc=$?" | tee -a "$out/rc.txt"
-timeout "${GOLDEN_TIMEOUT:-80}" "$bin/rl_tests_ops" --gtest_color=no \
-  --gtest_filter="${GOLDEN_FILTER:-*CudaGolden*}" >"$out/golden.log" 2>&1
+# DeepSeek first; then the other MoE fixtures, whose routing kernel this branch changed.
+timeout "${GOLDEN_TIMEOUT:-90}" "$bin/rl_tests_ops" --gtest_color=no \
+  --gtest_filter="${GOLDEN_FILTER:-*CudaGolden*deepseek*:*CudaGolden*moe*:*CudaGolden*gpt_oss*}" >"$out/golden.log" 2>&1
 echo "golden tests rc=$?" | tee -a "$out/rc.txt"
 pack
 
