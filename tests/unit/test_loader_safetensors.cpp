@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "../sanitized.h"
 #include "core/file.h"
 #include "loader/safetensors.h"
 
@@ -121,18 +122,6 @@ TEST_F(SafetensorsTest, OverlapAcrossAnEmptyTensorAndAContainedOne) {
   e = open_error(write("ov3.safetensors", h2, std::string(16, '\0')));
   EXPECT_NE(e.find("overlap"), std::string::npos) << e;
 }
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // 200,000 tiny tensors: the validation is O(n log n) (it was quadratic). The check is the growth from 25,000 to
 // 200,000 tensors (8x the tensors: about 9x the time; quadratic would be 64x), which holds on a loaded machine and

@@ -100,6 +100,17 @@ class CudaBackend final : public Backend {
                    const Tensor& gate_up_bias, const Tensor& down, const Tensor& down_bias, const MoeParams& p,
                    void* scratch, const Tensor& out) override;
 
+  // Multi-head latent attention (cuda_mla_ops.cpp): the tensor-core kernel for kv_lora_rank 512 + rope 64, the
+  // naive one for other widths (and with AttentionImpl::kNaive); deterministic mode as for attention (fixed key
+  // chunks merged in order).
+  bool supports_mla() const override { return true; }
+  void mla_prepare(const Tensor& q, const Tensor& ckv, const Tensor& kv_norm, const Tensor& positions,
+                   const Tensor& slot_mapping, const MlaRopeParams& p, const Tensor& q_lat,
+                   const KvLayer& cache) override;
+  void head_linear(const Tensor& x, int64_t x_stride, const Tensor& w, const Tensor& y, int64_t y_stride) override;
+  void mla_attention(const Tensor& q_lat, const KvLayer& cache, const AttentionMetadata& meta, const MlaLayout& l,
+                     const Tensor& out) override;
+
   // Batch-invariant kernels: linear uses the invariant GEMM family for every M (one MMA chain per output element
   // over K, no split-K) instead of the split-K GEMV and cuBLASLt; attention computes every row, decode rows
   // included, with the prefill kernel family (one pass over 64-key tiles from key 0, no batch-dependent KV split).

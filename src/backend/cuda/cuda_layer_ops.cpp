@@ -40,7 +40,12 @@ void CudaBackend::activation(const Tensor& in, const Tensor& out, const ActParam
 
 void CudaBackend::moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) {
   RL_CHECK_MSG(logits.dim(1) <= 256, "CUDA MoE routing supports at most 256 experts");
-  RL_CHECK(ids.dtype == DType::kI32 && weights.dtype == DType::kF32 && ids.dim(1) == p.top_k);
+  RL_CHECK(ids.dtype == DType::kI32 && weights.dtype == DType::kF32 && ids.dim(1) == p.slots());
+  RL_CHECK(p.top_k >= 1 && p.top_k <= logits.dim(1) && weights.dim(1) == p.slots());
+  RL_CHECK_MSG(p.routing != MoeRouting::kSigmoidGroupTopK ||
+                   (p.n_group >= 1 && p.n_group <= 32 && logits.dim(1) % p.n_group == 0 && p.topk_group >= 1 &&
+                    p.topk_group <= p.n_group),
+               "CUDA group-limited routing needs 1..32 equal groups");
   cuda::launch_moe_route(bf16(logits), logits.dim(0), logits.dim(1), p, ids.as<int32_t>(), weights.as<float>(),
                          stream_);
 }

@@ -15,6 +15,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernel_bench.h"
+#include "backend/cuda/kernel_config.h"
+#include "backend/cuda/mla_kernels.h"
 
 namespace rl {
 namespace {
@@ -338,6 +340,100 @@ void bench_prefill(CudaBackend& be) {
   }
 }
 
+// MLA decode attention (absorbed queries over the paged latent cache, kv_lora_rank 512 + rope 64) at the
+// DeepSeek-V2-Lite (16 heads) and DeepSeek-V3 (128 heads) widths, batch 1 and 64, context 4096: latent bytes / time
+// (TB/s) and FLOPs / time (2 · B · heads · S · (576 + 512)); default and deterministic mode, and a split-count lab.
+void bench_mla(CudaBackend& be) {
+  constexpr int64_t kLat = 576, kRank = 512, kBs = 16;
+  for (int64_t heads : {16, 128}) {
+    for (int64_t b : {1, 64}) {
+      const int64_t ctx = 4096, pages = ctx / kBs;
+      const size_t kv_bytes = static_cast<size_t>(b * ctx * kLat * 2);
+      const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / kv_bytes + 1));
+      const int64_t num_blocks = 1 + copies * b * pages;
+      DeviceBuffer cache_buf(&be, static_cast<size_t>(num_blocks * kBs * kLat * 2));
+      DeviceBuffer q_buf(&be, static_cast<size_t>(b * heads * kLat * 2));
+      DeviceBuffer out_buf(&be, static_cast<size_t>(b * heads * kRank * 2));
+      KvLayer cache;
+      cache.k = Tensor(cache_buf.data(), DType::kBF16, {num_blocks, kBs, 1, kLat});
+      const Tensor q(q_buf.data(), DType::kBF16, {b, heads * kLat});
+      const Tensor out(out_buf.data(), DType::kBF16, {b, heads * kRank});
+      be.fill_uniform(cache.k, 8, -1, 1);
+      be.fill_uniform(q, 9, -1, 1);
+      std::vector<DeviceBuffer> keep;
+      std::vector<AttentionMetadata> metas;
+      std::vector<int32_t> cu(b + 1), lens(b, static_cast<int32_t>(ctx));
+      for (int64_t s = 0; s <= b; ++s) cu[s] = static_cast<int32_t>(s);
+      auto upload_i32 = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
+        keep.emplace_back(&be, v.size() * 4);
+        be.upload(keep.back().data(), v.data(), v.size() * 4);
+        return Tensor(keep.back().data(), DType::kI32, dims);
+      };
+      for (int c = 0; c < copies; ++c) {
+        std::vector<int32_t> table(b * pages);
+        for (int64_t s = 0; s < b; ++s)
+          for (int64_t j = 0; j < pages; ++j) table[s * pages + j] = static_cast<int32_t>(1 + (c * b + s) * pages + j);
+        AttentionMetadata m;
+        m.cu_seqlens_q = upload_i32(cu, {b + 1});
+        m.seq_lens_k = upload_i32(lens, {b});
+        m.block_tables = upload_i32(table, {b, pages});
+        m.num_seqs = b;
+        m.max_seqlen_q = 1;
+        m.max_seqlen_k = ctx;
+        m.all_decode = true;
+        m.scale = 0.1f;
+        metas.push_back(m);
+      }
+      const MlaLayout l{heads, 128, 64, kRank};
+      const std::string shape = "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h" + std::to_string(heads);
+      const double flops = 2.0 * b * heads * ctx * (kLat + kRank);
+      for (bool det : {false, true}) {
+        be.set_deterministic(det);
+        const double ms = time_ms(be, [&](int i) { be.mla_attention(q, cache, metas[i % copies], l, out); }, 50);
+        result(det ? "mla_decode_det" : "mla_decode", shape, kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+        result(det ? "mla_decode_tf_det" : "mla_decode_tf", shape, flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+      }
+      be.set_deterministic(false);
+      // Kernel lab: forced split counts (own workspace), and the naive kernel at batch 1.
+      DeviceBuffer partials(&be, size_t(1) << 28);
+      const cuda::MlaWorkspace ws{static_cast<float*>(partials.data()), int64_t(1) << 26};
+      auto args = [&](const AttentionMetadata& m) {
+        cuda::MlaAttentionArgs a;
+        a.q_lat = static_cast<const uint16_t*>(q.data);
+        a.cache = static_cast<const uint16_t*>(cache.k.data);
+        a.cu_seqlens_q = m.cu_seqlens_q.as<int32_t>();
+        a.seq_lens_k = m.seq_lens_k.as<int32_t>();
+        a.block_tables = m.block_tables.as<int32_t>();
+        a.out = static_cast<uint16_t*>(out.data);
+        a.num_tokens = a.num_seqs = b;
+        a.max_seqlen_q = 1;
+        a.max_seqlen_k = ctx;
+        a.max_blocks = pages;
+        a.num_heads = heads;
+        a.kv_lora_rank = kRank;
+        a.rope_dim = kLat - kRank;
+        a.block_size = kBs;
+        a.scale = m.scale;
+        return a;
+      };
+      const std::vector<int64_t> split_list = b == 1 ? std::vector<int64_t>{8, 16, 32, 64, 128}
+                                                     : std::vector<int64_t>{1, 2, 3, 4};
+      for (int64_t splits : split_list) {
+        const double ms = time_ms(be, [&](int i) {
+          cuda::launch_mla_attention(args(metas[i % copies]), ws, false, be.num_sms(), be.stream(), splits);
+        }, 50);
+        result("mla_lab", shape + "_splits" + std::to_string(splits), kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      }
+      if (b == 1) {
+        const double ms = time_ms(be, [&](int i) {
+          cuda::launch_mla_attention(args(metas[i % copies]), ws, false, be.num_sms(), be.stream(), 0, true);
+        }, 10);
+        result("mla_lab", shape + "_naive", kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rl
 
@@ -345,8 +441,8 @@ namespace rl {
 
 int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (!only.empty() && only != "copy" && only != "linear" && only != "decode" && only != "prefill" &&
-      only != "gemv") {
-    std::fprintf(stderr, "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, decode, prefill)\n",
+      only != "gemv" && only != "mla") {
+    std::fprintf(stderr, "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, decode, prefill, mla)\n",
                  only.c_str());
     return 1;
   }
@@ -362,6 +458,7 @@ int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (only.empty() || only == "linear" || only == "gemv") bench_gemv_shapes(cuda);
   if (only.empty() || only == "decode") bench_decode(cuda);
   if (only.empty() || only == "prefill") bench_prefill(cuda);
+  if (only.empty() || only == "mla") bench_mla(cuda);
   return 0;
 }
 

@@ -8,7 +8,7 @@
 
 namespace rl {
 
-// only: "" (all), "copy", "linear", "decode" or "prefill". Returns a process exit code.
+// only: "" (all), "copy", "linear", "gemv", "decode", "prefill" or "mla". Returns a process exit code.
 int run_kernel_benchmarks(const std::string& only, int device_index);
 
 }  // namespace rl

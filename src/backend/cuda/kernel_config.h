@@ -159,6 +159,59 @@ constexpr int kPrefillMTiles256 = 1;
 // ones, and the result does not depend on the batch because the chunk size never does.
 constexpr int kDetChunkKeys = 256;
 
+// Multi-head latent attention (mla_attention.cu), kv_lora_rank 512 + rope 64. A block holds kMlaBlockM16 × 16
+// query rows of one sequence, rows (token, head) packed head-fastest, so every latent tile of kMlaBlockN keys
+// (32 × 1152 B) loaded into shared memory serves up to 64 heads (FlashMLA's point: the heads share one latent row,
+// so attention is a GEMM over heads). 8 warps: S = Q·Kᵀ as m16n8 tiles over the 576-wide rows (one MMA chain per
+// score), the softmax of a tile's rows in shared memory, then each warp owns 64 of the 512 output columns for all
+// rows (O = 128 f32 registers per thread at 64 rows). Rows per block: 64 when a sequence's step has that many
+// (128-head decode: 2 blocks per token), else 32 or 16 (16-head decode). The key tile size is fixed (it shapes the
+// per-row online softmax), the row count is not: a row's arithmetic is the same in every instance.
+constexpr int kMlaBlockN = 32;
+constexpr int kMlaThreads = 256;
+// Pipeline depth of the latent tiles: 3 stages at 64 / 32 rows (196 / 152 KB of shared memory with Q, scores, P
+// and row states; one block per SM), 2 at 16 rows (94 KB, two blocks per SM). ptxas (sm_90a, 2026-12-02): 234 / 174
+// registers at 64 / 32 rows, 118 at 16 (128 with the in-register chunk merge), no spills.
+constexpr int kMlaStages = 3;
+constexpr int kMlaStages16 = 2;
+// Split-K over keys (flash decoding) for few long sequences: each split takes at least kMlaMinTilesPerSplit tiles
+// (128 keys) and at most kMlaMaxSplits splits; the count fills whole waves of resident blocks as
+// decode_num_splits does, within the partial-state workspace (the split-KV decode scratch: o [512] + (m, l) f32 per
+// (token, head, split)). A split's partial o is 2 KB per row, so with 128 heads each split writes and the combine
+// reads 256 KB, about 7 tiles of latent: the lab (rl_bench_kernels mla, mla_lab) sweeps the count at both widths.
+constexpr int64_t kMlaMinTilesPerSplit = 4;
+constexpr int64_t kMlaMaxSplits = 128;
+constexpr int64_t kMlaPartialFloats = 512 + 2;
+// Deterministic mode: chunks of kMlaDetChunkTiles tiles (256 keys) at absolute key positions, each an online
+// softmax from a fresh state, merged in increasing order (in parallel blocks + a combine when the states fit the
+// workspace, else in registers at 16 rows per block).
+constexpr int kMlaDetChunkTiles = 8;
+
+inline int64_t mla_num_splits(int64_t base_blocks, int64_t max_seqlen_k, int64_t rows, int64_t capacity_floats,
+                              int64_t slots) {
+  const int64_t max_tiles = (max_seqlen_k + kMlaBlockN - 1) / kMlaBlockN;
+  int64_t cap = std::min<int64_t>(kMlaMaxSplits, std::max<int64_t>(1, max_tiles / kMlaMinTilesPerSplit));
+  cap = std::min<int64_t>(cap, capacity_floats / std::max<int64_t>(1, rows * kMlaPartialFloats));
+  if (cap <= 1) return 1;
+  slots = std::max<int64_t>(slots, 1);
+  base_blocks = std::max<int64_t>(base_blocks, 1);
+  // Every split fits the first wave (few sequences): as many as the limits allow. At batch 1 with 16 heads the
+  // grid has one block per split, which the wave score below (1/slots per split against 1 % per merge) would leave
+  // at a single block.
+  if (base_blocks * cap <= slots) return cap;
+  int64_t best = 1;
+  double best_score = -1e30;
+  for (int64_t s = 1; s <= cap; ++s) {
+    const int64_t blocks = base_blocks * s, waves = (blocks + slots - 1) / slots;
+    const double score = static_cast<double>(blocks) / static_cast<double>(waves * slots) - kDecodeSplitPenalty * s;
+    if (score > best_score + 1e-9) {
+      best = s;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
 // Which attention shapes have fast kernels (the dispatch in cuda_backend.cpp and prefill_attention_supported /
 // decode_attention_supported in the .cu files; host-only so it is unit-tested without a GPU). Empty when the
 // FA2 prefill kernel and the split-KV decode kernel both serve the shape; otherwise what serves it instead.

@@ -21,7 +21,8 @@ void launch_add_position_embedding(const int32_t* positions, const void* table, 
 // out = act(in) (Activation); bf16.
 void launch_activation(const uint16_t* in, uint16_t* out, int64_t rows, int64_t inter, const ActParams& p,
                        cudaStream_t stream);
-// logits bf16 [rows, E] → ids i32 [rows, k], weights f32 [rows, k]. E ≤ 256.
+// logits bf16 [rows, E] → ids i32 [rows, k + num_shared], weights f32 [rows, k + num_shared] (ops.h MoeRouting;
+// shared experts last, weight 1). E ≤ 256; kSigmoidGroupTopK: n_group ≤ 32.
 void launch_moe_route(const uint16_t* logits, int64_t rows, int64_t num_experts, const MoeRouteParams& p, int32_t* ids,
                       float* weights, cudaStream_t stream);
 

@@ -74,19 +74,45 @@ __global__ void activation_kernel(const uint16_t* in, uint16_t* out, int64_t row
   }
 }
 
-// One warp per row; each lane holds experts lane, lane + 32, ... (≤ 8 each, E ≤ 256).
-__global__ void moe_route_kernel(const uint16_t* logits, int64_t rows, int num_experts, int routing, int k,
-                                 bool norm_topk, int32_t* ids, float* weights) {
+struct RouteArgs {
+  const uint16_t* logits;
+  int64_t rows;
+  int num_experts, routing, k, num_shared;
+  bool norm_topk;
+  int n_group, topk_group;  // kSigmoidGroupTopK
+  float routed_scaling_factor;
+  const float* correction_bias;  // [num_experts] or null
+  int32_t* ids;                  // [rows, k + num_shared]
+  float* weights;
+};
+
+// Warp argmax over the lanes' (value, id) pairs; ties → the lowest id. Every lane gets the result.
+__device__ __forceinline__ void warp_argmax(float& best, int& best_e) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+    if (ob > best || (ob == best && oe < best_e)) {
+      best = ob;
+      best_e = oe;
+    }
+  }
+}
+
+// One warp per row; each lane holds experts lane, lane + 32, ... (≤ 8 each, E ≤ 256). Semantics: ops.h MoeRouting
+// and cpu_route_row (the CPU reference), in the same order of operations.
+__global__ void moe_route_kernel(RouteArgs a) {
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
-  if (r >= rows) return;
-  const int lane = threadIdx.x & 31;
-  float v[8];
+  if (r >= a.rows) return;
+  const int lane = threadIdx.x & 31, num_experts = a.num_experts, k = a.k, n = a.k + a.num_shared;
+  float v[8], sig[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int e = lane + 32 * j;
-    v[j] = e < num_experts ? bf16_bits_to_f32(logits[r * num_experts + e]) : -INFINITY;
+    v[j] = e < num_experts ? bf16_bits_to_f32(a.logits[r * num_experts + e]) : -INFINITY;
+    sig[j] = 0.0f;
   }
-  if (routing == static_cast<int>(MoeRouting::kSoftmaxTopK)) {
+  if (a.routing == static_cast<int>(MoeRouting::kSoftmaxTopK)) {
     float m = -INFINITY;
 #pragma unroll
     for (int j = 0; j < 8; ++j) m = fmaxf(m, v[j]);
@@ -100,10 +126,58 @@ __global__ void moe_route_kernel(const uint16_t* logits, int64_t rows, int num_e
     s = warp_sum(s);
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = lane + 32 * j < num_experts ? v[j] / s : -INFINITY;
+  } else if (a.routing == static_cast<int>(MoeRouting::kSigmoidGroupTopK)) {
+    // s = sigmoid(logit); choice = s + bias; only the topk_group groups with the largest sum of their two best
+    // choices stay, the others' choices become 0 (transformers' masked_fill).
+    const int per_group = num_experts / a.n_group;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int e = lane + 32 * j;
+      sig[j] = e < num_experts ? 1.0f / (1.0f + expf(-v[j])) : 0.0f;
+      v[j] = e < num_experts ? sig[j] + (a.correction_bias ? a.correction_bias[e] : 0.0f) : -INFINITY;
+    }
+    float gscore = -INFINITY;  // lane g holds group g's score (n_group ≤ 32)
+    for (int g = 0; g < a.n_group; ++g) {
+      float b1 = -INFINITY, b2 = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int e = lane + 32 * j;
+        if (e < num_experts && e / per_group == g) {
+          if (v[j] > b1) {
+            b2 = b1;
+            b1 = v[j];
+          } else if (v[j] > b2) {
+            b2 = v[j];
+          }
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float o1 = __shfl_xor_sync(0xffffffffu, b1, o), o2 = __shfl_xor_sync(0xffffffffu, b2, o);
+        const float n1 = fmaxf(b1, o1), n2 = fmaxf(fminf(b1, o1), fmaxf(b2, o2));
+        b1 = n1;
+        b2 = n2;
+      }
+      if (lane == g) gscore = b1 + b2;
+    }
+    uint32_t keep = 0;
+    bool taken = false;
+    for (int t = 0; t < a.topk_group; ++t) {
+      const bool cand = lane < a.n_group && !taken;
+      float best = cand ? gscore : -INFINITY;
+      int best_g = cand ? lane : INT_MAX;
+      warp_argmax(best, best_g);
+      keep |= 1u << best_g;
+      if (lane == best_g) taken = true;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int e = lane + 32 * j;
+      if (e < num_experts && !((keep >> (e / per_group)) & 1u)) v[j] = 0.0f;
+    }
   }
   float chosen_sum = 0, first = 0;
   for (int t = 0; t < k; ++t) {
-    // Warp argmax, ties → lowest expert id.
     float best = -INFINITY;
     int best_e = INT_MAX;
 #pragma unroll
@@ -114,29 +188,48 @@ __global__ void moe_route_kernel(const uint16_t* logits, int64_t rows, int num_e
         best_e = e;
       }
     }
+    warp_argmax(best, best_e);
+    float w = best;
+    if (a.routing == static_cast<int>(MoeRouting::kSigmoidGroupTopK)) {
+      // The weight is the unbiased score of the chosen expert (held by lane best_e % 32).
+      float sv = 0.0f;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (ob > best || (ob == best && oe < best_e)) {
-        best = ob;
-        best_e = oe;
+      for (int j = 0; j < 8; ++j) {
+        if (lane + 32 * j == best_e) sv = sig[j];
+      }
+      w = __shfl_sync(0xffffffffu, sv, best_e % 32);
+    }
+    if (lane == best_e % 32) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (lane + 32 * j == best_e) v[j] = -INFINITY;
       }
     }
-    if (lane == best_e % 32) v[best_e / 32] = -INFINITY;
     if (t == 0) first = best;
-    float w = best;
-    if (routing == static_cast<int>(MoeRouting::kTopKSoftmax)) w = __expf(best - first);
+    if (a.routing == static_cast<int>(MoeRouting::kTopKSoftmax)) w = __expf(best - first);
     chosen_sum += w;
     if (lane == 0) {
-      ids[r * k + t] = best_e;
-      weights[r * k + t] = w;
+      a.ids[r * n + t] = best_e;
+      a.weights[r * n + t] = w;
     }
   }
   __syncwarp();
-  const bool renorm = routing == static_cast<int>(MoeRouting::kTopKSoftmax) || norm_topk;
-  if (renorm && lane == 0) {
-    for (int t = 0; t < k; ++t) weights[r * k + t] /= chosen_sum;
+  if (lane != 0) return;
+  for (int j = 0; j < a.num_shared; ++j) {
+    a.ids[r * n + k + j] = num_experts + j;
+    a.weights[r * n + k + j] = 1.0f;
+  }
+  if (a.routing == static_cast<int>(MoeRouting::kSigmoidGroupTopK)) {
+    const float denom = a.norm_topk ? chosen_sum + 1e-20f : 1.0f;
+    for (int t = 0; t < k; ++t) a.weights[r * n + t] = a.weights[r * n + t] / denom * a.routed_scaling_factor;
+    return;
+  }
+  const bool renorm = a.routing == static_cast<int>(MoeRouting::kTopKSoftmax) || a.norm_topk;
+  if (renorm) {
+    for (int t = 0; t < k; ++t) a.weights[r * n + t] /= chosen_sum;
+  }
+  if (a.routed_scaling_factor != 1.0f) {
+    for (int t = 0; t < k; ++t) a.weights[r * n + t] *= a.routed_scaling_factor;
   }
 }
 
@@ -170,9 +263,20 @@ void launch_activation(const uint16_t* in, uint16_t* out, int64_t rows, int64_t 
 void launch_moe_route(const uint16_t* logits, int64_t rows, int64_t num_experts, const MoeRouteParams& p, int32_t* ids,
                       float* weights, cudaStream_t stream) {
   if (rows == 0) return;
-  moe_route_kernel<<<ceil_div(rows, 4), 128, 0, stream>>>(logits, rows, static_cast<int>(num_experts),
-                                                          static_cast<int>(p.routing), static_cast<int>(p.top_k),
-                                                          p.norm_topk_prob, ids, weights);
+  RouteArgs a{logits,
+              rows,
+              static_cast<int>(num_experts),
+              static_cast<int>(p.routing),
+              static_cast<int>(p.top_k),
+              static_cast<int>(p.num_shared),
+              p.norm_topk_prob,
+              static_cast<int>(p.n_group),
+              static_cast<int>(p.topk_group),
+              p.routed_scaling_factor,
+              p.correction_bias,
+              ids,
+              weights};
+  moe_route_kernel<<<ceil_div(rows, 4), 128, 0, stream>>>(a);
   RL_CUDA_CHECK_LAUNCH();
 }
 

@@ -8,8 +8,9 @@
 // Dense layers are SiLU MLPs of intermediate_size. The softmax scale is qk_head_dim^-0.5 times
 // yarn_mscale(factor, mscale_all_dim)² as transformers computes it.
 // Weights: f32/bf16, or FP8 e4m3 with `<name>_scale_inv` block scales (quantization_config fp8,
-// weight_block_size), dequantised to the weight dtype at load. MTP layers (num_nextn_predict_layers) are not
-// loaded.
+// weight_block_size), dequantised to the weight dtype at load. MTP modules (num_nextn_predict_layers, stored as
+// model.layers.<num_hidden_layers + k>) are loaded when the checkpoint has them (transformers-made checkpoints
+// do not) into Decoder::mtp, and not run.
 #include <cmath>
 
 #include "loader/config_fields.h"
@@ -30,6 +31,7 @@ struct DeepseekHParams : ArchHParams {
   std::vector<bool> sparse;                        // per layer
   int64_t fp8_block_rows = 0, fp8_block_cols = 0;  // > 0: FP8 e4m3 checkpoint
   int64_t num_mtp_layers = 0;
+  std::vector<bool> mtp_sparse;  // per MTP module: its block is MoE (the layer-index rule at its index)
 };
 
 Status parse_quantization(const Json& j, DeepseekHParams& hp, ModelConfig& c, const std::string& what) {
@@ -112,9 +114,9 @@ Result<ModelConfig> parse(const Json& j, const std::string& what, bool v3) {
   RL_RETURN_IF_ERROR(read_int_in_range(j, "num_nextn_predict_layers", 0, 16, &hp->num_mtp_layers, what));
   RL_RETURN_IF_ERROR(parse_quantization(j, *hp, c, what));
   if (hp->num_mtp_layers > 0) {
-    c.notes.push_back(std::to_string(hp->num_mtp_layers) + " MTP layer(s) (num_nextn_predict_layers, model.layers." +
+    c.notes.push_back(std::to_string(hp->num_mtp_layers) + " MTP module(s) (num_nextn_predict_layers, model.layers." +
                       std::to_string(c.num_hidden_layers) +
-                      ") are not loaded: unused until speculative decoding can use them");
+                      "+): loaded when the checkpoint has them, unused until speculative decoding can use them");
   }
 
   // Parameters, FLOPs and the KV spec: one latent of kv_lora_rank + rope_dim per token and layer.
@@ -154,6 +156,10 @@ Result<ModelConfig> parse(const Json& j, const std::string& what, bool v3) {
     k.num_kv_heads = 1;
     k.latent_dim = lat;
     c.kv_spec.push_back(k);
+  }
+  for (int64_t k = 0; k < hp->num_mtp_layers; ++k) {
+    const int64_t i = c.num_hidden_layers + k;
+    hp->mtp_sparse.push_back(i >= first_dense && i % freq == 0);
   }
   p.num_experts = e;
   p.experts_per_tok = hp->top_k;
@@ -249,6 +255,35 @@ Status load_moe(WeightLoader& w, const LinearReader& read, const DeepseekHParams
 
 double yarn_mscale(double factor, double mscale) { return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
 
+// One decoder block at prefix p (a model layer or an MTP module's): norms, MLA, and a dense MLP or the MoE.
+Status load_block(WeightLoader& w, Backend& be, const ModelConfig& c, const DeepseekHParams& hp, const MlaSpec& spec,
+                  const LinearReader& read, const std::string& p, bool sparse, DecoderBlock& b) {
+  const int64_t h = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  RL_RETURN_IF_ERROR(b.attn_norm.load(w, p + "input_layernorm.", h, Norm::Kind::kRms, eps));
+  RL_RETURN_IF_ERROR(b.ffn_norm.load(w, p + "post_attention_layernorm.", h, Norm::Kind::kRms, eps));
+  b.mla = std::make_unique<MlaAttention>();
+  b.mla->init(spec);
+  RL_RETURN_IF_ERROR(b.mla->load_hf(w, p + "self_attn.", read, kDummyScale));
+  if (!sparse) {
+    b.mlp = std::make_unique<Mlp>();
+    return load_mlp(w, read, p + "mlp.", h, c.intermediate_size, *b.mlp);
+  }
+  b.moe = std::make_unique<Moe>();
+  MoeRouteParams r;
+  r.routing = hp.sigmoid ? MoeRouting::kSigmoidGroupTopK : MoeRouting::kSoftmaxTopK;
+  r.norm_topk_prob = hp.norm_topk_prob;
+  r.n_group = hp.n_group;
+  r.topk_group = hp.topk_group;
+  // V2 scales only unnormalised weights; V3 always.
+  r.routed_scaling_factor = static_cast<float>(hp.v3 || !hp.norm_topk_prob ? hp.routed_scaling_factor : 1.0);
+  r.num_shared = hp.num_shared;
+  b.moe->init(hp.num_experts, hp.top_k, h, hp.moe_intermediate_size, ActParams{}, r);
+  RL_RETURN_IF_ERROR(load_moe(w, read, hp, p + "mlp.", h, *b.moe));
+  if (hp.sigmoid) RL_RETURN_IF_ERROR(b.moe->load_correction_bias(w, be, p + "mlp.gate.e_score_correction_bias"));
+  return Status::ok();
+}
+
 Result<std::unique_ptr<Model>> build(const ModelConfig& c, const std::string& dir, Backend* be,
                                      const LoadOptions& opts) {
   if (!be->supports_mla()) {
@@ -287,36 +322,42 @@ Result<std::unique_ptr<Model>> build(const ModelConfig& c, const std::string& di
   RL_ASSIGN_OR_RETURN(m->embed, w->load({"model.embed_tokens.weight"}, {{c.vocab_size, h}}, kDummyScale));
   m->blocks.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    DecoderBlock& b = m->blocks[static_cast<size_t>(i)];
-    RL_RETURN_IF_ERROR(b.attn_norm.load(*w, p + "input_layernorm.", h, Norm::Kind::kRms, eps));
-    RL_RETURN_IF_ERROR(b.ffn_norm.load(*w, p + "post_attention_layernorm.", h, Norm::Kind::kRms, eps));
-    b.mla = std::make_unique<MlaAttention>();
-    b.mla->init(spec);
-    RL_RETURN_IF_ERROR(b.mla->load_hf(*w, p + "self_attn.", read, kDummyScale));
-    if (!hp.sparse[static_cast<size_t>(i)]) {
-      b.mlp = std::make_unique<Mlp>();
-      RL_RETURN_IF_ERROR(load_mlp(*w, read, p + "mlp.", h, c.intermediate_size, *b.mlp));
-      continue;
-    }
-    b.moe = std::make_unique<Moe>();
-    MoeRouteParams r;
-    r.routing = hp.sigmoid ? MoeRouting::kSigmoidGroupTopK : MoeRouting::kSoftmaxTopK;
-    r.norm_topk_prob = hp.norm_topk_prob;
-    r.n_group = hp.n_group;
-    r.topk_group = hp.topk_group;
-    // V2 scales only unnormalised weights; V3 always.
-    r.routed_scaling_factor = static_cast<float>(hp.v3 || !hp.norm_topk_prob ? hp.routed_scaling_factor : 1.0);
-    r.num_shared = hp.num_shared;
-    b.moe->init(hp.num_experts, hp.top_k, h, hp.moe_intermediate_size, ActParams{}, r);
-    RL_RETURN_IF_ERROR(load_moe(*w, read, hp, p + "mlp.", h, *b.moe));
-    if (hp.sigmoid) RL_RETURN_IF_ERROR(b.moe->load_correction_bias(*w, *be, p + "mlp.gate.e_score_correction_bias"));
+    RL_RETURN_IF_ERROR(load_block(*w, *be, c, hp, spec, read, "model.layers." + std::to_string(i) + ".",
+                                  hp.sparse[static_cast<size_t>(i)], m->blocks[static_cast<size_t>(i)]));
   }
   RL_RETURN_IF_ERROR(m->final_norm.load(*w, "model.norm.", h, Norm::Kind::kRms, eps));
   if (c.tie_word_embeddings) {
     m->lm_head = m->embed;
   } else {
     RL_ASSIGN_OR_RETURN(m->lm_head, w->load({"lm_head.weight"}, {{c.vocab_size, h}}, kDummyScale));
+  }
+  // MTP modules, when the checkpoint has the first one's eh_proj (dummy weights and transformers' checkpoints have
+  // none). Their embed_tokens and shared_head.head copies are the model's own (DeepSeek-V3 shares them): checked
+  // for shape, not loaded twice.
+  const std::string first_mtp = "model.layers." + std::to_string(c.num_hidden_layers) + ".";
+  if (hp.num_mtp_layers > 0 && w->find(first_mtp + "eh_proj.weight") != nullptr) {
+    m->mtp.resize(static_cast<size_t>(hp.num_mtp_layers));
+    for (int64_t k = 0; k < hp.num_mtp_layers; ++k) {
+      const std::string p = "model.layers." + std::to_string(c.num_hidden_layers + k) + ".";
+      Decoder::MtpModule& t = m->mtp[static_cast<size_t>(k)];
+      RL_RETURN_IF_ERROR(t.enorm.load(*w, p + "enorm.", h, Norm::Kind::kRms, eps));
+      RL_RETURN_IF_ERROR(t.hnorm.load(*w, p + "hnorm.", h, Norm::Kind::kRms, eps));
+      RL_RETURN_IF_ERROR(t.head_norm.load(*w, p + "shared_head.norm.", h, Norm::Kind::kRms, eps));
+      RL_ASSIGN_OR_RETURN(t.eh_proj, w->load_computed({h, 2 * h}, kDummyScale, [&](float* dst) -> Status {
+        RL_ASSIGN_OR_RETURN(std::vector<float> v, read(p + "eh_proj.weight", h, 2 * h));
+        std::copy(v.begin(), v.end(), dst);
+        return Status::ok();
+      }));
+      for (const char* shared : {"embed_tokens.weight", "shared_head.head.weight"}) {
+        const TensorInfo* ti = w->find(p + shared);
+        if (ti != nullptr && ti->shape != std::vector<int64_t>{c.vocab_size, h}) {
+          return Status::error(ti->file + ": tensor \"" + p + shared + "\" has shape " + ti->shape_str() +
+                               " but the config implies [" + std::to_string(c.vocab_size) + ", " + std::to_string(h) +
+                               "]");
+        }
+      }
+      RL_RETURN_IF_ERROR(load_block(*w, *be, c, hp, spec, read, p, hp.mtp_sparse[static_cast<size_t>(k)], t.block));
+    }
   }
   m->finish_load(*w, rope_inv_freq(c, hp.rope_dim));
   return std::unique_ptr<Model>(std::move(m));

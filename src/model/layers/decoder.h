@@ -36,6 +36,16 @@ class Decoder final : public Model {
   Tensor embed, pos_embed, lm_head;  // pos_embed: [max_positions, hidden] or empty (RoPE)
   Norm final_norm;
   std::vector<DecoderBlock> blocks;
+  // Multi-token-prediction modules (DeepSeek-V3's num_nextn_predict_layers): the next token's embedding and the
+  // previous depth's hidden state, each normed, projected from 2h to h, through one more block, then the model's
+  // lm_head after head_norm. Loaded with the checkpoint, never run by forward(): a speculative-decoding Proposer
+  // (spec/proposer.h) is their consumer once it exists.
+  struct MtpModule {
+    Norm enorm, hnorm, head_norm;
+    Tensor eh_proj;  // [h, 2h]
+    DecoderBlock block;
+  };
+  std::vector<MtpModule> mtp;
 
   // Tensor parallelism (docs/distributed.md): this decoder is one rank's shard (embed and lm_head hold its
   // vocabulary rows); forward() all-reduces the embedding, the attention and the feed-forward outputs and
