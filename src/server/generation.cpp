@@ -159,6 +159,22 @@ LogprobEntry Generation::logprob_entry(const TokenOutput& t) const {
   return e;
 }
 
+namespace {
+// Appends a stream's tool-call deltas to the choice's pending delta: argument fragments of the call the pending
+// delta already continues are joined, but never into a call's announcement, which keeps its "" arguments (as
+// OpenAI streams it), even when several tokens' text is sent in one chunk.
+void merge_tool_calls(tools::StreamDelta& sd, ChoiceDelta* d) {
+  for (tools::ToolCallDelta& t : sd.tool_calls) {
+    auto& pending = d->tool_calls;
+    if (!pending.empty() && pending.back().index == t.index && pending.back().id.empty() && t.id.empty()) {
+      pending.back().arguments += t.arguments;
+    } else {
+      pending.push_back(std::move(t));
+    }
+  }
+}
+}  // namespace
+
 void Generation::add_text(Choice& c, const std::string& text, ChoiceDelta* d) {
   if (!c.parse) {
     d->text += text;
@@ -168,13 +184,7 @@ void Generation::add_text(Choice& c, const std::string& text, ChoiceDelta* d) {
   tools::StreamDelta sd = c.parse->push(text);
   d->text += sd.content;
   d->reasoning += sd.reasoning;
-  for (tools::ToolCallDelta& t : sd.tool_calls) {
-    if (!d->tool_calls.empty() && d->tool_calls.back().index == t.index && t.id.empty()) {
-      d->tool_calls.back().arguments += t.arguments;
-    } else {
-      d->tool_calls.push_back(std::move(t));
-    }
-  }
+  merge_tool_calls(sd, d);
 }
 
 void Generation::finish_text(Choice& c, ChoiceDelta* d) {
@@ -182,13 +192,7 @@ void Generation::finish_text(Choice& c, ChoiceDelta* d) {
   tools::StreamDelta sd = c.parse->finish();
   d->text += sd.content;
   d->reasoning += sd.reasoning;
-  for (tools::ToolCallDelta& t : sd.tool_calls) {
-    if (!d->tool_calls.empty() && d->tool_calls.back().index == t.index && t.id.empty()) {
-      d->tool_calls.back().arguments += t.arguments;
-    } else {
-      d->tool_calls.push_back(std::move(t));
-    }
-  }
+  merge_tool_calls(sd, d);
   d->tool_calls_finish = !c.parse->snapshot().calls.empty();
 }
 

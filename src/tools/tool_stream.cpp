@@ -62,20 +62,24 @@ StreamDelta ToolStream::diff(Snapshot next) {
     while (ids_.size() <= i) ids_.push_back(make_call_id(seed_, static_cast<int32_t>(ids_.size())));
     Sent& s = sent_[i];
     if (c.name.empty()) break;  // calls are announced in order
+    if (!s.started) {
+      // The announcement is a delta of its own, with "" arguments, even when arguments came in the same text.
+      s.started = true;
+      ToolCallDelta head;
+      head.index = static_cast<int32_t>(i);
+      head.id = ids_[i];
+      head.name = c.name;
+      d.tool_calls.push_back(std::move(head));
+    }
     ToolCallDelta td;
     td.index = static_cast<int32_t>(i);
-    if (!s.started) {
-      s.started = true;
-      td.id = ids_[i];
-      td.name = c.name;
-    }
     // Arguments given as a JSON string are unquoted only once complete: hold them until then.
     const bool hold = !c.complete && !c.arguments.empty() && c.arguments[0] == '"';
     if (!hold && extends(c.arguments, s.args)) {
       td.arguments = c.arguments.substr(s.args);
       s.args = c.arguments.size();
     }
-    if (!td.id.empty() || !td.arguments.empty()) d.tool_calls.push_back(std::move(td));
+    if (!td.arguments.empty()) d.tool_calls.push_back(std::move(td));
   }
   snap_ = std::move(next);
   return d;

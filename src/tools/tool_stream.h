@@ -1,6 +1,7 @@
 // Streaming of a parsed message as OpenAI chat-completion deltas: the difference between consecutive snapshots of
 // tools::parse_output. A tool call first appears as {index, id, type: function, name, arguments: ""} once its name
-// is complete, then as argument fragments; concatenating a call's fragments gives its final arguments.
+// is complete (a delta of its own, even when arguments arrived with the name), then as argument fragments;
+// concatenating a call's fragments gives its final arguments.
 #pragma once
 
 #include <optional>

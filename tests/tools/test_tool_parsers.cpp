@@ -159,6 +159,33 @@ TEST(ToolParsers, RecordedOutputsStreamAndParse) {
   }
 }
 
+// A call whose name and first arguments arrive in one piece (several tokens delivered together) is still
+// announced with "" arguments in a delta of its own, followed by the arguments.
+TEST(ToolParsers, TheAnnouncementKeepsEmptyArgumentsWhenTextArrivesAtOnce) {
+  for (const Case& c : cases()) {
+    if (c.calls.empty()) continue;
+    SCOPED_TRACE(c.name);
+    ToolStream s(ParseMode{c.parser, c.reasoning, ""}, "req-2");
+    StreamDelta all = s.push(c.output);
+    const StreamDelta fin = s.finish();
+    all.tool_calls.insert(all.tool_calls.end(), fin.tool_calls.begin(), fin.tool_calls.end());
+    std::vector<std::string> args;
+    for (const ToolCallDelta& t : all.tool_calls) {
+      if (!t.id.empty()) {
+        EXPECT_EQ(t.arguments, "") << "announcement of call " << t.index;
+        ASSERT_EQ(t.index, static_cast<int32_t>(args.size()));
+        args.emplace_back();
+      } else {
+        EXPECT_TRUE(t.name.empty());
+        ASSERT_LT(t.index, static_cast<int32_t>(args.size()));
+        args[t.index] += t.arguments;
+      }
+    }
+    ASSERT_EQ(args.size(), c.calls.size());
+    for (size_t i = 0; i < args.size(); ++i) EXPECT_EQ(Json::parse(args[i]), Json::parse(c.calls[i].arguments));
+  }
+}
+
 TEST(ToolParsers, DetectedFromChatTemplates) {
   auto detect = [](const std::string& name) {
     const Tokenizer* t = tokenizer(name);
