@@ -2,16 +2,19 @@
 // target model's exact distribution. The unit test of the rejection rule (tests/unit/test_spec_decode.cpp) checks
 // the rule on a toy distribution; this one runs the engine end to end — draft model proposals, the scheduler's
 // draft slots, verification rows, the sampler's per-position RNG, the bonus token and the rollback — and compares,
-// by Pearson's chi-square, the joint distribution of the first output tokens over 102,400 seeded requests with
-// the target's exact one, computed by a plain engine from its logits (Engine::prompt_logits) and the sampling
-// rule of ops.h (temperature, top-k, top-p).
+// by Pearson's chi-square, the joint distribution of the first output tokens over 51,200 to 102,400 seeded
+// requests with the target's exact one, computed by a plain engine from its logits (Engine::prompt_logits) and the
+// sampling rule of ops.h (temperature, top-k, top-p).
 //
-// Model: the golden fixture qwen3_qknorm_tied (vocabulary 320) as target and llama_gqa_llama3rope (the same
-// vocabulary, other weights) as draft, so drafts are often wrong and both the accepted and the rejected paths
-// run. Each request has max_tokens 3: token 0 comes from the prefill; token 1 is the first draft position (its
-// one draft slot, k = 1); token 2 is the bonus token after an accepted draft, or a plain decode after a rejected
-// one. Seeds are fixed, so the test is deterministic on a backend; its false-alarm rate is the p-value
-// threshold (1e-4). On CPU in ctest; on CUDA when RIDGELINE_TEST_DEVICE=cuda.
+// Model: the golden fixture qwen3_qknorm_tied (vocabulary 320), drafting for itself through the draft-model
+// proposer: the draft is the target's greedy token, accepted when the target's draw equals it (about 2 % of
+// the time at temperature 1 over the whole vocabulary, 23 % with top-k 6 and top-p 0.9), so both the accepted
+// and the rejected paths run. Each request (a 1-token prompt) has max_tokens 3: token 0 comes from the prefill;
+// token 1 is the first draft position (its one draft slot, k = 1); token 2 is the bonus token after an accepted
+// draft, or a plain decode after a rejected one. Seeds are fixed, so the test is deterministic on a backend; its
+// false-alarm rate is the p-value threshold (1e-4). It fails when the rule is wrong: emitting the rejected draft
+// instead of the target's draw 2 % of the time gives p < 1e-10 (docs/benchmarks.md, issue 18). On CPU in ctest
+// (about 10 s per 50k requests on the shared build machine); on CUDA when RIDGELINE_TEST_DEVICE=cuda.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,8 +33,7 @@ namespace {
 
 const std::string kGolden = std::string(RIDGELINE_SOURCE_DIR) + "/tests/data/golden/";
 const std::string kTarget = kGolden + "qwen3_qknorm_tied";
-const std::string kDraft = kGolden + "llama_gqa_llama3rope";
-const std::vector<TokenId> kPrompt = {102, 83, 7};
+const std::vector<TokenId> kPrompt = {102};
 
 std::string test_device() {
   const char* d = std::getenv("RIDGELINE_TEST_DEVICE");
@@ -44,7 +46,7 @@ std::unique_ptr<Engine> make_engine(bool speculative) {
   c.device = test_device();
   c.deterministic = true;
   c.weight_dtype = DType::kF32;
-  c.num_threads = 2;
+  c.num_threads = 1;  // a 64-wide model: a second thread costs more in synchronisation than it computes
   c.gpu_memory_utilization = 0.1;
   c.num_kv_blocks = 1024;
   c.max_num_seqs = 256;
@@ -52,7 +54,7 @@ std::unique_ptr<Engine> make_engine(bool speculative) {
   c.max_waiting = 1 << 20;
   if (speculative) {
     c.speculative = "draft";
-    c.draft_model_dir = kDraft;
+    c.draft_model_dir = kTarget;
     c.num_speculative_tokens = 1;
     c.speculative_adaptive = false;  // every request verifies a draft at token 1
   }
@@ -171,7 +173,7 @@ std::vector<std::vector<TokenId>> run_requests(Engine& e, SamplingParams params,
   return out;
 }
 
-constexpr int kParents = 400, kChoices = 256;  // 102,400 requests
+constexpr int kChoices = 256;
 constexpr double kAlpha = 1e-4;
 
 SamplingParams sampling(float top_p, int32_t top_k) {
@@ -212,14 +214,15 @@ std::map<std::vector<TokenId>, double> exact_joint(Engine& plain, const Sampling
   return joint;
 }
 
-// Draws the speculative engine's outputs and tests their first `depth` tokens against the exact joint.
-void expect_target_distribution(const SamplingParams& p, int depth, uint64_t base_seed) {
+// Draws the speculative engine's outputs (num_parents * 256 requests) and tests their first `depth` tokens
+// against the exact joint.
+void expect_target_distribution(const SamplingParams& p, int depth, int num_parents, uint64_t base_seed) {
   auto plain = make_engine(false);
   auto spec = make_engine(true);
   ASSERT_TRUE(plain && spec);
   const std::map<std::vector<TokenId>, double> expected = exact_joint(*plain, p, depth);
   ASSERT_FALSE(expected.empty());
-  const std::vector<std::vector<TokenId>> outs = run_requests(*spec, p, kParents, kChoices, base_seed);
+  const std::vector<std::vector<TokenId>> outs = run_requests(*spec, p, num_parents, kChoices, base_seed);
   std::map<std::vector<TokenId>, int64_t> observed;
   for (const std::vector<TokenId>& o : outs) {
     ASSERT_EQ(o.size(), 3u);
@@ -227,23 +230,24 @@ void expect_target_distribution(const SamplingParams& p, int depth, uint64_t bas
   }
   const ChiSquare c = chi_square(expected, observed, static_cast<int64_t>(outs.size()));
   EXPECT_GT(c.p_value, kAlpha) << "chi-square " << c.statistic << " over " << c.df << " degrees of freedom";
-  // Every request verified a draft at token 1, and both outcomes happened often.
+  // Every request verified a draft at token 1, and both outcomes happened hundreds of times at least.
   const spec::SpecDecodeCounters sc = spec->spec_counters();
   EXPECT_GE(sc.num_drafts, static_cast<int64_t>(outs.size()));
-  EXPECT_GT(sc.num_accepted_tokens, sc.num_draft_tokens / 20);
-  EXPECT_LT(sc.num_accepted_tokens, sc.num_draft_tokens - sc.num_draft_tokens / 20);
+  EXPECT_GT(sc.num_accepted_tokens, 200);
+  EXPECT_LT(sc.num_accepted_tokens, sc.num_draft_tokens - 200);
   EXPECT_TRUE(spec->check_integrity().is_ok());
 }
 
-// Temperature 1 over the whole vocabulary: tokens 0 and 1 jointly (token 1 is where the draft is verified).
+// Temperature 1 over the whole vocabulary: tokens 0 and 1 jointly (token 1 is where the draft is verified),
+// 51,200 requests.
 TEST(SpecStatistics, TemperatureOneFollowsTheTargetDistribution) {
-  expect_target_distribution(sampling(1.0f, 0), /*depth=*/2, /*base_seed=*/1000003);
+  expect_target_distribution(sampling(1.0f, 0), /*depth=*/2, /*num_parents=*/200, /*base_seed=*/1000003);
 }
 
 // Top-k and top-p: the support is small enough to test tokens 0, 1 and 2 jointly, so the bonus token after an
-// accepted draft and the plain decode after a rejected one are both covered.
+// accepted draft and the plain decode after a rejected one are both covered; 102,400 requests.
 TEST(SpecStatistics, TopKTopPFollowsTheTargetDistribution) {
-  expect_target_distribution(sampling(0.9f, 6), /*depth=*/3, /*base_seed=*/7000001);
+  expect_target_distribution(sampling(0.9f, 6), /*depth=*/3, /*num_parents=*/400, /*base_seed=*/7000001);
 }
 
 }  // namespace
