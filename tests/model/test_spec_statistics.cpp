@@ -12,9 +12,10 @@
 // and the rejected paths run. Each request (a 1-token prompt) has max_tokens 3: token 0 comes from the prefill;
 // token 1 is the first draft position (its one draft slot, k = 1); token 2 is the bonus token after an accepted
 // draft, or a plain decode after a rejected one. Seeds are fixed, so the test is deterministic on a backend; its
-// false-alarm rate is the p-value threshold (1e-4). It fails when the rule is wrong: emitting the rejected draft
-// instead of the target's draw 2 % of the time gives p < 1e-10 (docs/benchmarks.md, issue 18). On CPU in ctest
-// (about 10 s per 50k requests on the shared build machine); on CUDA when RIDGELINE_TEST_DEVICE=cuda.
+// false-alarm rate is the p-value threshold (1e-4). It fails when the rule is wrong: a local experiment that
+// emitted the rejected draft instead of the target's draw in 2 % of rejections gave chi-square 683 over 427
+// degrees of freedom (p = 4e-14) and 385 over 214 (p = 8e-12); 0.5 % went unseen at these sample sizes. On CPU in
+// ctest (9 s and 17 s on the shared 2-core build machine); on CUDA when RIDGELINE_TEST_DEVICE=cuda.
 #include <gtest/gtest.h>
 
 #include <algorithm>
