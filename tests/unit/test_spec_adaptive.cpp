@@ -30,8 +30,16 @@ TEST(AcceptanceStats, StartsAtThePriorAndFollowsRecentRounds) {
   EXPECT_DOUBLE_EQ(s.rate(), AcceptanceStats::kPriorRate);
   for (int i = 0; i < 40; ++i) s.record(4, 4);  // every draft accepted
   EXPECT_GT(s.rate(), 0.95);
-  for (int i = 0; i < 40; ++i) s.record(4, 0);  // then every first draft rejected
-  EXPECT_LT(s.rate(), 0.05);
+  // Then every first draft rejected: the rate falls round by round to the floor the prior leaves, 1 accepted of
+  // 2 + the discounted trials (1 / (1 - 2^(-1/8)) = 12.0): 1 / 14 = 0.071.
+  double prev = s.rate();
+  for (int i = 0; i < 80; ++i) {
+    s.record(4, 0);
+    EXPECT_LT(s.rate(), prev);
+    prev = s.rate();
+  }
+  EXPECT_LT(s.rate(), 0.08);
+  EXPECT_GT(s.rate(), 0.06);
   // One round of k drafts with m accepted and a rejection is m + 1 trials: rate m / (m + 1) in the limit.
   AcceptanceStats t;
   for (int i = 0; i < 200; ++i) t.record(4, 2);
