@@ -6,7 +6,7 @@
 #   2. the engine tests on CUDA (deterministic kernels) and the sliding-window release test;
 #   3. transformers' routing margins: tools/make_fixtures.py remakes the MoE fixtures into a scratch folder; the
 #      script checks that their logits equal the committed ones and copies each golden.json (now with
-#      routing_margins from transformers) over the checkout's and into $OUT/golden/ to be committed.
+#      routing_margins from transformers) over the checkout's and into $OUT/golden.tgz to be committed.
 # Logs go to $OUT; a table is printed last.
 set -uo pipefail
 root="${RL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -53,6 +53,9 @@ for case in sorted(os.listdir(scratch)):
         shutil.copy(os.path.join(new, "golden.json"), os.path.join(dest, case, "golden.json"))
         shutil.copy(os.path.join(new, "golden.json"), os.path.join(old, "golden.json"))
 PY
+
+# The device returns few files: the golden.json files travel as one archive (unpack over tests/data/golden).
+if [ -n "$(ls -A "$out/golden")" ]; then tar czf "$out/golden.tgz" -C "$out/golden" . && rm -rf "$out/golden"; fi
 
 echo "== fixtures =="
 grep -E "^GOLDEN|FAILED|routing margins" "$out/fixtures.log" | head -20

@@ -20,7 +20,7 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per step (chunked prefill)")
       ->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->capture_default_str();
-  cmd->add_option("--kv-cache-gb", o->kv_cache_gb, "CPU KV cache size in GiB (0 = min(2, free/4))")
+  cmd->add_option("--kv-cache-gb", o->kv_cache_gb, "KV cache size in GiB (0: CPU min(2, free/4); CUDA from --gpu-memory-utilization)")
       ->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
                   "CUDA: fraction of GPU memory for weights, KV cache and activations")->capture_default_str();

@@ -46,7 +46,7 @@ struct EngineConfig {
   int num_threads = 0;                  // CPU backend threads; 0 = all cores
   int32_t block_size = 16;
   int64_t num_kv_blocks = 0;            // 0: sized from memory
-  int64_t kv_cache_memory_bytes = 0;    // CPU: 0 = min(2 GiB, a quarter of free memory)
+  int64_t kv_cache_memory_bytes = 0;    // 0: CPU min(2 GiB, free / 4); CUDA from gpu_memory_utilization
   double gpu_memory_utilization = 0.9;  // CUDA: fraction of device memory for weights + KV + workspace
   int32_t max_model_len = 0;            // 0: the model's context (capped by what the KV cache holds)
   int32_t max_num_seqs = 64;            // 0: sized from the KV cache (auto_max_num_seqs)

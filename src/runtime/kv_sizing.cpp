@@ -25,15 +25,28 @@ Result<KvSizing> size_kv_cache(const KvSizingInput& in, const ModelConfig& mc, B
   if (s.num_blocks <= 0) {
     size_t free_b = 0, total_b = 0;
     backend.memory_info(&free_b, &total_b);
+    const auto too_big = [&](int64_t others) {
+      return Status::error("kv_cache_memory_bytes " + std::to_string(in.kv_cache_memory_bytes) +
+                           " does not fit the free memory (" + std::to_string(free_b) + " bytes, of which " +
+                           std::to_string(others) + " are needed for the workspace and sampler)");
+    };
     if (backend.device() == DeviceKind::kCuda) {
-      if (!(in.gpu_memory_utilization > 0 && in.gpu_memory_utilization <= 1)) {
-        return Status::error("--gpu-memory-utilization must be in (0, 1]");
-      }
-      const int64_t used = static_cast<int64_t>(total_b - free_b);
       // Workspace with 50 % headroom (allocator rounding, cuBLASLt plans), and 256 MiB for everything else.
-      s.budget_bytes = static_cast<int64_t>(in.gpu_memory_utilization * static_cast<double>(total_b)) - used -
-                       in.workspace_bytes * 3 / 2 - in.sampler_bytes - (256ll << 20);
+      const int64_t others = in.workspace_bytes * 3 / 2 + in.sampler_bytes + (256ll << 20);
+      if (in.kv_cache_memory_bytes > 0) {
+        // An explicit KV size (vLLM's kv_cache_memory_bytes) replaces the utilisation rule, but must fit.
+        if (in.kv_cache_memory_bytes + others > static_cast<int64_t>(free_b)) return too_big(others);
+        s.budget_bytes = in.kv_cache_memory_bytes;
+      } else {
+        if (!(in.gpu_memory_utilization > 0 && in.gpu_memory_utilization <= 1)) {
+          return Status::error("--gpu-memory-utilization must be in (0, 1]");
+        }
+        const int64_t used = static_cast<int64_t>(total_b - free_b);
+        s.budget_bytes =
+            static_cast<int64_t>(in.gpu_memory_utilization * static_cast<double>(total_b)) - used - others;
+      }
     } else {
+      if (in.kv_cache_memory_bytes > static_cast<int64_t>(free_b)) return too_big(0);
       s.budget_bytes = in.kv_cache_memory_bytes > 0
                            ? in.kv_cache_memory_bytes
                            : std::min<int64_t>(2ll << 30, static_cast<int64_t>(free_b / 4));

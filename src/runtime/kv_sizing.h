@@ -15,7 +15,7 @@ namespace rl {
 struct KvSizingInput {
   int64_t block_size = 16;
   int64_t num_kv_blocks = 0;          // > 0: use exactly this many
-  int64_t kv_cache_memory_bytes = 0;  // CPU budget; 0 = default
+  int64_t kv_cache_memory_bytes = 0;  // > 0: the KV budget (both devices); 0 = the device default
   double gpu_memory_utilization = 0.9;
   int64_t workspace_bytes = 0;        // the model's activations for the largest step
   int64_t sampler_bytes = 0;          // Sampler's device buffers

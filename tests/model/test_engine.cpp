@@ -10,32 +10,21 @@
 #include <limits>
 #include <random>
 
+#include "engine_test_util.h"
 #include "runtime/engine.h"
 
 namespace rl {
 namespace {
 
-// RIDGELINE_TINY_MODEL overrides the path on machines where the source folder sits elsewhere (the GPU machine).
-const std::string kTiny = std::getenv("RIDGELINE_TINY_MODEL") ? std::getenv("RIDGELINE_TINY_MODEL")
-                                                               : std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny";
-
-std::string test_device() {
-  const char* d = std::getenv("RIDGELINE_TEST_DEVICE");
-  return d && *d ? d : "cpu";
-}
+using test_util::test_device;
+const std::string kTiny = test_util::tiny_model_dir();
 
 std::unique_ptr<Engine> make_engine(int64_t num_kv_blocks = 0, int32_t max_num_seqs = 64,
                                     int32_t max_batched = 2048) {
-  EngineConfig c;
-  c.model_dir = kTiny;
-  c.device = test_device();
+  EngineConfig c = test_util::tiny_engine_config();
   c.deterministic = true;
   c.max_waiting = 4096;
-  c.gpu_memory_utilization = 0.1;
-  c.weight_dtype = DType::kF32;
-  c.num_threads = 2;
   c.num_kv_blocks = num_kv_blocks;
-  c.kv_cache_memory_bytes = 256ll << 20;
   c.max_num_seqs = max_num_seqs;
   c.max_num_batched_tokens = max_batched;
   auto e = Engine::create(c);
@@ -245,6 +234,26 @@ TEST(EngineTest, SystemFingerprintFollowsWhatChangesTokens) {
   ASSERT_TRUE(other.is_ok()) << other.message();
   // CPU: bf16 weights instead of f32; CUDA (always bf16): the other kernel family.
   EXPECT_NE((*other)->system_fingerprint(), a->system_fingerprint());
+}
+
+// An explicit KV size (kv_cache_memory_bytes, --kv-cache-gb) sizes the pool on both devices (on CUDA it replaces
+// the gpu_memory_utilization rule), and one larger than the free memory fails naming the field.
+TEST(EngineTest, KvCacheMemoryBytesSizesThePoolOnEveryDevice) {
+  const auto create = [](int64_t bytes) {
+    EngineConfig c = test_util::tiny_engine_config(bytes);
+    c.max_num_seqs = 8;
+    return Engine::create(c);
+  };
+  auto small = create(16ll << 20), large = create(64ll << 20);
+  ASSERT_TRUE(small.is_ok()) << small.message();
+  ASSERT_TRUE(large.is_ok()) << large.message();
+  const int64_t n16 = (*small)->num_kv_blocks(), n64 = (*large)->num_kv_blocks();
+  EXPECT_GT(n16, 1);
+  EXPECT_GE(n64, 4 * n16);  // floor(64 MiB / b) >= 4 floor(16 MiB / b)
+  EXPECT_LE(n64, 4 * n16 + 3);
+  auto huge = create(1ll << 50);
+  ASSERT_FALSE(huge.is_ok());
+  EXPECT_NE(huge.message().find("kv_cache_memory_bytes"), std::string::npos) << huge.message();
 }
 
 // Issue 13: 1,000 random requests (mixed prompt and output lengths, greedy and seeded sampling with every

@@ -183,7 +183,9 @@ TEST(PromptLogprobs, OffWhenTheEngineHasNoRowsForThem) {
   EXPECT_EQ(out[0][0].finish, FinishReason::kError);
   EXPECT_NE(out[0][0].error.find("prompt_logprobs"), std::string::npos) << out[0][0].error;
   SamplingParams bad = params(21);
-  auto out2 = make_engine()->generate({{1, 2, 3}}, bad);
+  auto e2 = make_engine();
+  ASSERT_TRUE(e2);
+  auto out2 = e2->generate({{1, 2, 3}}, bad);
   EXPECT_EQ(out2[0][0].finish, FinishReason::kError);
   EXPECT_NE(out2[0][0].error.find("prompt_logprobs"), std::string::npos) << out2[0][0].error;
 }

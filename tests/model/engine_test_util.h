@@ -1,0 +1,36 @@
+// What the engine tests share: the device they run on (RIDGELINE_TEST_DEVICE: the CPU in ctest, cuda on the GPU
+// machine) and the embedded default model with a small, fixed footprint.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+#include "runtime/engine.h"
+
+namespace rl::test_util {
+
+inline std::string test_device() {
+  const char* d = std::getenv("RIDGELINE_TEST_DEVICE");
+  return d && *d ? d : "cpu";
+}
+
+// RIDGELINE_TINY_MODEL overrides the path on machines where the source folder sits elsewhere (the GPU machine).
+inline std::string tiny_model_dir() {
+  const char* d = std::getenv("RIDGELINE_TINY_MODEL");
+  return d && *d ? d : std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny";
+}
+
+// The default model on the test device: f32 weights (bf16 on CUDA), 2 CPU threads, a tenth of the GPU, and a KV
+// pool of kv_bytes on either device.
+inline EngineConfig tiny_engine_config(int64_t kv_bytes = 256ll << 20) {
+  EngineConfig c;
+  c.model_dir = tiny_model_dir();
+  c.device = test_device();
+  c.weight_dtype = DType::kF32;
+  c.num_threads = 2;
+  c.gpu_memory_utilization = 0.1;
+  c.kv_cache_memory_bytes = kv_bytes;
+  return c;
+}
+
+}  // namespace rl::test_util
