@@ -74,15 +74,17 @@ draft_small="$work/run_s/model"
 cp "$tiny/tokenizer.json" "$tiny/tokenizer_config.json" "$draft_small/"
 
 # 3. CUDA tests of speculative decoding (deterministic kernels): greedy and seeded output equal plain decoding.
-if [ -x "$bin_dir/rl_tests_model" ] && fits 200 tests; then
-  RIDGELINE_TINY_MODEL="$tiny" RIDGELINE_TEST_DEVICE=cuda timeout 150 "$bin_dir/rl_tests_model" \
-    --gtest_filter='SpecEngine.*' --gtest_color=no >"$out/test_spec_cuda.log" 2>&1
+if [ -x "$bin_dir/rl_tests_model" ] && fits 250 tests; then
+  RIDGELINE_TINY_MODEL="$tiny" RIDGELINE_TEST_DEVICE=cuda timeout 200 "$bin_dir/rl_tests_model" \
+    --gtest_filter='SpecEngine.*:SpecStatistics.*' --gtest_color=no >"$out/test_spec_cuda.log" 2>&1
   echo "spec engine tests on cuda rc=$?"
   grep -E "^\[  (PASSED|FAILED|  OK) |Failure" "$out/test_spec_cuda.log" | head -20
 fi
 
-# 4. bench latency: greedy, 256-token prompts, 128 generated tokens; speculation on at every batch size
-#    (--speculative-max-running 0) so the crossover shows; "auto" = the default limit (16 running).
+# 4. bench latency: greedy, 256-token prompts, 128 generated tokens; a fixed k at every batch size
+#    (--speculative-adaptive off) so the crossover shows, then the default adaptive k (tags *_adapt: each step
+#    chooses 0..k per request from measured step times and acceptance), which should follow the better of plain
+#    and fixed k on each side of the crossover.
 lat() {
   local tag="$1"; shift
   timeout 90 "$rl" bench latency -m "$target" --device cuda --max-model-len 1024 --input-len 256 --output-len 128 \
@@ -96,20 +98,21 @@ for b in 1 8 32; do
     p=(--batch "$b" --prompt-file "$out/$wl.txt")
     fits 20 "b$b $wl" || continue
     lat "${wl}_b${b}_plain" "${p[@]}"
-    lat "${wl}_b${b}_ngram" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" --speculative-max-running 0
+    lat "${wl}_b${b}_ngram" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" --speculative-adaptive off
+    lat "${wl}_b${b}_ngramadapt" "${p[@]}" --speculative ngram --num-speculative-tokens "$k"
     lat "${wl}_b${b}_draftsmall" "${p[@]}" --speculative draft --draft-model "$draft_small" \
-      --num-speculative-tokens "$k" --speculative-max-running 0
+      --num-speculative-tokens "$k" --speculative-adaptive off
+    lat "${wl}_b${b}_draftsmalladapt" "${p[@]}" --speculative draft --draft-model "$draft_small" \
+      --num-speculative-tokens "$k"
     [ "$wl" = copy ] && continue
     lat "${wl}_b${b}_drafttiny" "${p[@]}" --speculative draft --draft-model "$tiny" --num-speculative-tokens "$k" \
-      --speculative-max-running 0
+      --speculative-adaptive off
   done
 done
-fits 10 auto && lat recite_b32_draftsmall_auto --batch 32 --prompt-file "$out/recite.txt" --speculative draft \
-  --draft-model "$draft_small" --num-speculative-tokens "$k"
 fits 10 k8 && lat recite_b1_ngramk8 --batch 1 --prompt-file "$out/recite.txt" --speculative ngram \
-  --num-speculative-tokens 8 --speculative-max-running 0
+  --num-speculative-tokens 8 --speculative-adaptive off
 fits 10 k8 && lat recite_b1_draftsmallk8 --batch 1 --prompt-file "$out/recite.txt" --speculative draft \
-  --draft-model "$draft_small" --num-speculative-tokens 8 --speculative-max-running 0
+  --draft-model "$draft_small" --num-speculative-tokens 8 --speculative-adaptive off
 
 # 5. The table.
 python3 - "$out" "$target" <<'PY' | tee "$out/table.txt"
@@ -137,7 +140,7 @@ rows = {}
 for f in sorted(glob.glob(out + "/lat_*.json"), key=lambda f: (os.path.basename(f).split("_")[1], int(os.path.basename(f).split("_")[2][1:]), f)):
     tag = os.path.basename(f)[4:-5]
     rows[tag] = json.load(open(f))
-print(f"{'workload':8} {'batch':>5} {'method':22} {'TPOT ms':>8} {'tok/s':>9} {'speedup':>8} {'accept':>7} {'mean len':>8}")
+print(f"{'workload':8} {'batch':>5} {'method':22} {'TPOT ms':>8} {'tok/s':>9} {'speedup':>8} {'accept':>7} {'mean len':>8} {'mean k':>6}")
 for tag, j in rows.items():
     wl, b, method = tag.split("_", 2)
     plain = rows.get(f"{wl}_{b}_plain")
@@ -145,8 +148,10 @@ for tag, j in rows.items():
     method += f" k={j['num_speculative_tokens']}" if "num_speculative_tokens" in j else ""
     acc = j.get("spec_acceptance_rate")
     ml = j.get("spec_mean_accepted_length")
+    mk = j.get("spec_mean_k")
     print(f"{wl:8} {b[1:]:>5} {method:22} {j['tpot_ms']:8.3f} {j['decode_tokens_per_s']:9.1f} {speed:8.2f} "
-          f"{'' if acc is None else f'{acc:7.3f}':>7} {'' if ml is None else f'{ml:8.2f}':>8}")
+          f"{'' if acc is None else f'{acc:7.3f}':>7} {'' if ml is None else f'{ml:8.2f}':>8} "
+          f"{'' if mk is None else f'{mk:6.2f}':>6}")
 PY
 tar czf "$final_out/spec_logs.tgz" -C "$out" . 2>/dev/null
 cp "$out/table.txt" "$final_out/table.txt" 2>/dev/null

@@ -7,7 +7,8 @@
 // batch's prefill, TPOT and decode tok/s against a decode step at the mean context.
 // --prompt-file takes the prompts from a text file instead (request i: input_len tokens of it from token
 // i * input_len / 2 on, wrapping), for workloads whose text matters, such as copying for n-gram speculation.
-// With --speculative, the acceptance rate and the mean accepted length (tokens per verification) are printed.
+// With --speculative, the acceptance rate, the mean accepted length (tokens per verification) and the mean k
+// (drafts per decoding step, zeros included: what adaptive speculation chose) are printed.
 #include <algorithm>
 #include <cstdio>
 
@@ -176,11 +177,13 @@ int run(const LatencyOptions& o) {
   sc.num_drafts = sc1.num_drafts - sc0.num_drafts;
   sc.num_draft_tokens = sc1.num_draft_tokens - sc0.num_draft_tokens;
   sc.num_accepted_tokens = sc1.num_accepted_tokens - sc0.num_accepted_tokens;
+  sc.num_decode_steps = sc1.num_decode_steps - sc0.num_decode_steps;
   if (engine.speculative()) {
-    std::printf("speculative %s, k = %d: %lld verifications, %lld draft tokens, acceptance rate %.3f, mean accepted "
-                "length %.3f tokens per verification\n",
-                o.engine.speculative.c_str(), o.engine.num_speculative_tokens, static_cast<long long>(sc.num_drafts),
-                static_cast<long long>(sc.num_draft_tokens), sc.acceptance_rate(), sc.mean_accepted_length());
+    std::printf("speculative %s, k = %d (adaptive %s): %lld verifications, %lld draft tokens, acceptance rate %.3f, "
+                "mean accepted length %.3f tokens per verification, mean k %.3f drafts per decoding step\n",
+                o.engine.speculative.c_str(), o.engine.num_speculative_tokens, o.engine.speculative_adaptive.c_str(),
+                static_cast<long long>(sc.num_drafts), static_cast<long long>(sc.num_draft_tokens),
+                sc.acceptance_rate(), sc.mean_accepted_length(), sc.mean_k());
   }
   std::printf("%s", perf::format_bench_table(rep).c_str());
   if (!o.json.empty()) {
@@ -204,6 +207,8 @@ int run(const LatencyOptions& o) {
       j["spec_num_accepted_tokens"] = sc.num_accepted_tokens;
       j["spec_acceptance_rate"] = sc.acceptance_rate();
       j["spec_mean_accepted_length"] = sc.mean_accepted_length();
+      j["spec_adaptive"] = o.engine.speculative_adaptive;
+      j["spec_mean_k"] = sc.mean_k();
     }
     Status ws = write_file(o.json, j.dump(2) + "\n");
     if (!ws) return fail(ws.message());

@@ -66,6 +66,7 @@ int run(ServeOptions o) {
   ec.draft_model_dir = o.engine.draft_model;
   ec.ngram_min = o.engine.ngram_min;
   ec.ngram_max = o.engine.ngram_max;
+  ec.speculative_adaptive = o.engine.speculative_adaptive == "on";
   ec.speculative_max_running = o.engine.speculative_max_running;
   ec.tensor_parallel_size = o.engine.tensor_parallel_size;
   ec.served_model_name = o.server.served_model_name;

@@ -43,8 +43,13 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--draft-model", o->draft_model, "Draft model folder (same tokenizer as the model)");
   cmd->add_option("--ngram-min", o->ngram_min, "Shortest suffix the n-gram proposer matches")->capture_default_str();
   cmd->add_option("--ngram-max", o->ngram_max, "Longest suffix the n-gram proposer matches")->capture_default_str();
+  cmd->add_option("--speculative-adaptive", o->speculative_adaptive,
+                  "on: each step chooses 0..K drafts per request from measured step times and the request's "
+                  "acceptance (speculation turns itself off where it stops paying); off: K drafts every step")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--speculative-max-running", o->speculative_max_running,
-                  "No drafts while more requests than this run (0 = always speculate)")
+                  "No drafts while more requests than this run (0 = no cap: the cost model decides)")
       ->capture_default_str();
 }
 
@@ -72,6 +77,7 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.draft_model_dir = o.draft_model;
   c.ngram_min = o.ngram_min;
   c.ngram_max = o.ngram_max;
+  c.speculative_adaptive = o.speculative_adaptive == "on";
   c.speculative_max_running = o.speculative_max_running;
   c.tensor_parallel_size = o.tensor_parallel_size;
   return Engine::create(c);

@@ -249,6 +249,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   RL_RETURN_IF_ERROR(sc.validate());
   e->sched_config_ = sc;
   e->scheduler_ = std::make_unique<Scheduler>(sc);
+  if (config.speculative_adaptive && k > 0) {
+    // Each step's drafts per request come from the engine's plan (plan_step, made before schedule()).
+    Engine* self = e.get();
+    e->scheduler_->set_draft_limit([self](const Request& r) {
+      auto it = self->draft_plan_.find(r.arrival_seq);
+      return it == self->draft_plan_.end() ? 0 : it->second;
+    });
+  }
 
   RunnerLimits lim;
   lim.max_num_tokens = config.max_num_batched_tokens;
@@ -668,8 +676,21 @@ void Engine::step() {
       e->timing_.step_seconds += now_seconds() - t0;
     }
   } wall{this, t0};
-  // Speculative steps are applied at once; above the speculation limit the pipelined step runs as without it.
-  if (proposer_ && scheduler_->speculating()) return spec_step();
+  // Speculative steps are applied at once; above the speculation limit, or where the adaptive plan proposes
+  // nothing, the pipelined step runs as without speculation.
+  const bool speculate =
+      proposer_ && scheduler_->speculating() && (!config_.speculative_adaptive || plan_step());
+  last_launch_ = {};
+  if (speculate) {
+    spec_step();
+  } else {
+    plain_step();
+  }
+  if (proposer_ && config_.speculative_adaptive) observe_step_time(speculate, now_seconds() - t0);
+}
+
+void Engine::plain_step() {
+  const double t0 = now_seconds();
   // A grammar needs the previous token before it can mask the next one: while constrained requests are live,
   // the step in flight is applied before scheduling (those steps run without the pipeline's overlap).
   if (inflight_ && !constrained_.empty()) {
@@ -716,6 +737,13 @@ Engine::InFlight Engine::launch_step(SchedulerOutput out, bool keep_pending, dou
   runner_->launch(seq_steps_, rows_, sampler_.get(), parity_);
   if (profile_.enabled()) f.marker_end = backend_->record_marker();
   f.fence = backend_->record_fence();
+  // The step's shape for the step-time model: all-decode when every row feeds one known token plus its drafts.
+  last_launch_.batch = static_cast<int64_t>(out.scheduled.size());
+  last_launch_.rows = static_cast<int64_t>(seq_steps_.size());
+  last_launch_.all_decode = std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledRequest& s) {
+    return s.samples && s.num_scheduled_tokens - s.num_draft_tokens == 1 &&
+           s.num_computed_tokens >= s.request->num_prompt_tokens;
+  });
   scheduler_->advance(out);
   f.out = std::move(out);
   if (keep_pending) {
@@ -816,6 +844,7 @@ void Engine::process(InFlight f, double extra_host_seconds) {
     }
   }
   advance_constraints(out, f.sample_row, sampled);
+  if (proposer_) observe_acceptance(out, f.sample_row, sampled, accepted);
   UpdateResult res = scheduler_->resolve(out, sampled, accepted.empty() ? nullptr : &accepted);
   engine_metrics_->observe_step(res);
   if (proposer_) {

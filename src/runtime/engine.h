@@ -27,6 +27,7 @@
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
 #include "sched/scheduler.h"
+#include "spec/adaptive.h"
 #include "spec/proposer.h"
 #include "spec/verify.h"
 #include "tokenizer/tokenizer.h"
@@ -67,8 +68,12 @@ struct EngineConfig {
   int32_t num_speculative_tokens = 4;  // k: drafts per decoding request and step
   int32_t ngram_min = 1, ngram_max = 4;
   std::string draft_model_dir;
-  // Above this many running requests no drafts are proposed (decoding stops being bandwidth bound); 0 = never.
-  int32_t speculative_max_running = 16;
+  // Adaptive speculation (spec/adaptive.h): each step chooses k in 0..num_speculative_tokens per request from
+  // measured step times and each request's acceptance; false: every decoding request proposes up to k drafts
+  // every step (benchmarks of a fixed k).
+  bool speculative_adaptive = true;
+  // A hard cap: above this many running requests no drafts are proposed; 0 = none (the cost model decides).
+  int32_t speculative_max_running = 0;
   // Prompt logprobs: logits rows per step for prompt chunks that score every token (their chunks are capped to
   // it; each row costs vocab * 8 bytes of logits and sampler scratch). 0 turns prompt_logprobs off.
   int32_t max_prompt_logprob_rows = 64;
@@ -212,6 +217,15 @@ class Engine {
   // The step with speculation on (engine_spec.cpp): schedule, propose drafts, launch, then apply at once (the
   // proposer needs the verified tokens before the next step, so these steps are not pipelined).
   void spec_step();
+  // The pipelined step without drafts.
+  void plain_step();
+  // Adaptive speculation (engine_spec.cpp): chooses this step's drafts per running request (draft_plan_) and
+  // returns whether the step speculates; observe_step_time() feeds the step-time model after the step;
+  // observe_acceptance() updates each request's acceptance from a processed step (before resolve()).
+  bool plan_step();
+  void observe_step_time(bool speculative, double seconds);
+  void observe_acceptance(const SchedulerOutput& out, const std::vector<int32_t>& sample_row,
+                          const std::vector<TokenId>& sampled, const std::vector<std::vector<TokenId>>& accepted);
   InFlight launch_step(SchedulerOutput out, bool keep_pending, double* seconds);
   void process(InFlight f, double extra_host_seconds);
   void release_slot(const std::string& choice_id);
@@ -233,6 +247,23 @@ class Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<spec::Proposer> proposer_;  // null: speculation off
   spec::SpecDecodeCounters spec_counters_;    // under stats_mu_
+  // Adaptive speculation state (engine thread). spec_state_: per running request (arrival_seq), its acceptance
+  // and the last step it proposed; entries of requests no longer running are dropped at each plan.
+  // draft_plan_: this step's drafts per request, read by the scheduler's draft limit. last_launch_: the shape of
+  // the step just launched (all-decode steps feed step_times_ when the previous step ran in the same mode).
+  struct SpecRequestState {
+    spec::AcceptanceStats stats;
+    int64_t last_draft_step = 0;
+  };
+  std::unordered_map<uint64_t, SpecRequestState> spec_state_;
+  std::unordered_map<uint64_t, int32_t> draft_plan_;
+  spec::StepTimeModel step_times_;
+  struct LaunchShape {
+    bool all_decode = false;
+    int64_t batch = 0, rows = 0;
+  };
+  LaunchShape last_launch_;
+  int prev_step_mode_ = -1;  // -1: none yet (or not all-decode), 0: plain, 1: speculative
   MetricsRegistry registry_;
   std::unique_ptr<EngineMetrics> engine_metrics_;
 

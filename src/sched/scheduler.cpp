@@ -159,11 +159,10 @@ SchedulerOutput Scheduler::schedule() {
   // Speculation: how many draft slots a decoding request may reserve this step (0: none).
   const bool speculating = this->speculating();
   const auto draft_slots = [&](const Request& r) {
-    if (!speculating || !r.speculate || r.num_pending > 0 || r.num_computed_tokens != r.num_tokens() - 1) return 0;
-    // After the step the request holds up to k + 1 more tokens: within max_model_len and max_tokens.
-    return std::max(0, std::min({config_.num_speculative_tokens, budget - 1,
-                                 config_.max_model_len - r.num_tokens() - 1,
-                                 r.max_tokens() - r.num_output_tokens() - 1}));
+    if (!speculating || r.num_pending > 0) return 0;
+    int32_t k = std::min(max_draft_slots(r), budget - 1);
+    if (draft_limit_) k = std::min(k, draft_limit_(r));
+    return std::max(0, k);
   };
 
   // Running requests first, oldest first; preemption takes the newest, which has not been scheduled yet.
@@ -268,6 +267,13 @@ void Scheduler::advance(const SchedulerOutput& output) {
       ++r->num_pending;
     }
   }
+}
+
+int32_t Scheduler::max_draft_slots(const Request& r) const {
+  if (!r.speculate || r.num_computed_tokens != r.num_tokens() - 1) return 0;
+  // After the step the request holds up to k + 1 more tokens: within max_model_len and max_tokens.
+  return std::max(0, std::min({config_.num_speculative_tokens, config_.max_model_len - r.num_tokens() - 1,
+                               r.max_tokens() - r.num_output_tokens() - 1}));
 }
 
 void Scheduler::set_drafts(SchedulerOutput* output, size_t i, std::span<const TokenId> drafts) const {

@@ -17,8 +17,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -115,6 +117,15 @@ class Scheduler {
     return r.params.prompt_logprobs.has_value() && r.next_prompt_logprob < r.num_prompt_tokens &&
            r.num_computed_tokens + 1 < r.num_prompt_tokens;
   }
+  // Speculative decoding: the most drafts r may reserve in a step (K, within max_model_len and max_tokens; the
+  // step's token budget caps it further); 0 when r is not a decoding request that speculates.
+  int32_t max_draft_slots(const Request& r) const;
+  // Adaptive speculation (spec/adaptive.h): the engine's per-step choice of drafts per request, consulted by
+  // schedule() as a further cap on max_draft_slots; unset: no further cap.
+  using DraftLimit = std::function<int32_t(const Request&)>;
+  void set_draft_limit(DraftLimit limit) { draft_limit_ = std::move(limit); }
+  // The running requests, oldest first.
+  std::span<Request* const> running() const { return running_; }
   // Whether the next schedule() may reserve draft slots (speculation on, and not above its running limit).
   bool speculating() const {
     return config_.num_speculative_tokens > 0 &&
@@ -156,6 +167,7 @@ class Scheduler {
   std::unordered_map<uint64_t, Request*> by_seq_;  // live requests by arrival_seq
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;
+  DraftLimit draft_limit_;
   std::vector<std::string> finished_since_schedule_;
   uint64_t next_arrival_seq_ = 1;
   int64_t num_preemptions_ = 0;

@@ -42,6 +42,10 @@ class Proposer {
   virtual bool deterministic() const = 0;
   // Fills (*out)[i] for inputs[i]; out is resized to inputs.size().
   virtual void propose(std::span<const ProposalInput> inputs, std::vector<Proposal>* out) = 0;
+  // True when propose() is host work without state (n-gram): adaptive speculation then checks, at steps where a
+  // request proposes nothing, whether its first draft would have been accepted (a point-mass draft is accepted
+  // exactly when it equals the token the target drew), so its acceptance stays measured for free.
+  virtual bool free_to_shadow() const { return false; }
   // After verification: only the first num_tokens positions of request `key` hold verified KV.
   virtual void verified(uint64_t key, int32_t num_tokens) {
     (void)key;
@@ -67,6 +71,7 @@ class NgramProposer final : public Proposer {
   std::string name() const override { return "ngram"; }
   bool deterministic() const override { return true; }
   void propose(std::span<const ProposalInput> inputs, std::vector<Proposal>* out) override;
+  bool free_to_shadow() const override { return true; }
 
   // The lookup on one context (exposed for tests): up to k tokens.
   std::vector<TokenId> lookup(std::span<const TokenId> prompt, std::span<const TokenId> output, int32_t k) const;

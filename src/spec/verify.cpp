@@ -107,6 +107,10 @@ double SpecDecodeCounters::acceptance_rate() const {
   return num_draft_tokens ? static_cast<double>(num_accepted_tokens) / static_cast<double>(num_draft_tokens) : 0.0;
 }
 
+double SpecDecodeCounters::mean_k() const {
+  return num_decode_steps ? static_cast<double>(num_draft_tokens) / static_cast<double>(num_decode_steps) : 0.0;
+}
+
 double SpecDecodeCounters::mean_accepted_length() const {
   return num_drafts ? 1.0 + static_cast<double>(num_accepted_tokens) / static_cast<double>(num_drafts) : 0.0;
 }

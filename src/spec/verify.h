@@ -69,7 +69,11 @@ struct SpecDecodeCounters {
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_tokens = 0;
   std::vector<int64_t> accepted_per_position;  // [k]: drafts accepted at position j
+  // Steps of decoding requests that may speculate, with or without drafts (adaptive speculation gives some 0).
+  int64_t num_decode_steps = 0;
   void record(int32_t num_draft, int32_t num_accepted);
+  // Drafts per decoding step, zeros included: the k adaptive speculation used on average.
+  double mean_k() const;
   double acceptance_rate() const;
   // Mean tokens emitted per round: accepted drafts + the one token verification always adds.
   double mean_accepted_length() const;

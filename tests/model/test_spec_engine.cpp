@@ -32,6 +32,7 @@ struct SpecOptions {
   int64_t num_kv_blocks = 0;
   int32_t max_batched = 2048;
   int32_t max_running = 0;
+  bool adaptive = false;  // most tests pin k to see every step speculate
 };
 
 std::unique_ptr<Engine> make_engine(const SpecOptions& o = {}) {
@@ -52,6 +53,7 @@ std::unique_ptr<Engine> make_engine(const SpecOptions& o = {}) {
   c.num_speculative_tokens = o.k;
   c.draft_model_dir = kTiny;  // the default model drafts for itself: every draft is accepted
   c.speculative_max_running = o.max_running;
+  c.speculative_adaptive = o.adaptive;
   auto e = Engine::create(c);
   EXPECT_TRUE(e.is_ok()) << e.message();
   return std::move(e).value();
@@ -220,6 +222,37 @@ TEST(SpecEngine, SpeculationStopsAboveTheRunningLimit) {
   for (size_t i = 0; i < 2; ++i) spec->generate({ps[i]}, greedy(24));
   EXPECT_GT(spec->spec_counters().num_drafts - batched, 0);
   expect_clean(*spec);
+}
+
+// Adaptive speculation chooses k per step and request (0 included: plain pipelined steps between speculative
+// ones, probes, shadowed n-gram guesses); whatever it chooses, greedy and seeded sampled outputs stay those of
+// plain decoding, and every block comes back.
+TEST(SpecEngine, AdaptiveSpeculationKeepsOutputsExact) {
+  auto plain = make_engine();
+  auto ps = prompts(*plain, 10);
+  auto ref = plain->generate(ps, greedy(40));
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.9f;
+  p.seed = 99;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  auto ref_sampled = plain->generate(ps, p);
+  for (const char* method : {"ngram", "draft"}) {
+    auto spec = make_engine({.method = method, .k = 4, .adaptive = true});
+    expect_same(spec->generate(ps, greedy(40)), ref);
+    expect_same(spec->generate(ps, p), ref_sampled);
+    const spec::SpecDecodeCounters c = spec->spec_counters();
+    EXPECT_GT(c.num_decode_steps, 0) << method;
+    // The first decoding steps explore speculation (the draft model always has drafts; n-gram may have none
+    // for these prompts then, and later steps may find plain decoding cheaper).
+    if (std::string(method) == "draft") {
+      EXPECT_GT(c.num_drafts, 0);
+    }
+    EXPECT_GE(c.mean_k(), 0.0) << method;
+    EXPECT_LE(c.mean_k(), 4.0) << method;
+    expect_clean(*spec);
+  }
 }
 
 TEST(SpecEngine, MetricsUseVllmNames) {

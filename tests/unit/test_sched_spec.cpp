@@ -146,6 +146,36 @@ TEST(SchedulerSpec, NoDraftsAboveTheRunningLimitOrWithoutSpeculate) {
   EXPECT_EQ(t.schedule().scheduled[0].num_draft_slots, 0);
 }
 
+TEST(SchedulerSpec, TheDraftLimitCapsEachRequestsSlots) {
+  Scheduler s(spec_config(4));
+  ASSERT_TRUE(s.add_request(spec_request("a", 6, 20)).ok());
+  ASSERT_TRUE(s.add_request(spec_request("b", 6, 3)).ok());
+  SchedulerOutput out = s.schedule();
+  std::vector<TokenId> sampled(out.scheduled.size(), 50);
+  s.update_from_output(out, sampled);
+  ASSERT_EQ(s.running().size(), 2u);
+  EXPECT_EQ(s.max_draft_slots(*s.running()[0]), 4);
+  EXPECT_EQ(s.max_draft_slots(*s.running()[1]), 1);  // max_tokens 3: one output so far, then 1 + 1 more
+  // The engine's plan: "a" gets 2 drafts, "b" none.
+  s.set_draft_limit([](const Request& r) { return r.id == "a" ? 2 : 0; });
+  out = s.schedule();
+  ASSERT_EQ(out.scheduled.size(), 2u);
+  EXPECT_EQ(out.scheduled[0].num_draft_slots, 2);
+  EXPECT_EQ(out.scheduled[1].num_draft_slots, 0);
+  // A limit above what the request may take is capped by max_tokens.
+  s.set_draft_limit([](const Request&) { return 16; });
+  s.set_drafts(&out, 0, Tokens{60});
+  s.advance(out);
+  std::vector<std::vector<TokenId>> accepted = {{}, {}};
+  std::vector<TokenId> next = {61, 62};
+  s.resolve(out, next, &accepted);
+  check(s);
+  out = s.schedule();
+  ASSERT_EQ(out.scheduled.size(), 2u);
+  EXPECT_EQ(out.scheduled[0].num_draft_slots, 4);  // K
+  EXPECT_EQ(out.scheduled[1].num_draft_slots, 0);  // "b" has 2 of its 3 tokens: no room for a draft
+}
+
 TEST(SchedulerSpec, StopInsideVerifiedDraftsDropsTheRest) {
   Scheduler s(spec_config(4));
   ASSERT_TRUE(s.add_request(spec_request("a", 6, 20)).ok());
