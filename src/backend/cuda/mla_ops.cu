@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/mla_kernels.h"
+#include "backend/cuda/mma_sm80.cuh"
 #include "core/check.h"
 
 namespace rl::cuda {
@@ -69,26 +70,6 @@ __global__ void __launch_bounds__(kPrepareThreads) mla_prepare_kernel(MlaPrepare
 constexpr int kHlBM = 64, kHlBN = 64, kHlBK = 64, kHlThreads = 128;
 constexpr uint32_t kHlTile = kHlBM * kHlBK * 2;  // bytes of one operand tile (x or w)
 
-__device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ uint32_t swz64(int row, int chunk) {
   return static_cast<uint32_t>(row * kHlBK * 2 + ((chunk ^ (row & 7)) << 4));
 }
