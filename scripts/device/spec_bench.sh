@@ -82,9 +82,10 @@ if [ -x "$bin_dir/rl_tests_model" ] && fits 250 tests; then
 fi
 
 # 4. bench latency: greedy, 256-token prompts, 128 generated tokens; a fixed k at every batch size
-#    (--speculative-adaptive off) so the crossover shows, then the default adaptive k (tags *_adapt: each step
-#    chooses 0..k per request from measured step times and acceptance), which should follow the better of plain
-#    and fixed k on each side of the crossover.
+#    (--speculative-adaptive off --speculative-max-running 0, so the crossover shows), then the adaptive k (tags
+#    *_adapt, --speculative-adaptive on: each step chooses 0..k per request from measured step times and
+#    acceptance), which should follow the better of plain and fixed k on each side of the crossover. (The
+#    defaults are a fixed k, and no drafts above 16 running requests.)
 lat() {
   local tag="$1"; shift
   timeout 90 "$rl" bench latency -m "$target" --device cuda --max-model-len 1024 --input-len 256 --output-len 128 \
@@ -98,21 +99,23 @@ for b in 1 8 32; do
     p=(--batch "$b" --prompt-file "$out/$wl.txt")
     fits 20 "b$b $wl" || continue
     lat "${wl}_b${b}_plain" "${p[@]}"
-    lat "${wl}_b${b}_ngram" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" --speculative-adaptive off
-    lat "${wl}_b${b}_ngramadapt" "${p[@]}" --speculative ngram --num-speculative-tokens "$k"
+    lat "${wl}_b${b}_ngram" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" \
+      --speculative-adaptive off --speculative-max-running 0
+    lat "${wl}_b${b}_ngramadapt" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" \
+      --speculative-adaptive on --speculative-max-running 0
     lat "${wl}_b${b}_draftsmall" "${p[@]}" --speculative draft --draft-model "$draft_small" \
-      --num-speculative-tokens "$k" --speculative-adaptive off
+      --num-speculative-tokens "$k" --speculative-adaptive off --speculative-max-running 0
     lat "${wl}_b${b}_draftsmalladapt" "${p[@]}" --speculative draft --draft-model "$draft_small" \
-      --num-speculative-tokens "$k"
+      --num-speculative-tokens "$k" --speculative-adaptive on --speculative-max-running 0
     [ "$wl" = copy ] && continue
     lat "${wl}_b${b}_drafttiny" "${p[@]}" --speculative draft --draft-model "$tiny" --num-speculative-tokens "$k" \
-      --speculative-adaptive off
+      --speculative-adaptive off --speculative-max-running 0
   done
 done
 fits 10 k8 && lat recite_b1_ngramk8 --batch 1 --prompt-file "$out/recite.txt" --speculative ngram \
-  --num-speculative-tokens 8 --speculative-adaptive off
+  --num-speculative-tokens 8 --speculative-adaptive off --speculative-max-running 0
 fits 10 k8 && lat recite_b1_draftsmallk8 --batch 1 --prompt-file "$out/recite.txt" --speculative draft \
-  --draft-model "$draft_small" --num-speculative-tokens 8 --speculative-adaptive off
+  --draft-model "$draft_small" --num-speculative-tokens 8 --speculative-adaptive off --speculative-max-running 0
 
 # 5. The table.
 python3 - "$out" "$target" <<'PY' | tee "$out/table.txt"

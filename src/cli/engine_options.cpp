@@ -45,11 +45,11 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--ngram-max", o->ngram_max, "Longest suffix the n-gram proposer matches")->capture_default_str();
   cmd->add_option("--speculative-adaptive", o->speculative_adaptive,
                   "on: each step chooses 0..K drafts per request from measured step times and the request's "
-                  "acceptance (speculation turns itself off where it stops paying); off: K drafts every step")
+                  "acceptance (experimental: measured slower than a fixed K on the H200); off: K drafts every step")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--speculative-max-running", o->speculative_max_running,
-                  "No drafts while more requests than this run (0 = no cap: the cost model decides)")
+                  "No drafts while more requests than this run (0 = no cap)")
       ->capture_default_str();
 }
 

@@ -35,8 +35,8 @@ struct EngineOptions {
   int32_t num_speculative_tokens = 4;
   std::string draft_model;
   int32_t ngram_min = 1, ngram_max = 4;
-  std::string speculative_adaptive = "on";  // on: k per step and request from the cost model; off: always k
-  int32_t speculative_max_running = 0;
+  std::string speculative_adaptive = "off";  // on: k per step and request from the cost model; off: always k
+  int32_t speculative_max_running = 16;
   int32_t tensor_parallel_size = 1;  // issue 19: ranks the model is split over (docs/distributed.md)
 };
 

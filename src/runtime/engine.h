@@ -70,10 +70,11 @@ struct EngineConfig {
   std::string draft_model_dir;
   // Adaptive speculation (spec/adaptive.h): each step chooses k in 0..num_speculative_tokens per request from
   // measured step times and each request's acceptance; false: every decoding request proposes up to k drafts
-  // every step (benchmarks of a fixed k).
-  bool speculative_adaptive = true;
+  // every step. Off by default: on the H200 (2026-12-02, docs/benchmarks.md) it switched n-gram speculation off at
+  // batch 1 where a fixed k gave 1.56-2.43x, and at batch 32 still ran 0.56-0.74x of plain decoding.
+  bool speculative_adaptive = false;
   // A hard cap: above this many running requests no drafts are proposed; 0 = none (the cost model decides).
-  int32_t speculative_max_running = 0;
+  int32_t speculative_max_running = 16;
   // Prompt logprobs: logits rows per step for prompt chunks that score every token (their chunks are capped to
   // it; each row costs vocab * 8 bytes of logits and sampler scratch). 0 turns prompt_logprobs off.
   int32_t max_prompt_logprob_rows = 64;

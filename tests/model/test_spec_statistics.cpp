@@ -58,6 +58,7 @@ std::unique_ptr<Engine> make_engine(bool speculative) {
     c.draft_model_dir = kTarget;
     c.num_speculative_tokens = 1;
     c.speculative_adaptive = false;  // every request verifies a draft at token 1
+    c.speculative_max_running = 0;   // ... however many run at once
   }
   auto e = Engine::create(c);
   EXPECT_TRUE(e.is_ok()) << e.message();
