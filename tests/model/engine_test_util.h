@@ -33,4 +33,13 @@ inline EngineConfig tiny_engine_config(int64_t kv_bytes = 256ll << 20) {
   return c;
 }
 
+// Greedy decoding of exactly max_tokens tokens (EOS ignored).
+inline SamplingParams greedy(int32_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
 }  // namespace rl::test_util

@@ -124,11 +124,8 @@ TEST(DeepseekMtp, TheModuleLoadsWhenTheCheckpointHasItAndChangesNoOutput) {
     c.load_tokenizer = false;
     auto e = Engine::create(c);
     EXPECT_TRUE(e.is_ok()) << e.message();
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = 12;
-    p.ignore_eos = true;
-    return e.is_ok() ? (*e)->generate({{1, 5, 9, 2, 7}}, p).at(0).at(0).token_ids : std::vector<TokenId>{};
+    return e.is_ok() ? (*e)->generate({{1, 5, 9, 2, 7}}, test_util::greedy(12)).at(0).at(0).token_ids
+                     : std::vector<TokenId>{};
   };
   const std::vector<TokenId> a = greedy(dir), b = greedy(kFixture);
   EXPECT_EQ(a.size(), 12u);

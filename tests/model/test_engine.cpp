@@ -44,13 +44,7 @@ std::vector<std::vector<TokenId>> random_prompts(int n, int min_len, int max_len
   return out;
 }
 
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
+using test_util::greedy;
 
 TEST(EngineTest, GreedyOutputSameAloneAndInBatchOf32) {
   auto engine = make_engine();

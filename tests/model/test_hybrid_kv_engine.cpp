@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "engine_test_util.h"
 #include "runtime/engine.h"
 
 namespace rl {
@@ -41,13 +42,7 @@ std::vector<std::vector<TokenId>> prompts() {
   return out;
 }
 
-SamplingParams greedy(int32_t n) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return p;
-}
+using test_util::greedy;
 
 TEST(HybridKvEngine, BatchedChunkedDecodingPastManyWindowsEqualsFullKv) {
   auto full = make_engine(false, 128);

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/file.h"
+#include "engine_test_util.h"
 #include "runtime/engine.h"
 
 namespace rl {
@@ -77,13 +78,7 @@ std::vector<std::vector<TokenId>> prompts(const Engine& e, int num_random) {
   return out;
 }
 
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
+using test_util::greedy;
 
 void expect_same(const std::vector<std::vector<Completion>>& a, const std::vector<std::vector<Completion>>& b) {
   ASSERT_EQ(a.size(), b.size());

@@ -11,6 +11,7 @@
 
 #include "core/json.h"
 #include "loader/safetensors.h"
+#include "engine_test_util.h"
 #include "runtime/engine.h"
 #include "runtime/tp_model.h"
 
@@ -36,13 +37,7 @@ std::unique_ptr<Engine> make_engine(const std::string& dir, int32_t tp, bool dum
   return e.is_ok() ? std::move(e).value() : nullptr;
 }
 
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
+using test_util::greedy;
 
 std::vector<std::vector<TokenId>> random_prompts(int n, int min_len, int max_len, int vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
