@@ -737,13 +737,16 @@ Engine::InFlight Engine::launch_step(SchedulerOutput out, bool keep_pending, dou
   runner_->launch(seq_steps_, rows_, sampler_.get(), parity_);
   if (profile_.enabled()) f.marker_end = backend_->record_marker();
   f.fence = backend_->record_fence();
-  // The step's shape for the step-time model: all-decode when every row feeds one known token plus its drafts.
-  last_launch_.batch = static_cast<int64_t>(out.scheduled.size());
-  last_launch_.rows = static_cast<int64_t>(seq_steps_.size());
-  last_launch_.all_decode = std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledRequest& s) {
-    return s.samples && s.num_scheduled_tokens - s.num_draft_tokens == 1 &&
-           s.num_computed_tokens >= s.request->num_prompt_tokens;
-  });
+  // The step's shape for the adaptive step-time model (only it reads it): all-decode when every row feeds one
+  // known token plus its drafts.
+  if (proposer_ && config_.speculative_adaptive) {
+    last_launch_.batch = static_cast<int64_t>(out.scheduled.size());
+    last_launch_.rows = static_cast<int64_t>(seq_steps_.size());
+    last_launch_.all_decode = std::all_of(out.scheduled.begin(), out.scheduled.end(), [](const ScheduledRequest& s) {
+      return s.samples && s.num_scheduled_tokens - s.num_draft_tokens == 1 &&
+             s.num_computed_tokens >= s.request->num_prompt_tokens;
+    });
+  }
   scheduler_->advance(out);
   f.out = std::move(out);
   if (keep_pending) {
