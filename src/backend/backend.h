@@ -25,6 +25,13 @@ class Backend {
 
   // --- memory ---
   virtual void* alloc(size_t nbytes) = 0;
+  // An allocation that reads as zeros (freed with free()). The CPU backend maps large ones from the kernel's zero
+  // pages, so a 2 GiB KV pool costs nothing until it is written; elsewhere alloc() then fill_zero().
+  virtual void* alloc_zeroed(size_t nbytes) {
+    void* p = alloc(nbytes);
+    if (nbytes > 0) fill_zero(p, nbytes);
+    return p;
+  }
   virtual void free(void* p) = 0;
   virtual void upload(void* dst, const void* host_src, size_t nbytes) = 0;
   virtual void download(void* host_dst, const void* src, size_t nbytes) = 0;
@@ -226,6 +233,10 @@ class DeviceBuffer {
   DeviceBuffer() = default;
   DeviceBuffer(Backend* backend, size_t nbytes) : backend_(backend), size_(nbytes) {
     ptr_ = nbytes ? backend->alloc(nbytes) : nullptr;
+  }
+  struct Zeroed {};
+  DeviceBuffer(Backend* backend, size_t nbytes, Zeroed) : backend_(backend), size_(nbytes) {
+    ptr_ = nbytes ? backend->alloc_zeroed(nbytes) : nullptr;
   }
   DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {

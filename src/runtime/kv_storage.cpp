@@ -14,10 +14,11 @@ KvStorage::KvStorage(Backend* backend, const ModelConfig& c, int64_t num_blocks,
   RL_CHECK(plan_.layer_slot.size() == c.kv_spec.size() && plan_.num_groups() <= kMaxKvGroups);
   const size_t es = dtype_size(dtype);
   const size_t slots = static_cast<size_t>(num_blocks * block_size);
-  buffer_ = DeviceBuffer(backend, static_cast<size_t>(bytes_per_block(c, block_size, dtype, &plan_)) *
-                                      static_cast<size_t>(num_blocks));
   // Zeroed so that reading a never-written slot (a bug) gives finite values rather than NaN garbage.
-  backend->fill_zero(buffer_.data(), buffer_.size());
+  buffer_ = DeviceBuffer(backend,
+                         static_cast<size_t>(bytes_per_block(c, block_size, dtype, &plan_)) *
+                             static_cast<size_t>(num_blocks),
+                         DeviceBuffer::Zeroed{});
   // Slot s starts after the pages of slots 0..s-1.
   std::vector<char*> slot_base;
   char* p = static_cast<char*>(buffer_.data());

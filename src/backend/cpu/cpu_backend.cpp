@@ -1,5 +1,6 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,7 +31,36 @@ void* CpuBackend::alloc(size_t nbytes) {
   if (!p) throw std::bad_alloc();
   return p;
 }
-void CpuBackend::free(void* p) { std::free(p); }
+// Large zeroed buffers (the KV pool: 2 GiB by default) come from an anonymous mapping, whose pages the kernel
+// supplies as zeros when first touched: zeroing them here would fault in every page at start-up (seconds on a
+// small VM) and keep the whole pool resident for nothing.
+void* CpuBackend::alloc_zeroed(size_t nbytes) {
+  constexpr size_t kMapAtLeast = size_t{1} << 20;
+  if (nbytes < kMapAtLeast) {
+    void* p = alloc(nbytes);
+    std::memset(p, 0, nbytes);
+    return p;
+  }
+  void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  std::lock_guard<std::mutex> lock(mapped_mu_);
+  mapped_.emplace(p, nbytes);
+  return p;
+}
+
+void CpuBackend::free(void* p) {
+  if (p == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(mapped_mu_);
+    auto it = mapped_.find(p);
+    if (it != mapped_.end()) {
+      munmap(p, it->second);
+      mapped_.erase(it);
+      return;
+    }
+  }
+  std::free(p);
+}
 void CpuBackend::upload(void* dst, const void* src, size_t n) {
   if (n > 0) std::memcpy(dst, src, n);  // a null src with n == 0 is still undefined for memcpy
 }

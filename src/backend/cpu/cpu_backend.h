@@ -5,6 +5,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -27,6 +29,7 @@ class CpuBackend final : public Backend {
   }
 
   void* alloc(size_t nbytes) override;
+  void* alloc_zeroed(size_t nbytes) override;
   void free(void* p) override;
   void upload(void* dst, const void* host_src, size_t nbytes) override;
   void download(void* host_dst, const void* src, size_t nbytes) override;
@@ -88,6 +91,8 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  std::mutex mapped_mu_;
+  std::unordered_map<void*, size_t> mapped_;  // alloc_zeroed's mappings and their lengths (freed by munmap)
   const CpuKernels* kern_;
   // Activations prepared once per linear call (bf16-rounded or int8-quantised rows), reused across calls.
   std::vector<uint16_t> act_bf16_;
