@@ -71,6 +71,9 @@ struct Stmt {
   std::vector<std::string> params;                 // kMacro, kCallBlock (caller's parameters)
   std::vector<ExprPtr> defaults;                   // parallel to params; null = no default
   std::vector<FilterCall> filters;                 // kFilterBlock, kSetBlock
+  // kFor: whether the body names `loop` anywhere (nested loops' bodies included, so it may be true needlessly,
+  // never false wrongly); when false the interpreter builds no loop object per iteration.
+  bool uses_loop = true;
 };
 
 }  // namespace rl::jinja

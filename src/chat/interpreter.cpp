@@ -244,6 +244,10 @@ void Interpreter::exec_for(const Stmt& st, const std::shared_ptr<Frame>& frame, 
   for (int64_t k = 0; k < n; ++k) {
     auto iter_frame = child_frame(frame);
     bind_targets(st.targets, items[k], iter_frame.get(), st.line);
+    if (!st.uses_loop) {
+      if (exec_body(st.body, iter_frame, out) == Flow::kBreak) break;
+      continue;
+    }
     Object loop;
     loop.set("index", Value::integer(k + 1));
     loop.set("index0", Value::integer(k));

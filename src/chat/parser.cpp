@@ -187,7 +187,9 @@ class Parser {
       if (is_name(peek(), "recursive")) fail(line(), "recursive for loops are not supported");
       close_tag();
       ++loop_depth_;
+      const int64_t loop_refs_before = loop_refs_;
       st->body = parse_body({"else", "endfor"}, "for", tag_line, &found);
+      st->uses_loop = loop_refs_ != loop_refs_before;
       --loop_depth_;
       if (found == "else") {
         close_tag();
@@ -483,6 +485,7 @@ class Parser {
         else {
           e->kind = Expr::Kind::kName;
           e->name = t.text;
+          if (e->name == "loop") ++loop_refs_;
         }
         return e;
       }
@@ -687,6 +690,7 @@ class Parser {
   int seg_line_ = 0;
   int depth_ = 0;
   int loop_depth_ = 0;
+  int64_t loop_refs_ = 0;  // `loop` names parsed so far (Stmt::uses_loop)
 };
 
 }  // namespace

@@ -164,6 +164,24 @@ TEST(JinjaHardening, StringLoopsAreCountedBeforeSplitting) {
             std::string::npos);
 }
 
+// A loop whose body never names `loop` builds no loop object per iteration (the loop-limit cases run millions of
+// iterations); loops that name it, directly or in a nested loop, macro or call block of their body, still see it.
+TEST(JinjaHardening, LoopObjectOnlyWhereTheBodyNamesIt) {
+  EXPECT_EQ(render("{% for a in [1, 2] %}{% for b in 'xy' %}{{ loop.index }}{% endfor %}{{ loop.index }};"
+                   "{% endfor %}"),
+            "121;122;");
+  EXPECT_EQ(render("{% for a in [1, 2, 3] %}{% macro m() %}{{ loop.revindex }}{% endmacro %}{{ m() }}{% endfor %}"),
+            "321");
+  EXPECT_EQ(render("{% macro m() %}{{ loop is defined }}{% endmacro %}{% for a in [1] %}{{ m() }}{% endfor %}"),
+            "False");
+  EXPECT_EQ(render("{% for a in [1, 2] %}{{ a }}{% else %}none{% endfor %}{% for a in [] %}{{ a }}{% else %}"
+                   "none{% endfor %}"),
+            "12none");
+  EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for a in range(200000) %}{% set ns.n = ns.n + 1 %}"
+                   "{% endfor %}{{ ns.n }}"),
+            "200000");
+}
+
 TEST(JinjaHardening, EvaluationDepthIsBoundedAcrossMacroCalls) {
   // 60 nested macro calls, each inside 100 nested ifs: under max_call_depth, but the native stack would not
   // hold it; the combined evaluation depth limit stops it.
