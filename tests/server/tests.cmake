@@ -2,6 +2,9 @@
 # headless Chromium. Each suite starts its own `ridgeline serve` on a free port and stops it with SIGTERM.
 set(_srv_env RIDGELINE_BIN=$<TARGET_FILE:ridgeline> RIDGELINE_SOURCE_DIR=${PROJECT_SOURCE_DIR}
              RIDGELINE_SCREENSHOT=${CMAKE_BINARY_DIR}/playground.png)
+if(RIDGELINE_SANITIZE)
+  list(APPEND _srv_env RIDGELINE_SANITIZED=1)
+endif()
 foreach(_suite api concurrency hostile hostile_framing overload soak playground bench router_contract agents)
   add_test(NAME server_${_suite}
            COMMAND node --test ${CMAKE_CURRENT_SOURCE_DIR}/server/${_suite}.test.mjs)
