@@ -417,6 +417,18 @@ void launch_nt(const GemvStreamParams& p, int config, int num_sms, cudaStream_t 
     case 5:
       launch_config<kNT, 256, 6>(p, num_sms, kGemvStreamMaxSplits, stream);
       break;
+    case 6:
+      launch_config<kNT, 512, 4>(p, num_sms, kGemvStreamMaxSplits, stream);
+      break;
+    case 7:
+      launch_config<kNT, 256, 8>(p, num_sms, kGemvStreamMaxSplits, stream);
+      break;
+    case 8:
+      launch_config<kNT, 256, 4>(p, num_sms, 2, stream);
+      break;  // split-K in pairs at most
+    case 9:
+      launch_config<kNT, 512, 2>(p, num_sms, 2, stream);
+      break;
     default:
       launch_config<kNT, kGemvStreamChunk, kGemvStreamStages>(p, num_sms, kGemvStreamMaxSplits, stream);
       break;

@@ -67,10 +67,20 @@ constexpr int kGemvStreamCtasPerSm = 4;
 // with two (M ≤ 16; plain 70-72), which leaves 4 blocks per SM.
 constexpr int64_t kFusedNormLinearMaxM = 16;
 constexpr int kGemvStreamMaxSplits = 8;
+// A doubling of the split count is taken only while the doubled grid stays within kGemvStreamMaxSplitCtasPerSm
+// blocks per SM, so that the clusters fit on the GPU in one wave. Lab (H200, 2026-12-02, TB/s, M = 1 / 16): the
+// 8B o_proj (4096 → 4096, 256 row tiles) went to 4 splits = 1,024 blocks in clusters of 4, of which ncu found 248
+// clusters (992 blocks) resident: a second wave of 8 clusters; 1.43 / 1.23, and 1.82 / 1.59 at 2 splits. The 8B
+// down_proj (14336 → 4096) likewise: 2.33 / 2.15 at 4 splits, 3.15 / 2.70 at 2. Qwen3-0.6B's N = 1024
+// projections (64 tiles: 8 splits, 512 blocks) and the 8B qkv (384 tiles: 2 splits, 768 blocks) are unchanged.
+constexpr int kGemvStreamMaxSplitCtasPerSm = 6;
 inline int gemv_stream_splits(int64_t tiles, int64_t k, int chunk, int num_sms, int max_splits) {
   if (k <= int64_t(kGemvStreamStages) * chunk) return 1;
   int s = 1;
-  while (s * 2 <= max_splits && tiles * s < int64_t(num_sms) * kGemvStreamCtasPerSm && k / (s * 2) >= chunk) s *= 2;
+  while (s * 2 <= max_splits && tiles * s < int64_t(num_sms) * kGemvStreamCtasPerSm &&
+         tiles * s * 2 <= int64_t(num_sms) * kGemvStreamMaxSplitCtasPerSm && k / (s * 2) >= chunk) {
+    s *= 2;
+  }
   return s;
 }
 
