@@ -254,11 +254,37 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
         for (int h = tid; h < 256; h += blockDim.x) hist[h] = 0;
         __syncthreads();
         const uint32_t prefix = s_prefix, mask = s_mask;
-        for (int64_t i = tid; i < vocab; i += blockDim.x) {
-          const float v = ld(row, i);
-          const uint32_t key = order_key(v);
-          if (key < floor || (key & mask) != prefix) continue;
-          atomicAdd(&hist[(key >> shift) & 255u], by_mass ? mass_of((v - m) * inv_t) : 1ull);
+        // Warp-aggregated: the lanes of a warp that fall into the same bin add their weights with one shared atomic
+        // from the lowest of them. Real and random logits alike put most of a row into a few bins of the upper
+        // bytes, where one atomic per element serialised (1.25 ms for top-k + top-p over 128k ids on the H200).
+        // The sums are integers (counts, fixed-point mass), so the histogram is exact whatever the grouping.
+        const int lane = tid & 31;
+        for (int64_t base = tid - lane; base < vocab; base += blockDim.x) {  // whole warps iterate together
+          const int64_t i = base + lane;
+          int bin = -1;
+          unsigned long long w = 0;
+          if (i < vocab) {
+            const float v = ld(row, i);
+            const uint32_t key = order_key(v);
+            if (key >= floor && (key & mask) == prefix) {
+              bin = static_cast<int>((key >> shift) & 255u);
+              w = by_mass ? mass_of((v - m) * inv_t) : 1ull;
+            }
+          }
+          const unsigned same = __match_any_sync(0xffffffffu, bin);
+          unsigned long long sum = 0;
+          if (__all_sync(0xffffffffu, same == 0xffffffffu)) {  // one bin for the whole warp: a butterfly
+            sum = w;
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+          } else if (by_mass) {
+            for (int j = 0; j < 32; ++j) {
+              const unsigned long long wj = __shfl_sync(0xffffffffu, w, j);
+              if ((same >> j) & 1u) sum += wj;
+            }
+          } else {
+            sum = static_cast<unsigned long long>(__popc(same));
+          }
+          if (bin >= 0 && lane == __ffs(same) - 1) atomicAdd(&hist[bin], sum);
         }
         __syncthreads();
         if (tid == 0) {
