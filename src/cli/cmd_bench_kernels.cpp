@@ -14,7 +14,7 @@ void add_bench_kernels(CLI::App* bench, int* exit_code) {
       "kernels", "CUDA kernel benchmarks: GEMV/GEMM, decode and prefill attention, copy bandwidth (RESULT lines)");
   auto only = std::make_shared<std::string>();
   auto device = std::make_shared<int>(0);
-  cmd->add_option("group", *only, "Only this group: copy, linear, decode or prefill (default: all)");
+  cmd->add_option("group", *only, "Only this group: copy, linear, gemv, decode, prefill, mla or sample (default: all)");
   cmd->add_option("--device-index", *device, "CUDA device")->capture_default_str();
   cmd->callback([only, device, exit_code] {
 #ifdef RIDGELINE_CUDA

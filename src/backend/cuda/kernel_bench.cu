@@ -1,7 +1,7 @@
 // Kernel benchmarks of the CUDA backend at real model shapes: GEMV/GEMM (linear), split-KV decode attention,
-// FA2 prefill attention, and a device-to-device copy for the bandwidth ceiling. CUDA events around each op,
-// warm-up, median of many repetitions, and inputs rotated over several copies when one copy would fit in L2
-// (60 MB). Prints `RESULT <kernel> <shape> <value> <unit>` lines; bench/peers/report.py builds the table.
+// FA2 prefill attention, MLA, the sampler, and a device-to-device copy for the bandwidth ceiling. CUDA events
+// around each op, warm-up, median of many repetitions, and inputs rotated over several copies when one copy would
+// fit in L2 (60 MB). Prints `RESULT <kernel> <shape> <value> <unit>` lines; bench/peers/report.py builds the table.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -164,26 +164,44 @@ void bench_gemv_shapes(CudaBackend& be) {
              w_bytes / (ms * 1e-3) / 1e12, "TB/s");
     }
   }
-  // Kernel lab at 4096 → 14336: the GEMV kernels side by side (launch_gemv variants: v2 1-3, streaming v3 10-15).
-  const int64_t n = 14336, k = 4096;
-  const size_t w_bytes = static_cast<size_t>(n * k * 2);
-  const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
-  std::vector<DeviceBuffer> ws;
-  for (int c = 0; c < copies; ++c) {
-    ws.emplace_back(&be, w_bytes);
-    be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {n, k}), 10 + c, -0.05f, 0.05f);
-  }
-  for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
-    DeviceBuffer x(&be, static_cast<size_t>(m * k * 2)), y(&be, static_cast<size_t>(m * n * 2));
-    be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, k}), 3, -1, 1);
-    for (int variant : {1, 2, 3, 10, 11, 12, 13, 14, 15}) {
-      if (variant <= 3 && m > 16) continue;
-      const double ms = time_ms(be, [&](int i) {
-        cuda::launch_gemv(static_cast<const uint16_t*>(x.data()), static_cast<const uint16_t*>(ws[i % copies].data()),
-                          nullptr, DType::kBF16, y.data(), DType::kBF16, m, n, k, be.stream(), variant);
-      });
-      result("gemv_lab", "v" + std::to_string(variant) + "_m" + std::to_string(m), w_bytes / (ms * 1e-3) / 1e12,
-             "TB/s");
+  // Kernel lab: the GEMV kernels side by side (launch_gemv variants: v2 1-3, streaming v3 10-19, i.e. the
+  // configurations of gemv_stream.cu's launch_nt 0-9) at 4096 → 14336 for M = 1 … 64, and at the mid-size and small
+  // projections (where the production configuration streams furthest below the copy ceiling) for M = 1 and 16.
+  struct LabShape {
+    int64_t k, n;
+    std::vector<int64_t> ms;
+  };
+  const LabShape lab[] = {{4096, 14336, {1, 2, 4, 8, 16, 32, 64}},
+                          {4096, 4096, {1, 16}},
+                          {4096, 6144, {1, 16}},
+                          {14336, 4096, {1, 16}},
+                          {1024, 4096, {1}},
+                          {2048, 1024, {1}},
+                          {3072, 1024, {1}}};
+  for (const LabShape& ls : lab) {
+    const size_t w_bytes = static_cast<size_t>(ls.n * ls.k * 2);
+    const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
+    std::vector<DeviceBuffer> ws;
+    for (int c = 0; c < copies; ++c) {
+      ws.emplace_back(&be, w_bytes);
+      be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {ls.n, ls.k}), 10 + c, -0.05f, 0.05f);
+    }
+    for (int64_t m : ls.ms) {
+      DeviceBuffer x(&be, static_cast<size_t>(m * ls.k * 2)), y(&be, static_cast<size_t>(m * ls.n * 2));
+      be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, ls.k}), 3, -1, 1);
+      for (int variant : {1, 2, 3, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}) {
+        if (variant <= 3 && m > 16) continue;
+        const double ms = time_ms(be, [&](int i) {
+          cuda::launch_gemv(static_cast<const uint16_t*>(x.data()),
+                            static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16, y.data(),
+                            DType::kBF16, m, ls.n, ls.k, be.stream(), variant);
+        }, 50);
+        const std::string shape = ls.k == 4096 && ls.n == 14336
+                                      ? "v" + std::to_string(variant) + "_m" + std::to_string(m)
+                                      : "v" + std::to_string(variant) + "_m" + std::to_string(m) + "_" +
+                                            std::to_string(ls.k) + "x" + std::to_string(ls.n);
+        result("gemv_lab", shape, w_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      }
     }
   }
 }
@@ -434,6 +452,60 @@ void bench_mla(CudaBackend& be) {
   }
 }
 
+
+// The sampler (one block per row over the vocabulary, every parameter of ops.h) at batch 1 with the vocabularies
+// of Llama 3.1 (128,256) and Qwen3 (151,936): greedy and top-k/top-p sampling, each without and with a
+// structured-output mask (SampleRowParams::mask_row; half the tokens allowed, a random pattern), and the per-step
+// upload of one mask row from pinned memory, which is what structured outputs add to a decode step on the device.
+void bench_sample(CudaBackend& be) {
+  for (int64_t vocab : {int64_t{128256}, int64_t{151936}}) {
+    const int64_t words = (vocab + 31) / 32;
+    constexpr int kCopies = 8;  // logits rows rotated so that no repetition reads a row the previous one wrote
+    DeviceBuffer logits(&be, static_cast<size_t>(kCopies * vocab * 4)), mask(&be, static_cast<size_t>(words * 4));
+    DeviceBuffer params(&be, sizeof(SampleRowParams)), out_tokens(&be, 64), out_logprobs(&be, 64);
+    be.fill_uniform(Tensor(logits.data(), DType::kF32, {kCopies, vocab}), 7, -8.0f, 8.0f);
+    uint32_t* host_mask = nullptr;
+    RL_CUDA_CHECK(cudaMallocHost(&host_mask, static_cast<size_t>(words * 4)));
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (int64_t w = 0; w < words; ++w) {
+      state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+      host_mask[w] = static_cast<uint32_t>(state);
+    }
+    RL_CUDA_CHECK(cudaMemcpy(mask.data(), host_mask, static_cast<size_t>(words * 4), cudaMemcpyHostToDevice));
+    const std::string v = "v" + std::to_string(vocab);
+    for (bool sampled : {false, true}) {
+      for (bool masked : {false, true}) {
+        SampleRowParams p;
+        p.temperature = sampled ? 0.8f : 0.0f;
+        if (sampled) {
+          p.top_k = 50;
+          p.top_p = 0.95f;
+          p.seed = 1;
+        }
+        p.mask_row = masked ? 0 : -1;
+        RL_CUDA_CHECK(cudaMemcpy(params.data(), &p, sizeof(p), cudaMemcpyHostToDevice));
+        SampleBatch b;
+        b.num_rows = 1;
+        b.params = static_cast<const SampleRowParams*>(params.data());
+        b.allowed_mask = static_cast<const uint32_t*>(mask.data());
+        b.out_tokens = static_cast<int32_t*>(out_tokens.data());
+        b.out_logprobs = static_cast<float*>(out_logprobs.data());
+        const double ms = time_ms(be, [&](int i) {
+          cuda::launch_sample(static_cast<float*>(logits.data()) + (i % kCopies) * vocab, vocab, b, be.stream());
+        }, 100);
+        const std::string shape = v + (sampled ? "_topk50_topp0.95" : "_greedy") + (masked ? "_mask" : "_nomask");
+        result("sample", shape, ms * 1e3, "us");
+      }
+    }
+    const double up = time_ms(be, [&](int) {
+      RL_CUDA_CHECK(cudaMemcpyAsync(mask.data(), host_mask, static_cast<size_t>(words * 4), cudaMemcpyHostToDevice,
+                                    be.stream()));
+    }, 100);
+    result("sample", v + "_mask_upload_" + std::to_string(words * 4) + "B", up * 1e3, "us");
+    RL_CUDA_CHECK(cudaFreeHost(host_mask));
+  }
+}
+
 }  // namespace
 }  // namespace rl
 
@@ -441,8 +513,9 @@ namespace rl {
 
 int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (!only.empty() && only != "copy" && only != "linear" && only != "decode" && only != "prefill" &&
-      only != "gemv" && only != "mla") {
-    std::fprintf(stderr, "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, decode, prefill, mla)\n",
+      only != "gemv" && only != "mla" && only != "sample") {
+    std::fprintf(stderr,
+                 "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, decode, prefill, mla, sample)\n",
                  only.c_str());
     return 1;
   }
@@ -459,6 +532,7 @@ int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (only.empty() || only == "decode") bench_decode(cuda);
   if (only.empty() || only == "prefill") bench_prefill(cuda);
   if (only.empty() || only == "mla") bench_mla(cuda);
+  if (only.empty() || only == "sample") bench_sample(cuda);
   return 0;
 }
 
