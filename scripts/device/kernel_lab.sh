@@ -8,18 +8,13 @@
 # NCU=0 leaves it out), batch-1 decode of Llama-3.1-8B and Qwen3-0.6B and batch-16 decode of Llama-3.1-8B.
 # Logs in $OUT/kernel_lab_logs.tgz; a summary table last.
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-bin="$(cd "${RL_BIN_DIR:-build/cuda}" && pwd)"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$bin/lib"
-L="$(mktemp -d)"
-final_out="${OUT:-/tmp/rl_device}"; mkdir -p "$final_out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$L/gpu.txt"
+source "$(dirname "$0")/common.sh"
+device_env
 timeout 240 "$bin/rl_cuda_ops_tests" --gtest_color=no > "$L/ops.log" 2>&1; echo "cuda ops tests rc=$?"
-grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$L/ops.log" | head -10
+gtest_summary "$L/ops.log"
 if [ -x "$bin/rl_tests_ops" ]; then
   timeout 240 "$bin/rl_tests_ops" --gtest_color=no > "$L/tests_ops.log" 2>&1; echo "rl_tests_ops rc=$?"
-  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$L/tests_ops.log" | head -10
+  gtest_summary "$L/tests_ops.log"
 fi
 timeout 60 "$bin/rl_bench_kernels" copy > "$L/copy.log" 2>&1; echo "copy rc=$?"
 timeout 90 "$bin/rl_bench_kernels" sample > "$L/sample.log" 2>&1; echo "sample rc=$?"
@@ -32,12 +27,9 @@ if [ "${NCU:-1}" = 1 ] && command -v ncu > /dev/null; then
     "$bin/rl_bench_kernels" gemv > "$L/ncu_gemv.txt" 2>&1
   echo "ncu rc=$?"
 fi
-ll=(-m models/configs/Llama-3.1-8B --dummy-weights --device cuda --max-model-len 4096)
-qw=(-m models/configs/Qwen3-0.6B --dummy-weights --device cuda --max-model-len 4096)
-lat() { local t=$1; shift; timeout 90 "$bin/ridgeline" bench latency "$@" --json "$L/lat_$t.json" > "$L/lat_$t.log" 2>&1; echo "lat $t rc=$?"; }
-lat llama_b1 "${ll[@]}" --batch 1 --input-len 128 --output-len 256
-lat qwen_b1 "${qw[@]}" --batch 1 --input-len 128 --output-len 256
-lat llama_b16 "${ll[@]}" --batch 16 --input-len 128 --output-len 128
+lat llama_b1 "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256
+lat qwen_b1 "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256
+lat llama_b16 "${LLAMA8B[@]}" --batch 16 --input-len 128 --output-len 128
 tar czf "$final_out/kernel_lab_logs.tgz" -C "$L" .
 echo "== summary =="
 grep RESULT "$L/copy.log" "$L/sample.log" | sed 's/.*RESULT //'
@@ -59,7 +51,7 @@ for (shape, m), v in sorted(lab.items()):
           " ".join(f"{k}:{x:.2f}" for k, x in sorted(v.items())))
 for k in sorted(prod): print("gemv", k, prod[k])
 PY
-grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Grid Size|Registers|Cluster|Waves" "$L/ncu_gemv.txt" | head -20
+[ -f "$L/ncu_gemv.txt" ] && grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Grid Size|Registers|Cluster|Waves" "$L/ncu_gemv.txt" | head -20
 for t in llama_b1 qwen_b1 llama_b16; do
   python3 -c "import json;j=json.load(open('$L/lat_$t.json'));print('$t', round(j['decode_tokens_per_s'],1), 'tok/s tpot', round(j['tpot_ms'],3))" 2>&1 | tail -1
 done
