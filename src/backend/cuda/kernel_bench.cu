@@ -473,15 +473,16 @@ void bench_sample(CudaBackend& be) {
     }
     RL_CUDA_CHECK(cudaMemcpy(mask.data(), host_mask, static_cast<size_t>(words * 4), cudaMemcpyHostToDevice));
     const std::string v = "v" + std::to_string(vocab);
-    for (bool sampled : {false, true}) {
+    // Kinds: 0 greedy, 1 top-k 50 + top-p 0.95, 2 temperature only, 3 top-k 50 only, 4 top-p 0.95 only.
+    for (int kind : {0, 1, 2, 3, 4}) {
       for (bool masked : {false, true}) {
+        if (kind >= 2 && masked) continue;
+        const bool sampled = kind > 0;
         SampleRowParams p;
         p.temperature = sampled ? 0.8f : 0.0f;
-        if (sampled) {
-          p.top_k = 50;
-          p.top_p = 0.95f;
-          p.seed = 1;
-        }
+        p.seed = 1;
+        if (kind == 1 || kind == 3) p.top_k = 50;
+        if (kind == 1 || kind == 4) p.top_p = 0.95f;
         p.mask_row = masked ? 0 : -1;
         RL_CUDA_CHECK(cudaMemcpy(params.data(), &p, sizeof(p), cudaMemcpyHostToDevice));
         SampleBatch b;
@@ -490,11 +491,11 @@ void bench_sample(CudaBackend& be) {
         b.allowed_mask = static_cast<const uint32_t*>(mask.data());
         b.out_tokens = static_cast<int32_t*>(out_tokens.data());
         b.out_logprobs = static_cast<float*>(out_logprobs.data());
+        static const char* const kKind[] = {"_greedy", "_topk50_topp0.95", "_temp0.8", "_topk50", "_topp0.95"};
         const double ms = time_ms(be, [&](int i) {
           cuda::launch_sample(static_cast<float*>(logits.data()) + (i % kCopies) * vocab, vocab, b, be.stream());
         }, 100);
-        const std::string shape = v + (sampled ? "_topk50_topp0.95" : "_greedy") + (masked ? "_mask" : "_nomask");
-        result("sample", shape, ms * 1e3, "us");
+        result("sample", v + kKind[kind] + (masked ? "_mask" : "_nomask"), ms * 1e3, "us");
       }
     }
     const double up = time_ms(be, [&](int) {

@@ -258,33 +258,46 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
         // from the lowest of them. Real and random logits alike put most of a row into a few bins of the upper
         // bytes, where one atomic per element serialised (1.25 ms for top-k + top-p over 128k ids on the H200).
         // The sums are integers (counts, fixed-point mass), so the histogram is exact whatever the grouping.
+        // Each lane loads kSelectUnroll elements (coalesced across the warp) before it aggregates any: with one load
+        // in flight per warp the pass waited on L2 latency (~50-90 µs a pass against ~12 µs for the argmax pass).
+        // (Lab, H200: a ballot-per-distinct-bin aggregation instead of __match_any_sync was 15-45 % slower.)
         const int lane = tid & 31;
-        for (int64_t base = tid - lane; base < vocab; base += blockDim.x) {  // whole warps iterate together
-          const int64_t i = base + lane;
-          int bin = -1;
-          unsigned long long w = 0;
-          if (i < vocab) {
-            const float v = ld(row, i);
+        constexpr int kSelectUnroll = 8;
+        for (int64_t base = static_cast<int64_t>(tid - lane) * kSelectUnroll; base < vocab;
+             base += static_cast<int64_t>(blockDim.x) * kSelectUnroll) {  // whole warps iterate together
+          float vals[kSelectUnroll];
+#pragma unroll
+          for (int j = 0; j < kSelectUnroll; ++j) {
+            const int64_t i = base + j * 32 + lane;
+            vals[j] = i < vocab ? ld(row, i) : -INFINITY;  // -inf is never a candidate (key < floor)
+          }
+#pragma unroll
+          for (int j = 0; j < kSelectUnroll; ++j) {
+            const float v = vals[j];
             const uint32_t key = order_key(v);
+            int bin = -1;
+            unsigned long long w = 0;
             if (key >= floor && (key & mask) == prefix) {
               bin = static_cast<int>((key >> shift) & 255u);
               w = by_mass ? mass_of((v - m) * inv_t) : 1ull;
             }
-          }
-          const unsigned same = __match_any_sync(0xffffffffu, bin);
-          unsigned long long sum = 0;
-          if (__all_sync(0xffffffffu, same == 0xffffffffu)) {  // one bin for the whole warp: a butterfly
-            sum = w;
-            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-          } else if (by_mass) {
-            for (int j = 0; j < 32; ++j) {
-              const unsigned long long wj = __shfl_sync(0xffffffffu, w, j);
-              if ((same >> j) & 1u) sum += wj;
+            const unsigned same = __match_any_sync(0xffffffffu, bin);
+            unsigned long long sum = 0;
+            if (__all_sync(0xffffffffu, same == 0xffffffffu)) {  // one bin (or none) for the whole warp
+              if (bin >= 0) {
+                sum = w;
+                for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+              }
+            } else if (by_mass) {
+              for (int k = 0; k < 32; ++k) {
+                const unsigned long long wk = __shfl_sync(0xffffffffu, w, k);
+                if ((same >> k) & 1u) sum += wk;
+              }
+            } else {
+              sum = static_cast<unsigned long long>(__popc(same));
             }
-          } else {
-            sum = static_cast<unsigned long long>(__popc(same));
+            if (bin >= 0 && lane == __ffs(same) - 1) atomicAdd(&hist[bin], sum);
           }
-          if (bin >= 0 && lane == __ffs(same) - 1) atomicAdd(&hist[bin], sum);
         }
         __syncthreads();
         if (tid == 0) {
