@@ -5,7 +5,8 @@
 # correct), then `rl_bench_kernels sample` (the sampler with and without a structured-output mask, and the mask's
 # upload), `rl_bench_kernels gemv` (the production GEMV per projection shape and every lab configuration at the
 # shapes that stream furthest below the copy ceiling), an ncu look at the 8B o_proj GEMV (4096 → 4096, M = 1;
-# NCU=0 leaves it out), batch-1 decode of Llama-3.1-8B and Qwen3-0.6B and batch-16 decode of Llama-3.1-8B.
+# NCU=0 leaves it out), batch-1 decode of Llama-3.1-8B and Qwen3-0.6B (greedy and sampled) and batch-16 decode
+# of Llama-3.1-8B.
 # Logs in $OUT/kernel_lab_logs.tgz; a summary table last.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -30,6 +31,11 @@ fi
 lat llama_b1 "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256
 lat qwen_b1 "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256
 lat llama_b16 "${LLAMA8B[@]}" --batch 16 --input-len 128 --output-len 128
+# Sampled batch-1 decode with the models' own generation_config defaults (Llama 3.1: temperature 0.6, top-p 0.9;
+# Qwen3: temperature 0.6, top-k 20, top-p 0.95): what the sampler's radix selects add to a step.
+lat llama_b1_sampled "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256 --temperature 0.6 --top-p 0.9
+lat qwen_b1_sampled "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256 --temperature 0.6 --top-k 20 \
+  --top-p 0.95
 tar czf "$final_out/kernel_lab_logs.tgz" -C "$L" .
 echo "== summary =="
 grep RESULT "$L/copy.log" "$L/sample.log" | sed 's/.*RESULT //'
@@ -52,6 +58,6 @@ for (shape, m), v in sorted(lab.items()):
 for k in sorted(prod): print("gemv", k, prod[k])
 PY
 [ -f "$L/ncu_gemv.txt" ] && grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Grid Size|Registers|Cluster|Waves" "$L/ncu_gemv.txt" | head -20
-for t in llama_b1 qwen_b1 llama_b16; do
+for t in llama_b1 qwen_b1 llama_b16 llama_b1_sampled qwen_b1_sampled; do
   python3 -c "import json;j=json.load(open('$L/lat_$t.json'));print('$t', round(j['decode_tokens_per_s'],1), 'tok/s tpot', round(j['tpot_ms'],3))" 2>&1 | tail -1
 done

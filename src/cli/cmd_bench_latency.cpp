@@ -35,6 +35,9 @@ struct LatencyOptions {
   std::string gpu;  // roofline chip; default: measured H200 for cuda, none for cpu
   std::string json;
   std::string prompt_file;
+  // Sampling of every request (greedy by default); seeded per request, so rounds repeat.
+  float temperature = 0.0f, top_p = 1.0f;
+  int32_t top_k = 0;
 };
 
 // Request i's prompt from the file's tokens (see the header comment); empty `text` = random prompts.
@@ -54,12 +57,15 @@ Result<RoundTimes> run_round(Engine& engine, const LatencyOptions& o, int32_t ou
                              const std::string& tag, const std::vector<TokenId>& text) {
   PromptGenerator gen(engine.model_config().vocab_size, seed);
   SamplingParams params;
-  params.temperature = 0;
+  params.temperature = o.temperature;
+  if (o.top_k > 0) params.top_k = o.top_k;
+  if (o.top_p < 1.0f) params.top_p = o.top_p;
   params.max_tokens = output_len;
   params.ignore_eos = true;
   std::vector<std::shared_ptr<OutputChannel>> channels;
   const double t0 = now_seconds();
   for (int32_t i = 0; i < o.batch; ++i) {
+    if (o.temperature > 0.0f) params.seed = seed + static_cast<uint64_t>(i);
     channels.push_back(engine.submit(tag + std::to_string(i),
                                      text.empty() ? gen.next(o.input_len) : file_prompt(text, o.input_len, i),
                                      params));
@@ -229,6 +235,11 @@ void add_bench_latency(CLI::App* bench, int* exit_code) {
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
   cmd->add_option("--gpu", o->gpu, "Chip for the roofline prediction (default: measured H200 with --device cuda)");
   cmd->add_option("--json", o->json, "Write the results as JSON");
+  cmd->add_option("--temperature", o->temperature, "Sampling temperature of every request (0 = greedy)")
+      ->check(CLI::Range(0.0f, 100.0f))
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "Top-k of every request (0 = off)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--top-p", o->top_p, "Top-p of every request (1 = off)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--prompt-file", o->prompt_file,
                   "Prompts from this text file (request i: --input-len tokens from token i * input_len / 2)");
   cmd->callback([o, exit_code] { *exit_code = run(*o); });

@@ -16,6 +16,14 @@ add_test(NAME cli_chat_pipe
 set_tests_properties(cli_chat_pipe PROPERTIES PASS_REGULAR_EXPRESSION "[A-Za-z]+.*\n.*[A-Za-z]+")
 add_test(NAME cli_inspect_llama COMMAND ${_rl} inspect -m ${PROJECT_SOURCE_DIR}/models/configs/Llama-3.1-8B)
 set_tests_properties(cli_inspect_llama PROPERTIES PASS_REGULAR_EXPRESSION "8030261248.*\n.*\n.*\n.*131072")
+# bench latency with sampled requests (top-k + top-p through the sampler's radix selects), on the default model:
+# exit status 0 and the TPOT and decode rows of a batch of 2; an out-of-range --top-p is refused.
+add_test(NAME cli_bench_latency_sampled
+         COMMAND sh -c "out=$(${_rl} bench latency --batch 2 --input-len 16 --output-len 8 --temperature 0.8 \
+                 --top-k 20 --top-p 0.95) || exit 1; printf '%s\\n' \"$out\" | grep -Eq '^TPOT +2 ' && \
+                 printf '%s\\n' \"$out\" | grep -Eq '^decode +2 '")
+add_test(NAME cli_bench_latency_bad_top_p COMMAND ${_rl} bench latency --top-p 2)
+set_tests_properties(cli_bench_latency_bad_top_p PROPERTIES WILL_FAIL TRUE)
 add_test(NAME cli_bench_throughput
          COMMAND ${_rl} bench throughput --num-prompts 8 --input-len 32 --output-len 8 --prefix-len 16)
 set_tests_properties(cli_bench_throughput PROPERTIES PASS_REGULAR_EXPRESSION "Output token throughput")
