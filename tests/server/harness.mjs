@@ -9,10 +9,10 @@ export const BIN = process.env.RIDGELINE_BIN;
 if (!BIN) throw new Error("set RIDGELINE_BIN to the ridgeline binary");
 export const OPENAI = path.join(process.env.RIDGELINE_SOURCE_DIR ?? process.cwd(), "tests/js/node_modules/openai/index.mjs");
 
-export async function startServer(extraArgs = [], env = process.env) {
+export async function startServer(extraArgs = []) {
   const kv = extraArgs.includes("--kv-cache-gb") ? [] : ["--kv-cache-gb", "0.25"];
   const args = ["serve", "--port", "0", ...kv, ...extraArgs];
-  const proc = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"], env });
+  const proc = spawn(BIN, args, { stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   proc.stderr.on("data", (d) => { stderr += d; });
   const url = await new Promise((resolve, reject) => {

@@ -46,8 +46,7 @@ async function one(url, i) {
 }
 
 // Runs `requests` requests at `concurrency` against url; samples rssMiB(pid) every `sampleEvery` requests.
-export async function runSoak({ url, pid, requests, concurrency, maxSeconds, sampleEvery = 1000, warmupFraction = 0.2,
-                                log = () => {} }) {
+export async function runSoak({ url, pid, requests, concurrency, maxSeconds, sampleEvery = 1000, log = () => {} }) {
   const samples = [];  // [requests done, RSS MiB]
   let next = 0, done = 0, failed = 0, firstError = "";
   const t0 = Date.now();
@@ -71,9 +70,8 @@ export async function runSoak({ url, pid, requests, concurrency, maxSeconds, sam
   await Promise.all(Array.from({ length: concurrency }, worker));
   samples.push([done, rssMiB(pid)]);
   const seconds = (Date.now() - t0) / 1000;
-  // Slope after warm-up (the first warmupFraction of the run, 20 % by default, at least one sample): least squares,
-  // MiB per 10k requests.
-  const warm = samples.filter(([n]) => n >= Math.max(sampleEvery, done * warmupFraction));
+  // Slope after warm-up (the first 20 % of the run, at least one sample): least squares, MiB per 10k requests.
+  const warm = samples.filter(([n]) => n >= Math.max(sampleEvery, done * 0.2));
   let slope = 0;
   if (warm.length >= 2) {
     const mx = warm.reduce((a, [n]) => a + n, 0) / warm.length;
