@@ -60,15 +60,24 @@ void bench_copy(CudaBackend& be) {
   result("copy", "2GiB", 2.0 * n / (ms * 1e-3) / 1e12, "TB/s");
 }
 
-void bench_linear(CudaBackend& be) {
-  const int64_t n = 14336, k = 4096;
+// Enough copies of an [n, k] bf16 weight (uniform in ±0.05, seeds seed, seed + 1, ...) that rotating through them
+// touches more than kL2Rotate bytes, so no timed call finds its weights in L2.
+std::vector<DeviceBuffer> rotated_weights(CudaBackend& be, int64_t n, int64_t k, uint64_t seed) {
   const size_t w_bytes = static_cast<size_t>(n * k * 2);
   const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
   std::vector<DeviceBuffer> ws;
   for (int c = 0; c < copies; ++c) {
     ws.emplace_back(&be, w_bytes);
-    be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {n, k}), 10 + c, -0.05f, 0.05f);
+    be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {n, k}), seed + static_cast<uint64_t>(c), -0.05f, 0.05f);
   }
+  return ws;
+}
+
+void bench_linear(CudaBackend& be) {
+  const int64_t n = 14336, k = 4096;
+  const size_t w_bytes = static_cast<size_t>(n * k * 2);
+  const std::vector<DeviceBuffer> ws = rotated_weights(be, n, k, 10);
+  const int copies = static_cast<int>(ws.size());
   // Default kernels, then the batch-invariant family (deterministic mode) at the same shapes; M = 4096 (a prefill
   // chunk) is compute-bound and reported in TFLOP/s.
   for (bool det : {false, true}) {
@@ -122,12 +131,8 @@ void bench_gemv_shapes(CudaBackend& be) {
                           {2048, 1024},  {3072, 1024}, {1024, 151936}};
   for (const Shape& s : shapes) {
     const size_t w_bytes = static_cast<size_t>(s.n * s.k * 2);
-    const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
-    std::vector<DeviceBuffer> ws;
-    for (int c = 0; c < copies; ++c) {
-      ws.emplace_back(&be, w_bytes);
-      be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {s.n, s.k}), 20 + c, -0.05f, 0.05f);
-    }
+    const std::vector<DeviceBuffer> ws = rotated_weights(be, s.n, s.k, 20);
+    const int copies = static_cast<int>(ws.size());
     for (int64_t m : {1, 16}) {
       DeviceBuffer x(&be, static_cast<size_t>(m * s.k * 2)), y(&be, static_cast<size_t>(m * s.n * 2));
       be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, s.k}), 3, -1, 1);
@@ -146,12 +151,8 @@ void bench_gemv_shapes(CudaBackend& be) {
   // The gated MLP's gate_up projection with SiLU·mul fused (launch_gemv_silu_mul; weight bytes / time).
   for (const Shape& s : {Shape{4096, 14336}, Shape{1024, 3072}}) {
     const size_t w_bytes = static_cast<size_t>(2 * s.n * s.k * 2);
-    const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
-    std::vector<DeviceBuffer> ws;
-    for (int c = 0; c < copies; ++c) {
-      ws.emplace_back(&be, w_bytes);
-      be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {2 * s.n, s.k}), 40 + c, -0.05f, 0.05f);
-    }
+    const std::vector<DeviceBuffer> ws = rotated_weights(be, 2 * s.n, s.k, 40);
+    const int copies = static_cast<int>(ws.size());
     for (int64_t m : {1, 16}) {
       DeviceBuffer x(&be, static_cast<size_t>(m * s.k * 2)), y(&be, static_cast<size_t>(m * s.n * 2));
       be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, s.k}), 3, -1, 1);
@@ -180,12 +181,8 @@ void bench_gemv_shapes(CudaBackend& be) {
                           {3072, 1024, {1}}};
   for (const LabShape& ls : lab) {
     const size_t w_bytes = static_cast<size_t>(ls.n * ls.k * 2);
-    const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / w_bytes + 1));
-    std::vector<DeviceBuffer> ws;
-    for (int c = 0; c < copies; ++c) {
-      ws.emplace_back(&be, w_bytes);
-      be.fill_uniform(Tensor(ws.back().data(), DType::kBF16, {ls.n, ls.k}), 10 + c, -0.05f, 0.05f);
-    }
+    const std::vector<DeviceBuffer> ws = rotated_weights(be, ls.n, ls.k, 10);
+    const int copies = static_cast<int>(ws.size());
     for (int64_t m : ls.ms) {
       DeviceBuffer x(&be, static_cast<size_t>(m * ls.k * 2)), y(&be, static_cast<size_t>(m * ls.n * 2));
       be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, ls.k}), 3, -1, 1);
