@@ -11,10 +11,12 @@ namespace rl::cli {
 
 void add_bench_kernels(CLI::App* bench, int* exit_code) {
   auto* cmd = bench->add_subcommand(
-      "kernels", "CUDA kernel benchmarks: GEMV/GEMM, decode and prefill attention, copy bandwidth (RESULT lines)");
+      "kernels",
+      "CUDA kernel benchmarks: GEMV/GEMM, decode and prefill attention, MLA, the sampler, copy bandwidth (RESULT lines)");
   auto only = std::make_shared<std::string>();
   auto device = std::make_shared<int>(0);
-  cmd->add_option("group", *only, "Only this group: copy, linear, gemv, decode, prefill, mla or sample (default: all)");
+  cmd->add_option("group", *only,
+                  "Only this group: copy, linear, gemv, decode, prefill, mla or sample (default: all)");
   cmd->add_option("--device-index", *device, "CUDA device")->capture_default_str();
   cmd->callback([only, device, exit_code] {
 #ifdef RIDGELINE_CUDA

@@ -58,8 +58,8 @@ Result<RoundTimes> run_round(Engine& engine, const LatencyOptions& o, int32_t ou
   PromptGenerator gen(engine.model_config().vocab_size, seed);
   SamplingParams params;
   params.temperature = o.temperature;
-  if (o.top_k > 0) params.top_k = o.top_k;
-  if (o.top_p < 1.0f) params.top_p = o.top_p;
+  params.top_k = o.top_k;  // the flags' defaults (0, 1) are SamplingParams' "off"
+  params.top_p = o.top_p;
   params.max_tokens = output_len;
   params.ignore_eos = true;
   std::vector<std::shared_ptr<OutputChannel>> channels;
