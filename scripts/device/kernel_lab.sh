@@ -7,7 +7,7 @@
 # shapes that stream furthest below the copy ceiling), an ncu look at the 8B o_proj GEMV (4096 → 4096, M = 1;
 # NCU=0 leaves it out), batch-1 decode of Llama-3.1-8B and Qwen3-0.6B (greedy and sampled) and batch-16 decode
 # of Llama-3.1-8B.
-# Logs in $OUT/kernel_lab_logs.tgz; a summary table last.
+# GEMV=0 leaves the GEMV lab (and its ncu look) out. Logs in $OUT/kernel_lab_logs.tgz; a summary table last.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
@@ -19,8 +19,10 @@ if [ -x "$bin/rl_tests_ops" ]; then
 fi
 timeout 60 "$bin/rl_bench_kernels" copy > "$L/copy.log" 2>&1; echo "copy rc=$?"
 timeout 90 "$bin/rl_bench_kernels" sample > "$L/sample.log" 2>&1; echo "sample rc=$?"
-timeout 240 "$bin/rl_bench_kernels" gemv > "$L/gemv.log" 2>&1; echo "gemv rc=$?"
-if [ "${NCU:-1}" = 1 ] && command -v ncu > /dev/null; then
+if [ "${GEMV:-1}" = 1 ]; then
+  timeout 240 "$bin/rl_bench_kernels" gemv > "$L/gemv.log" 2>&1; echo "gemv rc=$?"
+fi
+if [ "${GEMV:-1}" = 1 ] && [ "${NCU:-1}" = 1 ] && command -v ncu > /dev/null; then
   # The first GEMV launches of `bench kernels gemv` are the production kernel at 4096 → 4096, M = 1 (3 warm-ups,
   # then the timed ones): one timed launch with the memory and occupancy sections.
   timeout 120 ncu --clock-control none -k regex:gemv_stream --launch-skip 3 --launch-count 1 \
@@ -36,10 +38,11 @@ lat llama_b16 "${LLAMA8B[@]}" --batch 16 --input-len 128 --output-len 128
 lat llama_b1_sampled "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256 --temperature 0.6 --top-p 0.9
 lat qwen_b1_sampled "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256 --temperature 0.6 --top-k 20 \
   --top-p 0.95
+lat llama_b16_sampled "${LLAMA8B[@]}" --batch 16 --input-len 128 --output-len 128 --temperature 0.6 --top-p 0.9
 tar czf "$final_out/kernel_lab_logs.tgz" -C "$L" .
 echo "== summary =="
 grep RESULT "$L/copy.log" "$L/sample.log" | sed 's/.*RESULT //'
-python3 - "$L/gemv.log" <<'PY'
+[ -f "$L/gemv.log" ] && python3 - "$L/gemv.log" <<'PY'
 import re, sys, collections
 prod, lab = {}, collections.defaultdict(dict)
 for line in open(sys.argv[1]):
@@ -58,6 +61,6 @@ for (shape, m), v in sorted(lab.items()):
 for k in sorted(prod): print("gemv", k, prod[k])
 PY
 [ -f "$L/ncu_gemv.txt" ] && grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Grid Size|Registers|Cluster|Waves" "$L/ncu_gemv.txt" | head -20
-for t in llama_b1 qwen_b1 llama_b16 llama_b1_sampled qwen_b1_sampled; do
+for t in llama_b1 qwen_b1 llama_b16 llama_b1_sampled qwen_b1_sampled llama_b16_sampled; do
   python3 -c "import json;j=json.load(open('$L/lat_$t.json'));print('$t', round(j['decode_tokens_per_s'],1), 'tok/s tpot', round(j['tpot_ms'],3))" 2>&1 | tail -1
 done

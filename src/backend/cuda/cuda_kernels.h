@@ -58,7 +58,8 @@ void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t
 // out[r] = argmax of logits row r (f32 [rows, vocab]); ties → lowest id (sampling.cu).
 void launch_argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 // The one sampling path (ops.h, SampleRowParams) over logits f32 [batch.num_rows, vocab] (sampling.cu).
-void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, cudaStream_t stream);
+// cluster_size: blocks per row on sm_90 (0: the production kSampleCluster; the kernel bench compares 1).
+void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, cudaStream_t stream, int cluster_size = 0);
 void launch_init_penalty_slot(const PenaltySlotInit& init, int32_t* counts, uint32_t* bits, int64_t vocab,
                               cudaStream_t stream);
 // ids[t] < 0 → sampled[-ids[t] - 1].

@@ -450,7 +450,8 @@ void bench_mla(CudaBackend& be) {
 }
 
 
-// The sampler (one block per row over the vocabulary, every parameter of ops.h) at batch 1 with the vocabularies
+// The sampler (a cluster of blocks per row over the vocabulary, and one block for comparison; every parameter of
+// ops.h) at batch 1 with the vocabularies
 // of Llama 3.1 (128,256) and Qwen3 (151,936): greedy and top-k/top-p sampling, each without and with a
 // structured-output mask (SampleRowParams::mask_row; half the tokens allowed, a random pattern), and the per-step
 // upload of one mask row from pinned memory, which is what structured outputs add to a decode step on the device.
@@ -489,10 +490,17 @@ void bench_sample(CudaBackend& be) {
         b.out_tokens = static_cast<int32_t*>(out_tokens.data());
         b.out_logprobs = static_cast<float*>(out_logprobs.data());
         static const char* const kKind[] = {"_greedy", "_topk50_topp0.95", "_temp0.8", "_topk50", "_topp0.95"};
-        const double ms = time_ms(be, [&](int i) {
-          cuda::launch_sample(static_cast<float*>(logits.data()) + (i % kCopies) * vocab, vocab, b, be.stream());
-        }, 100);
-        result("sample", v + kKind[kind] + (masked ? "_mask" : "_nomask"), ms * 1e3, "us");
+        // The production cluster of blocks per row, then one block per row (the kernel before clusters), and
+        // clusters of 4 and 16 blocks.
+        for (int cluster : {0, 1, 4, 16}) {
+          const double ms = time_ms(be, [&](int i) {
+            cuda::launch_sample(static_cast<float*>(logits.data()) + (i % kCopies) * vocab, vocab, b, be.stream(),
+                                cluster);
+          }, 100);
+          result("sample", v + kKind[kind] + (masked ? "_mask" : "_nomask") +
+                               (cluster == 0 ? "" : "_" + std::to_string(cluster) + "block"),
+                 ms * 1e3, "us");
+        }
       }
     }
     const double up = time_ms(be, [&](int) {
