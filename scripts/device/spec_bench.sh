@@ -6,13 +6,20 @@
 #   Here, first: bible -f "Gen1:1-Rev22:21" > DIR/kjv.txt, and copy the cuda build's ridgeline and
 #   rl_tests_model (+ lib/) to DIR/bin; then through the device tool with carry [DIR]:
 #     DATA=DIR/kjv.txt RL_BIN_DIR=DIR/bin scripts/device/spec_bench.sh
-# A second draft, "small" (2 layers of 512, 9 M parameters, a quarter of the default model's kernels per step),
-# trains beside the target the same way. Workloads: "copy" = held-out chapters with each 3-verse passage written
+# A second draft, "small", trains beside the target the same way: 2 layers at the target's width (DRAFT_SHAPE;
+# 31 M parameters). A small model's decode step costs its kernel count (each kernel >= ~3 us), not its bytes, so
+# the draft keeps the width (its acceptance) and drops layers (its step time): a quarter of the default model's
+# kernels per step. The drafts' own plain decode TPOT is measured too (tags draftonly_*).
+# Workloads: "copy" = held-out chapters with each 3-verse passage written
 # three times, so the continuation repeats text the prompt already holds (n-gram's case); "text" = the held-out
 # chapters as they are; "recite" = training chapters (the target has memorised them: recitation, where target
 # and drafts agree most).
 # Request i's prompt is --input-len tokens of the file from token i * input_len / 2 on (bench latency
-# --prompt-file). TRAIN_SECONDS (default 120) caps training; BUDGET (seconds, default 420) skips what would not fit.
+# --prompt-file). EPOCHS (default 6) passes over the training chapters, with the cosine ending there: the
+# held-out loss of both models is lowest near epoch 5-6 and rises after (overfitting at 12-19 epochs: session 8's
+# first run, where the models had memorised the training chapters and agreed on little else). TARGET_SHAPE
+# overrides the target's shape (default 10 layers of 1024). TRAIN_SECONDS (default 120) caps training; BUDGET
+# (seconds, default 420) skips what would not fit.
 set -uo pipefail
 root="${RL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
 cd "$root"
@@ -55,14 +62,15 @@ PY
 work="$(mktemp -d)"
 mkdir -p "$work/tokenizer"
 cp "$tiny/tokenizer.json" "$tiny/tokenizer_config.json" "$work/tokenizer/"
-shape="hidden_size=1024,num_hidden_layers=10,num_attention_heads=16,num_key_value_heads=4,head_dim=64,intermediate_size=2816"
+shape="${TARGET_SHAPE:-hidden_size=1024,num_hidden_layers=10,num_attention_heads=16,num_key_value_heads=4,head_dim=64,intermediate_size=2816}"
 secs="${TRAIN_SECONDS:-120}"
+epochs="${EPOCHS:-6}"
 timeout $((secs + 90)) python3 "$tools/train_tiny.py" train --data "$data" --work "$work" --tag t \
-  --epochs 40 --dropout 0.0 --lr 1e-3 --min-lr 1e-4 --time-limit "$secs" --shape "$shape" >"$out/train.log" 2>&1 &
+  --epochs "$epochs" --dropout 0.0 --lr 1e-3 --min-lr 1e-4 --time-limit "$secs" --shape "$shape" >"$out/train.log" 2>&1 &
 tpid=$!
-small="hidden_size=512,num_hidden_layers=2,num_attention_heads=8,num_key_value_heads=2,head_dim=64,intermediate_size=1536"
+small="${DRAFT_SHAPE:-hidden_size=1024,num_hidden_layers=2,num_attention_heads=16,num_key_value_heads=4,head_dim=64,intermediate_size=2816}"
 timeout $((secs + 90)) python3 "$tools/train_tiny.py" train --data "$data" --work "$work" --tag s \
-  --epochs 40 --dropout 0.0 --lr 2e-3 --min-lr 2e-4 --time-limit "$secs" --shape "$small" >"$out/train_small.log" 2>&1
+  --epochs "$epochs" --dropout 0.0 --lr 1.5e-3 --min-lr 1.5e-4 --time-limit "$secs" --shape "$small" >"$out/train_small.log" 2>&1
 echo "train small rc=$?"
 wait "$tpid"
 echo "train rc=$?"
@@ -82,10 +90,9 @@ if [ -x "$bin_dir/rl_tests_model" ] && fits 250 tests; then
 fi
 
 # 4. bench latency: greedy, 256-token prompts, 128 generated tokens; a fixed k at every batch size
-#    (--speculative-adaptive off --speculative-max-running 0, so the crossover shows), then the adaptive k (tags
-#    *_adapt, --speculative-adaptive on: each step chooses 0..k per request from measured step times and
-#    acceptance), which should follow the better of plain and fixed k on each side of the crossover. (The
-#    defaults are a fixed k, and no drafts above 16 running requests.)
+#    (--speculative-adaptive off --speculative-max-running 0, so the crossover shows); with ADAPT=1 also the
+#    adaptive k (tags *adapt, --speculative-adaptive on: each step chooses 0..k per request from measured step
+#    times and acceptance). (The defaults are a fixed k, and no drafts above 16 running requests.)
 lat() {
   local tag="$1"; shift
   timeout 90 "$rl" bench latency -m "$target" --device cuda --max-model-len 1024 --input-len 256 --output-len 128 \
@@ -101,15 +108,32 @@ for b in 1 8 32; do
     lat "${wl}_b${b}_plain" "${p[@]}"
     lat "${wl}_b${b}_ngram" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" \
       --speculative-adaptive off --speculative-max-running 0
-    lat "${wl}_b${b}_ngramadapt" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" \
-      --speculative-adaptive on --speculative-max-running 0
     lat "${wl}_b${b}_draftsmall" "${p[@]}" --speculative draft --draft-model "$draft_small" \
       --num-speculative-tokens "$k" --speculative-adaptive off --speculative-max-running 0
-    lat "${wl}_b${b}_draftsmalladapt" "${p[@]}" --speculative draft --draft-model "$draft_small" \
-      --num-speculative-tokens "$k" --speculative-adaptive on --speculative-max-running 0
+    if [ "${ADAPT:-0}" = 1 ]; then
+      lat "${wl}_b${b}_ngramadapt" "${p[@]}" --speculative ngram --num-speculative-tokens "$k" \
+        --speculative-adaptive on --speculative-max-running 0
+      lat "${wl}_b${b}_draftsmalladapt" "${p[@]}" --speculative draft --draft-model "$draft_small" \
+        --num-speculative-tokens "$k" --speculative-adaptive on --speculative-max-running 0
+    fi
     [ "$wl" = copy ] && continue
+    [ "$b" != 1 ] && continue
     lat "${wl}_b${b}_drafttiny" "${p[@]}" --speculative draft --draft-model "$tiny" --num-speculative-tokens "$k" \
       --speculative-adaptive off --speculative-max-running 0
+  done
+done
+# The drafts' own decode step (plain, batch 1), and a longer k for the small draft.
+for d in small tiny; do
+  dm="$draft_small"; [ "$d" = tiny ] && dm="$tiny"
+  fits 10 "draftonly $d" && timeout 60 "$rl" bench latency -m "$dm" --device cuda --max-model-len 1024 --input-len 256 \
+    --output-len 128 --batch 1 --prompt-file "$out/recite.txt" --json "$out/lat_draftonly_b1_$d.json" \
+    >"$out/lat_draftonly_b1_$d.log" 2>&1
+done
+for wl in recite text; do
+  for kk in 2 3 6; do
+    fits 10 "k$kk" && lat "${wl}_b1_draftsmallk$kk" --batch 1 --prompt-file "$out/$wl.txt" --speculative draft \
+      --draft-model "$draft_small" --num-speculative-tokens "$kk" --speculative-adaptive off \
+      --speculative-max-running 0
   done
 done
 fits 10 k8 && lat recite_b1_ngramk8 --batch 1 --prompt-file "$out/recite.txt" --speculative ngram \
@@ -138,7 +162,7 @@ except OSError:
 print(f"target: {stats.get('num_params', '?')} parameters, held-out loss {stats.get('heldout_loss', '?')}, "
       f"{stats.get('steps', '?')} steps in {stats.get('train_time_s', '?')} s; drafts: small "
       f"({small.get('num_params', '?')} parameters, held-out loss {small.get('heldout_loss', '?')}), "
-      f"tiny (the default model, 7.9 M)")
+      f"tiny (the default model, 7.9 M); draftonly rows: the drafts' own plain decode, speedup against the target")
 rows = {}
 for f in sorted(glob.glob(out + "/lat_*.json"), key=lambda f: (os.path.basename(f).split("_")[1], int(os.path.basename(f).split("_")[2][1:]), f)):
     tag = os.path.basename(f)[4:-5]
@@ -146,7 +170,7 @@ for f in sorted(glob.glob(out + "/lat_*.json"), key=lambda f: (os.path.basename(
 print(f"{'workload':8} {'batch':>5} {'method':22} {'TPOT ms':>8} {'tok/s':>9} {'speedup':>8} {'accept':>7} {'mean len':>8} {'mean k':>6}")
 for tag, j in rows.items():
     wl, b, method = tag.split("_", 2)
-    plain = rows.get(f"{wl}_{b}_plain")
+    plain = rows.get(f"{wl}_{b}_plain") or rows.get(f"recite_{b}_plain")
     speed = plain["tpot_ms"] / j["tpot_ms"] if plain else float("nan")
     method += f" k={j['num_speculative_tokens']}" if "num_speculative_tokens" in j else ""
     acc = j.get("spec_acceptance_rate")

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/file.h"
+#include "sched/request.h"
 
 namespace rl {
 
@@ -16,7 +17,10 @@ DraftModelProposer::DraftModelProposer(std::unique_ptr<Model> model, int64_t num
   greedy_.temperature = 0.0f;
 }
 
-std::vector<TokenId> DraftModelProposer::run(const std::vector<SeqStep>& seqs) {
+int64_t DraftModelProposer::enqueue(const std::vector<SeqStep>& seqs, std::vector<Owner> owners) {
+  const int64_t index = static_cast<int64_t>(steps_.size());
+  // The parity's staging and result buffers are reused from two launches ago: that step must be read first.
+  if (index >= 2) collect(index - 2);
   std::vector<SamplerRow> rows;
   for (const SeqStep& s : seqs) {
     if (!s.want_logits) continue;
@@ -24,13 +28,28 @@ std::vector<TokenId> DraftModelProposer::run(const std::vector<SeqStep>& seqs) {
     row.params = &greedy_;
     rows.push_back(row);
   }
+  RL_CHECK(rows.size() == owners.size());
   Backend& be = model_->backend();
-  const int64_t n = runner_->launch(seqs, rows, sampler_.get(), parity_);
-  be.wait_fence(be.record_fence());
-  std::vector<TokenId> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = sampler_->result(parity_, i).token;
+  Launched l;
+  l.parity = parity_;
+  l.rows = runner_->launch(seqs, rows, sampler_.get(), parity_);
+  l.fence = be.record_fence();
+  l.owners = std::move(owners);
   parity_ ^= 1;
-  return out;
+  steps_.push_back(std::move(l));
+  return index;
+}
+
+void DraftModelProposer::collect(int64_t upto) {
+  Backend& be = model_->backend();
+  for (; collected_ <= upto; ++collected_) {
+    Launched& l = steps_[static_cast<size_t>(collected_)];
+    be.wait_fence(l.fence);
+    for (int64_t i = 0; i < l.rows; ++i) {
+      const Owner& o = l.owners[static_cast<size_t>(i)];
+      if (o.drafts != nullptr) o.drafts->push_back(sampler_->result(l.parity, i).token);
+    }
+  }
 }
 
 void DraftModelProposer::propose(std::span<const spec::ProposalInput> inputs, std::vector<spec::Proposal>* out) {
@@ -38,8 +57,11 @@ void DraftModelProposer::propose(std::span<const spec::ProposalInput> inputs, st
   struct Work {
     size_t index;
     std::vector<TokenId> ctx;  // prompt ++ output
-    int32_t fed;               // positions whose draft KV is written
+    int32_t fed;               // positions whose draft KV is written (or enqueued)
     int32_t k;
+    int32_t planned = 0;       // drafts enqueued (the launched steps that will give them)
+    int64_t last_step = -1;    // the launch and sample row that give the latest planned draft
+    int32_t last_row = -1;
   };
   std::vector<Work> work;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -54,7 +76,13 @@ void DraftModelProposer::propose(std::span<const spec::ProposalInput> inputs, st
     w.fed = std::min(it == state_.end() ? 0 : it->second, static_cast<int32_t>(w.ctx.size()) - 1);
     work.push_back(std::move(w));
   }
+  steps_.clear();
+  collected_ = 0;
   const RunnerLimits& lim = runner_->limits();
+  // Every step is enqueued without waiting for its results (design.md §8's pipelining, within one proposal): a
+  // draft step reads its input token from the previous step's sampled ids on the device, and the host reads a
+  // step's results only when its parity's buffers are needed again, two launches later, or at the end. The GPU
+  // runs the k draft steps back to back while the host stages the next.
   // Catch up on the verified tokens the draft has not seen (the whole prompt for a new request), in steps of at
   // most max_num_tokens tokens; a request whose catch-up ends in a step gets its first draft from it.
   // A short catch-up (the usual case: the 1 or 2 tokens verified since the last proposal) runs as single-token
@@ -62,7 +90,8 @@ void DraftModelProposer::propose(std::span<const spec::ProposalInput> inputs, st
   constexpr int32_t kMaxDecodeCatchUp = 8;
   for (;;) {
     std::vector<SeqStep> seqs;
-    std::vector<Work*> wanting;  // per want_logits row: whose first draft it gives, or null
+    std::vector<Owner> owners;  // per want_logits row: whose draft it gives, or none
+    std::vector<Work*> last_of;  // per want_logits row: the work whose first draft it gives, or null
     int64_t budget = lim.max_num_tokens;
     for (Work& w : work) {
       const int32_t len = static_cast<int32_t>(w.ctx.size());
@@ -80,7 +109,9 @@ void DraftModelProposer::propose(std::span<const spec::ProposalInput> inputs, st
           st.num_computed = w.fed + j;
           st.want_logits = true;
           seqs.push_back(st);
-          wanting.push_back(j + 1 == remaining ? &w : nullptr);
+          const bool last = j + 1 == remaining;
+          owners.push_back(Owner{last ? &(*out)[w.index].tokens : nullptr});
+          last_of.push_back(last ? &w : nullptr);
         }
         w.fed = len;
         budget -= remaining;
@@ -93,41 +124,67 @@ void DraftModelProposer::propose(std::span<const spec::ProposalInput> inputs, st
       st.num_computed = w.fed;
       st.want_logits = w.fed + n == len;
       seqs.push_back(st);
-      if (st.want_logits) wanting.push_back(&w);
+      if (st.want_logits) {
+        owners.push_back(Owner{&(*out)[w.index].tokens});
+        last_of.push_back(&w);
+      }
       w.fed += n;
       budget -= n;
     }
     if (seqs.empty()) break;
-    const std::vector<TokenId> ids = run(seqs);
-    for (size_t j = 0; j < wanting.size(); ++j) {
-      if (wanting[j] != nullptr) (*out)[wanting[j]->index].tokens.push_back(ids[j]);
+    const int64_t step = enqueue(seqs, std::move(owners));
+    for (size_t r = 0; r < last_of.size(); ++r) {
+      if (last_of[r] == nullptr) continue;
+      last_of[r]->planned = 1;
+      last_of[r]->last_step = step;
+      last_of[r]->last_row = static_cast<int32_t>(r);
     }
   }
-  // Then one single-token step per further draft: draft j - 1 is fed at position L - 1 + j.
+  // Then one single-token step per further draft: draft j - 1 is fed at position L - 1 + j, read on the device
+  // from the step that drew it when that is the previous launch, else from the host (a catch-up that took
+  // several steps).
+  static const int32_t kPending = kPendingToken;
   for (int32_t j = 1; j < k_; ++j) {
     std::vector<SeqStep> seqs;
+    std::vector<Owner> owners;
     std::vector<Work*> active;
+    const int64_t prev = static_cast<int64_t>(steps_.size()) - 1;
     for (Work& w : work) {
-      std::vector<TokenId>& drafts = (*out)[w.index].tokens;
-      if (static_cast<int32_t>(drafts.size()) != j || j >= w.k || drafts.back() < 0) continue;
+      if (w.planned != j || j >= w.k) continue;
       const spec::ProposalInput& in = inputs[w.index];
+      std::vector<TokenId>& drafts = (*out)[w.index].tokens;
       SeqStep st;
-      st.token_ids = &drafts.back();
+      if (w.last_step == prev) {
+        st.token_ids = &kPending;
+        st.pending_source = w.last_row;
+      } else {
+        collect(w.last_step);
+        if (static_cast<int32_t>(drafts.size()) != j || drafts.back() < 0) continue;
+        st.token_ids = &drafts.back();
+      }
       st.num_new_tokens = 1;
       st.num_computed = w.fed;
       st.block_table = in.block_table.data();
       st.num_blocks = static_cast<int64_t>(in.block_table.size());
       seqs.push_back(st);
+      owners.push_back(Owner{&drafts});
       active.push_back(&w);
-      ++w.fed;
     }
     if (seqs.empty()) break;
-    const std::vector<TokenId> ids = run(seqs);
-    for (size_t a = 0; a < active.size(); ++a) (*out)[active[a]->index].tokens.push_back(ids[a]);
+    const int64_t step = enqueue(seqs, std::move(owners));
+    for (size_t a = 0; a < active.size(); ++a) {
+      ++active[a]->fed;
+      ++active[a]->planned;
+      active[a]->last_step = step;
+      active[a]->last_row = static_cast<int32_t>(a);
+    }
   }
+  collect(static_cast<int64_t>(steps_.size()) - 1);
+  steps_.clear();
   for (Work& w : work) {
     std::vector<TokenId>& drafts = (*out)[w.index].tokens;
-    // A draft model with broken logits proposes nothing (the target decodes on as usual).
+    // A draft model with broken logits proposes nothing from its first broken draft on (a failed row's pending
+    // input became token 0 on the device: the drafts after it are dropped with it, and the target decodes on).
     const auto bad = std::find_if(drafts.begin(), drafts.end(), [](TokenId t) { return t < 0; });
     drafts.erase(bad, drafts.end());
     state_[inputs[w.index].key] = w.fed;

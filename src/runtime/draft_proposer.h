@@ -39,8 +39,21 @@ class DraftModelProposer final : public spec::Proposer {
   const Model& model() const { return *model_; }
 
  private:
-  // Runs one draft step and returns the greedy token of each want_logits sequence, in order.
-  std::vector<TokenId> run(const std::vector<SeqStep>& seqs);
+  // A launched draft step: per sampled row, the proposal its greedy token is appended to (null: none).
+  struct Owner {
+    std::vector<TokenId>* drafts = nullptr;
+  };
+  struct Launched {
+    int parity = 0;
+    uint64_t fence = 0;
+    int64_t rows = 0;
+    std::vector<Owner> owners;
+  };
+  // Launches one draft step without waiting (after reading the results of the step two launches back, whose
+  // parity it reuses); returns its index in steps_.
+  int64_t enqueue(const std::vector<SeqStep>& seqs, std::vector<Owner> owners);
+  // Waits for the launched steps up to index `upto` and appends their tokens to their owners, in launch order.
+  void collect(int64_t upto);
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvStorage> kv_;
@@ -48,6 +61,8 @@ class DraftModelProposer final : public spec::Proposer {
   std::unique_ptr<Sampler> sampler_;
   int32_t k_;
   int parity_ = 0;
+  std::vector<Launched> steps_;  // this proposal's launches
+  int64_t collected_ = 0;        // steps_[0, collected_) have been read
   SamplingParams greedy_;
   std::unordered_map<uint64_t, int32_t> state_;
 };

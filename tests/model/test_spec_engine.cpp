@@ -188,6 +188,17 @@ TEST(SpecEngine, ChunkedPrefillPreemptionAndNChoicesKeepWorking) {
   auto ref = plain->generate(ps, greedy(40));
   // Chunks of 24 tokens: prefills are split, and the budget caps drafts.
   expect_same(make_engine({.method = "ngram", .k = 4, .max_batched = 24})->generate(ps, greedy(40)), ref);
+  // The draft model catches up on a long prompt in several steps too: its first chained draft step then reads
+  // the drafts of earlier steps from the host, not from the previous step's sampled ids on the device.
+  {
+    auto chunked = make_engine({.method = "draft", .k = 4, .max_batched = 24});
+    expect_same(chunked->generate(ps, greedy(40)), ref);
+    const spec::SpecDecodeCounters c = chunked->spec_counters();
+    EXPECT_GT(c.num_draft_tokens, 0);
+    // The model drafting for itself: a draft fed the wrong token would be rejected.
+    EXPECT_GE(static_cast<double>(c.num_accepted_tokens), 0.9 * static_cast<double>(c.num_draft_tokens));
+    expect_clean(*chunked);
+  }
   // 20 blocks of 16 for 12 sequences of up to 100 tokens: preemption is unavoidable.
   for (const char* method : {"ngram", "draft"}) {
     auto tight = make_engine({.method = method, .k = 4, .num_kv_blocks = 20});
