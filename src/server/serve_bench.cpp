@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -142,11 +143,19 @@ struct RequestRecord {
 };
 
 // One exchange on a fresh connection: sends `request`, feeds the response body to on_body; the HTTP status, or 0 with
-// *error set. Runs on the caller's io_context; never blocks a thread.
+// *error set. Runs on the caller's io_context; never blocks a thread. timeout_s > 0: the connection is closed
+// (status 0) when the whole exchange takes longer.
 asio::awaitable<int> exchange(tcp::endpoint ep, std::string request, std::function<void(std::string_view)> on_body,
-                              std::string* error) {
+                              std::string* error, double timeout_s = 0) {
   auto ex = co_await asio::this_coro::executor;
   tcp::socket sock(ex);
+  asio::steady_timer deadline(ex);
+  if (timeout_s > 0) {
+    deadline.expires_after(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3)));
+    deadline.async_wait([&sock](const boost::system::error_code& e) {
+      if (!e) sock.close();  // cancelled (e set) once the exchange is over: the socket is gone then
+    });
+  }
   boost::system::error_code ec;
   co_await sock.async_connect(ep, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
@@ -252,6 +261,30 @@ double percentile(const std::vector<double>& sorted, double p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - static_cast<double>(lo));
 }
 
+double prometheus_sum(std::string_view text, std::string_view name) {
+  double total = 0;
+  bool found = false;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.size() <= name.size() || line.substr(0, name.size()) != name) continue;
+    const char next = line[name.size()];
+    if (next != ' ' && next != '{') continue;  // another metric whose name starts with this one
+    const size_t sp = line.find_last_of(' ');
+    if (sp == std::string_view::npos || sp + 1 >= line.size()) continue;
+    const std::string value(line.substr(sp + 1));
+    char* parsed_end = nullptr;
+    const double v = std::strtod(value.c_str(), &parsed_end);
+    if (parsed_end == value.c_str()) continue;
+    total += v;
+    found = true;
+  }
+  return found ? total : -1;
+}
+
 Summary summarize(std::vector<double> v) {
   Summary s;
   if (v.empty()) return s;
@@ -285,16 +318,32 @@ Result<ServeBenchResult> run_serve_bench(const ServeBenchConfig& c) {
   if (rec_ec || resolved.empty()) return Status::error("cannot resolve " + ep.host + ": " + rec_ec.message());
   const tcp::endpoint addr = resolved.begin()->endpoint();
 
+  // One GET on its own: the HTTP status (0: no answer or none within timeout_s > 0; *error says why) and the body.
+  const auto get = [&](const char* path, std::string* body, std::string* error, double timeout_s) {
+    int status = 0;
+    asio::co_spawn(ioc,
+                   exchange(
+                       addr, request_bytes(ep, "GET", path, c.api_key, ""),
+                       [&](std::string_view d) { body->append(d); }, error, timeout_s),
+                   [&](std::exception_ptr, int st) { status = st; });
+    ioc.run();
+    ioc.restart();
+    return status;
+  };
+  // The server's prefix-cache counters (vLLM's names on /metrics), when it has them: before and after the run, so
+  // the report says how much of the prompts' prefill the cache skipped (repeated prompts, a warm-up with the same
+  // seed), which raises throughput and lowers TTFT against a run of fresh prompts.
+  const auto prefix_counters = [&](double* queries, double* hits) {
+    std::string body, error;
+    if (get("/metrics", &body, &error, 5.0) != 200) return false;  // a server without it may not answer at all
+    *queries = prometheus_sum(body, "vllm:prefix_cache_queries_total");
+    *hits = prometheus_sum(body, "vllm:prefix_cache_hits_total");
+    return *queries >= 0 && *hits >= 0;
+  };
+
   // The model and its vocabulary (our /v1/models reports vocab_size; other servers get a safe small range).
   std::string models_body, models_error = "no answer";
-  int models_status = 0;
-  asio::co_spawn(ioc,
-                 exchange(
-                     addr, request_bytes(ep, "GET", "/v1/models", c.api_key, ""),
-                     [&](std::string_view d) { models_body.append(d); }, &models_error),
-                 [&](std::exception_ptr, int st) { models_status = st; });
-  ioc.run();
-  ioc.restart();
+  const int models_status = get("/v1/models", &models_body, &models_error, 0);
   if (models_status == 0) return Status::error("cannot reach " + c.url + ": " + models_error);
   if (models_status != 200) return Status::error("GET /v1/models answered " + std::to_string(models_status));
   RL_ASSIGN_OR_RETURN(Json list, parse_json(models_body, "GET /v1/models"));
@@ -323,6 +372,8 @@ Result<ServeBenchResult> run_serve_bench(const ServeBenchConfig& c) {
     bodies.push_back(b.dump());
   }
 
+  double queries0 = 0, hits0 = 0;
+  const bool have_counters = prefix_counters(&queries0, &hits0);
   // One thread drives every stream (asio coroutines): arrivals on a timer, at most max_concurrency in flight.
   std::vector<RequestRecord> records(static_cast<size_t>(c.num_prompts));
   std::exponential_distribution<double> gap(std::isinf(c.request_rate) ? 1.0 : c.request_rate);
@@ -365,6 +416,11 @@ Result<ServeBenchResult> run_serve_bench(const ServeBenchConfig& c) {
   asio::co_spawn(ioc, driver(), asio::detached);
   ioc.run();
   r.duration_s = now_seconds() - start;
+  ioc.restart();
+  double queries1 = 0, hits1 = 0;
+  if (have_counters && prefix_counters(&queries1, &hits1) && queries1 > queries0) {
+    r.prefix_cache_hit_rate = (hits1 - hits0) / (queries1 - queries0);
+  }
 
   std::vector<double> ttft, tpot, itl, e2el;
   for (const RequestRecord& rec : records) {
@@ -421,6 +477,7 @@ std::string format_report(const ServeBenchResult& r) {
   row("Request throughput (req/s):", num(r.request_throughput));
   row("Output token throughput (tok/s):", num(r.output_throughput));
   row("Total Token throughput (tok/s):", num(r.total_token_throughput));
+  if (r.prefix_cache_hit_rate >= 0) row("Prefix cache hit rate (server):", num(r.prefix_cache_hit_rate));
   const auto block = [&](const char* title, const char* key, const Summary& s) {
     header(title, '-');
     const std::string k = key;
@@ -434,6 +491,10 @@ std::string format_report(const ServeBenchResult& r) {
   block("Inter-token Latency", "ITL", r.itl_ms);
   block("End-to-end Latency", "E2EL", r.e2el_ms);
   out += std::string(50, '=') + "\n";
+  if (r.prefix_cache_hit_rate > 0) {
+    out += "note: the server's prefix cache held " + num(100 * r.prefix_cache_hit_rate) +
+           " % of the prompt tokens (prompts seen before: another --seed gives fresh ones)\n";
+  }
   if (!r.first_error.empty()) out += "first error: " + r.first_error + "\n";
   return out;
 }
@@ -455,6 +516,7 @@ OrderedJson to_json(const ServeBenchResult& r) {
   j["request_throughput"] = r.request_throughput;
   j["output_throughput"] = r.output_throughput;
   j["total_token_throughput"] = r.total_token_throughput;
+  j["prefix_cache_hit_rate"] = r.prefix_cache_hit_rate >= 0 ? OrderedJson(r.prefix_cache_hit_rate) : OrderedJson();
   const auto put = [&](const char* key, const Summary& s) {
     const std::string k = key;
     j["mean_" + k + "_ms"] = s.mean;

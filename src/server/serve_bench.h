@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/json.h"
@@ -50,9 +51,14 @@ struct ServeBenchResult {
   double output_throughput = 0;       // generated tokens / s
   double total_token_throughput = 0;  // (input + generated) tokens / s
   Summary ttft_ms, tpot_ms, itl_ms, e2el_ms;
+  // The share of the prompts' tokens that the server's prefix cache held during the run (from its /metrics
+  // counters vllm:prefix_cache_{queries,hits}_total before and after); < 0 when the server has no such counters.
+  double prefix_cache_hit_rate = -1;
 };
 
 Result<ServeBenchResult> run_serve_bench(const ServeBenchConfig& config);
+// The sum over label sets of a metric's samples in Prometheus text exposition; -1 when it has none.
+double prometheus_sum(std::string_view text, std::string_view name);
 // vLLM's report layout and names ("Mean TTFT (ms)", "Request throughput (req/s)", ...).
 std::string format_report(const ServeBenchResult& r);
 // The same numbers under vLLM's JSON keys (mean_ttft_ms, p99_itl_ms, request_throughput, ...).

@@ -86,11 +86,14 @@ test("bench serve agrees with an independent client (node fetch) on the same ser
   // back to back, and the two must agree within 2x in at least one of them.
   let ratio = 0, msg = "";
   for (let round = 0; round < 3; ++round) {
+    // Fresh prompts every round (another seed): prompts the server has seen would skip their prefill.
     execFileSync(BIN, ["bench", "serve", "--url", server.url, "--max-concurrency", String(cfg.concurrency),
                        "--num-prompts", String(cfg.prompts), "--input-len", String(cfg.inputLen),
-                       "--output-len", String(cfg.outputLen), "--json", json], { encoding: "utf8" });
+                       "--output-len", String(cfg.outputLen), "--seed", String(100 + round), "--json", json],
+                 { encoding: "utf8" });
     const ours = JSON.parse(fs.readFileSync(json, "utf8"));
     const theirs = await nodeClient(server.url, cfg);
+    assert.equal(ours.prefix_cache_hit_rate, 0, "fresh random prompts share no cached block");
     assert.equal(ours.failed, 0);
     assert.equal(theirs.failed, 0);
     assert.equal(ours.total_output_tokens, cfg.prompts * cfg.outputLen);
@@ -100,6 +103,23 @@ test("bench serve agrees with an independent client (node fetch) on the same ser
     if (ratio > 0.5 && ratio < 2) break;
   }
   assert.ok(ratio > 0.5 && ratio < 2, msg);
+});
+
+// The server's prefix-cache counters, read from /metrics before and after the run, show a run whose prompts the
+// server has already seen (the same --seed twice): its prefills were mostly skipped, and the report says so.
+test("bench serve reports how much of the prompts the server's prefix cache held", () => {
+  const json = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ridgeline-bench-")), "serve.json");
+  const args = ["bench", "serve", "--url", server.url, "--max-concurrency", "4", "--num-prompts", "8",
+                "--input-len", "48", "--output-len", "2", "--seed", "4242", "--json", json];
+  const first = execFileSync(BIN, args, { encoding: "utf8" });
+  assert.equal(JSON.parse(fs.readFileSync(json, "utf8")).prefix_cache_hit_rate, 0);
+  assert.match(first, /Prefix cache hit rate \(server\):\s+0\.00/);
+  assert.doesNotMatch(first, /note: the server's prefix cache held/);
+  const again = execFileSync(BIN, args, { encoding: "utf8" });
+  const r = JSON.parse(fs.readFileSync(json, "utf8"));
+  assert.equal(r.completed, 8);
+  assert.ok(r.prefix_cache_hit_rate >= 0.6 && r.prefix_cache_hit_rate < 1, String(r.prefix_cache_hit_rate));
+  assert.match(again, /note: the server's prefix cache held \d+\.\d+ % of the prompt tokens/);
 });
 
 // A stand-in server (node:http): each stream sends one chunk, then is held until `holdUntil` streams are open at
@@ -112,6 +132,10 @@ async function fakeServer({ usage, holdUntil }) {
     if (req.url === "/v1/models") {
       res.writeHead(200, { "Content-Type": "application/json" });
       return res.end(JSON.stringify({ data: [{ id: "fake", vocab_size: 1000 }] }));
+    }
+    if (req.url !== "/v1/completions") {  // no /metrics: bench serve then reports no prefix-cache figure
+      res.writeHead(404);
+      return res.end();
     }
     req.resume();
     req.on("end", () => {
@@ -148,6 +172,7 @@ test("bench serve holds 2,000 streams at once on one thread", async () => {
   assert.equal(r.completed, 2000);
   assert.equal(r.total_output_tokens, 4000);
   assert.equal(fake.peak(), 2000, "every stream was open at once");
+  assert.equal(r.prefix_cache_hit_rate, null, "a server without /metrics has no prefix-cache figure");
 });
 
 test("bench serve fails loudly when the stream carries no usage", async () => {

@@ -27,6 +27,21 @@ TEST(ServeBenchTest, SummarySortsAndAverages) {
   EXPECT_EQ(empty.p99, 0);
 }
 
+TEST(ServeBenchTest, PrometheusSumAddsEveryLabelSetOfOneMetric) {
+  const std::string text =
+      "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in tokens.\n"
+      "# TYPE vllm:prefix_cache_hits_total counter\n"
+      "vllm:prefix_cache_hits_total{model_name=\"a\"} 30\n"
+      "vllm:prefix_cache_hits_total{model_name=\"b\"} 12.5\n"
+      "vllm:prefix_cache_hits_total_extra 1000\n"
+      "vllm:prefix_cache_queries_total 100\n";
+  EXPECT_DOUBLE_EQ(prometheus_sum(text, "vllm:prefix_cache_hits_total"), 42.5);
+  EXPECT_DOUBLE_EQ(prometheus_sum(text, "vllm:prefix_cache_queries_total"), 100);
+  EXPECT_EQ(prometheus_sum(text, "vllm:num_requests_running"), -1);
+  EXPECT_EQ(prometheus_sum("", "vllm:prefix_cache_hits_total"), -1);
+  EXPECT_EQ(prometheus_sum("vllm:prefix_cache_hits_total abc\n", "vllm:prefix_cache_hits_total"), -1);
+}
+
 TEST(ServeBenchTest, BadConfigIsAnError) {
   ServeBenchConfig c;
   c.num_prompts = 0;
