@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/random.h"
@@ -25,7 +26,22 @@ std::string CpuBackend::name() const {
          " kernels)";
 }
 
+// Buffers of 2 MiB and more (weights, the LM head's logits) are 2 MiB-aligned and advised as transparent huge
+// pages: decode streams every weight once per token, and with 4 KiB pages the hardware prefetchers stop at each
+// page boundary and every 4 KiB costs a TLB walk. RIDGELINE_CPU_HUGEPAGES=0 keeps 4 KiB pages (the A/B switch).
 void* CpuBackend::alloc(size_t nbytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  static const bool huge_pages = [] {
+    const char* env = std::getenv("RIDGELINE_CPU_HUGEPAGES");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  if (huge_pages && nbytes >= kHuge) {
+    const size_t rounded = (nbytes + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, rounded);
+    if (!p) throw std::bad_alloc();
+    madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a kernel without THP keeps small pages
+    return p;
+  }
   size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
