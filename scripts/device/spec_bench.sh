@@ -20,7 +20,8 @@
 # first run, where the models had memorised the training chapters and agreed on little else). TARGET_SHAPE
 # overrides the target's shape (default 20 layers of 1024, 232 M parameters: a 10-layer target's step, 0.34 ms,
 # was only 3.4x the 2-layer draft's, too little for a draft model to pay on text both had not memorised). TRAIN_SECONDS (default 120) caps training; BUDGET
-# (seconds, default 420) skips what would not fit.
+# (seconds, default 420) skips what would not fit. OUTPUT_LEN (default 128) tokens per request; BATCHES (default
+# "1 8 32") the batch sizes.
 set -uo pipefail
 root="${RL_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
 cd "$root"
@@ -96,12 +97,13 @@ fi
 #    times and acceptance). (The defaults are a fixed k, and no drafts above 16 running requests.)
 lat() {
   local tag="$1"; shift
-  timeout 90 "$rl" bench latency -m "$target" --device cuda --max-model-len 1024 --input-len 256 --output-len 128 \
+  timeout 90 "$rl" bench latency -m "$target" --device cuda --max-model-len 1024 --input-len 256 --output-len "$gen" \
     "$@" --json "$out/lat_$tag.json" >"$out/lat_$tag.log" 2>&1
   echo "lat_$tag rc=$?"
 }
 k="${K:-4}"
-for b in 1 8 32; do
+gen="${OUTPUT_LEN:-128}"
+for b in ${BATCHES:-1 8 32}; do
   for wl in recite copy text; do
     [ "$wl" = text ] && [ "$b" != 1 ] && continue
     p=(--batch "$b" --prompt-file "$out/$wl.txt")
@@ -127,7 +129,7 @@ done
 for d in small tiny; do
   dm="$draft_small"; [ "$d" = tiny ] && dm="$tiny"
   fits 10 "draftonly $d" && timeout 60 "$rl" bench latency -m "$dm" --device cuda --max-model-len 1024 --input-len 256 \
-    --output-len 128 --batch 1 --prompt-file "$out/recite.txt" --json "$out/lat_draftonly_b1_$d.json" \
+    --output-len "$gen" --batch 1 --prompt-file "$out/recite.txt" --json "$out/lat_draftonly_b1_$d.json" \
     >"$out/lat_draftonly_b1_$d.log" 2>&1
 done
 for wl in recite text; do
