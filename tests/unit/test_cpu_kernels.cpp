@@ -116,6 +116,78 @@ TEST_P(CpuKernelTiers, DotAndAxpyMatchScalarReference) {
   }
 }
 
+// The grouped attention kernel (fast tiers) against a float64 softmax over the same keys, through a shuffled
+// block table: chunk tails (nk not a multiple of 16), blocks smaller than a chunk, every GQA group size.
+TEST_P(CpuKernelTiers, GroupedAttentionMatchesFloat64Softmax) {
+  const CpuKernels& fast = cpu_kernels(GetParam());
+  if (fast.attn_group_f32 == nullptr) {  // the scalar and AVX2 tiers run the reference attention only
+    EXPECT_LT(GetParam(), CpuIsa::kAvx512) << "every AVX-512 tier has the grouped kernel";
+    return;
+  }
+  const int64_t num_kv_heads = 3, num_blocks = 40;
+  for (const int64_t d : {64, 128}) {
+    for (const int64_t bs : {16, 5}) {
+      for (const int64_t group : {1, 2, 4, 8}) {
+        for (const int64_t nk : {1, 15, 16, 17, 100}) {
+          SCOPED_TRACE("d=" + std::to_string(d) + " bs=" + std::to_string(bs) + " group=" + std::to_string(group) +
+                       " nk=" + std::to_string(nk));
+          const int64_t slot_stride = num_kv_heads * d, kvh = 1;
+          const std::vector<float> k = random_f32(static_cast<size_t>(num_blocks * bs * slot_stride), 11);
+          const std::vector<float> v = random_f32(static_cast<size_t>(num_blocks * bs * slot_stride), 12);
+          std::vector<float> q = random_f32(static_cast<size_t>(group * d), 13);
+          for (float& x : q) x *= 4.0f;  // peaked softmaxes too
+          std::vector<int32_t> table(static_cast<size_t>(num_blocks));
+          for (int64_t b = 0; b < num_blocks; ++b) table[static_cast<size_t>(b)] = static_cast<int32_t>((b * 7 + 3) % num_blocks);
+          std::vector<float> out(static_cast<size_t>(group * d), std::numeric_limits<float>::quiet_NaN());
+          AttnGroupArgs a;
+          a.q = q.data();
+          a.out = out.data();
+          a.k = k.data() + kvh * d;
+          a.v = v.data() + kvh * d;
+          a.table = table.data();
+          a.group = group;
+          a.d = d;
+          a.bs = bs;
+          a.nk = nk;
+          a.slot_stride = slot_stride;
+          a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+          ASSERT_TRUE(fast.attn_group_f32(a));
+          std::vector<float> want(out.size());
+          for (int64_t g = 0; g < group; ++g) {
+            std::vector<double> sc(static_cast<size_t>(nk));
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < nk; ++j) {
+              const int64_t slot = static_cast<int64_t>(table[static_cast<size_t>(j / bs)]) * bs + j % bs;
+              double dot = 0;
+              for (int64_t c = 0; c < d; ++c) {
+                dot += static_cast<double>(q[static_cast<size_t>(g * d + c)]) *
+                       k[static_cast<size_t>(slot * slot_stride + kvh * d + c)];
+              }
+              sc[static_cast<size_t>(j)] = dot * a.scale;
+              mx = std::max(mx, sc[static_cast<size_t>(j)]);
+            }
+            for (double& x : sc) sum += (x = std::exp(x - mx));
+            for (int64_t c = 0; c < d; ++c) {
+              double o = 0;
+              for (int64_t j = 0; j < nk; ++j) {
+                const int64_t slot = static_cast<int64_t>(table[static_cast<size_t>(j / bs)]) * bs + j % bs;
+                o += sc[static_cast<size_t>(j)] * v[static_cast<size_t>(slot * slot_stride + kvh * d + c)];
+              }
+              want[static_cast<size_t>(g * d + c)] = static_cast<float>(o / sum);
+            }
+          }
+          EXPECT_LT(rel_err(out, want), 1e-5);
+        }
+      }
+    }
+  }
+  AttnGroupArgs odd;
+  odd.d = 72;  // not whole vectors: the caller falls back to the reference
+  odd.group = 1;
+  odd.nk = 1;
+  EXPECT_FALSE(fast.attn_group_f32(odd));
+}
+
 TEST(CpuIsaTest, NamesRoundTripAndTiersAreOrdered) {
   for (CpuIsa isa : supported_cpu_isas()) {
     CpuIsa back;

@@ -1,5 +1,6 @@
-// Reference causal GQA attention over the paged KV cache, in f32 with an exact (two-pass) softmax.
-// Parallel over (sequence, query token, query head); each task reads its sequence's K/V through the block table.
+// Causal GQA attention over the paged KV cache, in f32. The reference: an exact (two-pass) softmax per (query
+// token, query head), reading its sequence's K/V through the block table. The fast tiers (kernel table
+// attn_group_f32): per (query token, KV head), the group's query heads together with an online softmax.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -28,41 +29,73 @@ void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor&
   for (int64_t s = 0; s < meta.num_seqs; ++s)
     for (int32_t i = cu[s]; i < cu[s + 1]; ++i) seq_of[static_cast<size_t>(i)] = static_cast<int32_t>(s);
 
+  // The fast tiers' kernel takes a token's whole GQA group at once (attn_group_f32); a shape it does not take,
+  // and the scalar tier, run this reference per head.
+  const auto reference_head = [&](int64_t tok, int64_t h, std::vector<float>& scores, std::vector<float>& acc) {
+    const int64_t kvh = h / group;
+    int32_t s = seq_of[static_cast<size_t>(tok)];
+    int64_t qlen = cu[s + 1] - cu[s];
+    int64_t pos = seq_lens[s] - qlen + (tok - cu[s]);
+    int64_t nk = pos + 1;  // causal: keys at positions 0..pos
+    RL_CHECK((nk + bs - 1) / bs <= max_blocks);
+    const float* qv = qkv.f32() + tok * row + h * d;
+    const int32_t* table = tables + s * max_blocks;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < nk; ++j) {
+      int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
+      const float* kv = kc + (slot * num_kv_heads + kvh) * d;
+      scores[static_cast<size_t>(j)] = kern.dot_f32(qv, kv, d) * meta.scale;
+      mx = std::max(mx, scores[static_cast<size_t>(j)]);
+    }
+    float sum = 0;
+    for (int64_t j = 0; j < nk; ++j) {
+      float p = std::exp(scores[static_cast<size_t>(j)] - mx);
+      scores[static_cast<size_t>(j)] = p;
+      sum += p;
+    }
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t j = 0; j < nk; ++j) {
+      int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
+      const float* vv = vc + (slot * num_kv_heads + kvh) * d;
+      kern.axpy_f32(scores[static_cast<size_t>(j)], vv, acc.data(), d);
+    }
+    float* o = out.f32() + (tok * num_heads + h) * d;
+    float inv = 1.0f / sum;
+    for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv;
+  };
+
+  if (kern.attn_group_f32 != nullptr) {
+    pool.parallel_for(num_tokens * num_kv_heads, [&](int64_t b, int64_t e, int) {
+      std::vector<float> scores, acc;
+      for (int64_t task = b; task < e; ++task) {
+        const int64_t tok = task / num_kv_heads, kvh = task % num_kv_heads;
+        const int32_t s = seq_of[static_cast<size_t>(tok)];
+        const int64_t nk = seq_lens[s] - (cu[s + 1] - cu[s]) + (tok - cu[s]) + 1;
+        RL_CHECK((nk + bs - 1) / bs <= max_blocks);
+        AttnGroupArgs a;
+        a.q = qkv.f32() + tok * row + kvh * group * d;
+        a.out = out.f32() + (tok * num_heads + kvh * group) * d;
+        a.k = kc + kvh * d;
+        a.v = vc + kvh * d;
+        a.table = tables + s * max_blocks;
+        a.group = group;
+        a.d = d;
+        a.bs = bs;
+        a.nk = nk;
+        a.slot_stride = num_kv_heads * d;
+        a.scale = meta.scale;
+        if (kern.attn_group_f32(a)) continue;
+        scores.resize(static_cast<size_t>(meta.max_seqlen_k));
+        acc.resize(static_cast<size_t>(d));
+        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) reference_head(tok, h, scores, acc);
+      }
+    });
+    return;
+  }
   pool.parallel_for(num_tokens * num_heads, [&](int64_t b, int64_t e, int) {
     std::vector<float> scores(static_cast<size_t>(meta.max_seqlen_k));
     std::vector<float> acc(static_cast<size_t>(d));
-    for (int64_t task = b; task < e; ++task) {
-      int64_t tok = task / num_heads, h = task % num_heads, kvh = h / group;
-      int32_t s = seq_of[static_cast<size_t>(tok)];
-      int64_t qlen = cu[s + 1] - cu[s];
-      int64_t pos = seq_lens[s] - qlen + (tok - cu[s]);
-      int64_t nk = pos + 1;  // causal: keys at positions 0..pos
-      RL_CHECK((nk + bs - 1) / bs <= max_blocks);
-      const float* qv = qkv.f32() + tok * row + h * d;
-      const int32_t* table = tables + s * max_blocks;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < nk; ++j) {
-        int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-        const float* kv = kc + (slot * num_kv_heads + kvh) * d;
-        scores[static_cast<size_t>(j)] = kern.dot_f32(qv, kv, d) * meta.scale;
-        mx = std::max(mx, scores[static_cast<size_t>(j)]);
-      }
-      float sum = 0;
-      for (int64_t j = 0; j < nk; ++j) {
-        float p = std::exp(scores[static_cast<size_t>(j)] - mx);
-        scores[static_cast<size_t>(j)] = p;
-        sum += p;
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < nk; ++j) {
-        int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-        const float* vv = vc + (slot * num_kv_heads + kvh) * d;
-        kern.axpy_f32(scores[static_cast<size_t>(j)], vv, acc.data(), d);
-      }
-      float* o = out.f32() + (tok * num_heads + h) * d;
-      float inv = 1.0f / sum;
-      for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv;
-    }
+    for (int64_t task = b; task < e; ++task) reference_head(task / num_heads, task % num_heads, scores, acc);
   });
 }
 

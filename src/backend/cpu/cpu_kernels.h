@@ -31,6 +31,19 @@ using LinearBf16Fn = void (*)(const LinearActs& a, const uint16_t* w, float* y, 
 using LinearI8Fn = void (*)(const LinearActs& a, const I8WeightView& w, float* y, int64_t m,
                             int64_t n, int64_t k, int64_t n0, int64_t n1);
 
+// Causal attention of the `group` query heads that share one KV head, for one query token: keys [0, nk) of its
+// sequence, read through the block table (slot = table[j / bs] * bs + j % bs; a slot's K and V rows start at
+// slot * slot_stride in k and v, which already point at the KV head). q and out: group rows of d, contiguous.
+struct AttnGroupArgs {
+  const float* q = nullptr;
+  float* out = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const int32_t* table = nullptr;
+  int64_t group = 0, d = 0, bs = 0, nk = 0, slot_stride = 0;
+  float scale = 1.0f;
+};
+
 struct CpuKernels {
   CpuIsa isa = CpuIsa::kScalar;
   bool bf16_acts = false;  // linear_bf16 reads LinearActs::x_bf16 (x rounded to bf16) instead of x
@@ -42,6 +55,9 @@ struct CpuKernels {
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
   // y[i] += s * x[i] (attention's weighted sum of V rows).
   void (*axpy_f32)(float s, const float* x, float* y, int64_t n) = nullptr;
+  // One query token's attention for a group of query heads (AttnGroupArgs), with an online softmax over chunks
+  // of 16 keys; false when the shape is not supported. Null: the reference loop (cpu_attention.cpp) only.
+  bool (*attn_group_f32)(const AttnGroupArgs& a) = nullptr;
 };
 
 // Up to this many rows, the f32 path streams the weights with the GEMV instead of calling sgemm.

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "backend/cpu/cpu_kernels.h"
 
@@ -24,6 +25,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #endif
+
+#include "backend/cpu/cpu_kernels_avx512_inl.h"
 
 namespace rl {
 namespace avx512 {
@@ -137,6 +140,71 @@ void axpy_f32(float s, const float* x, float* y, int64_t n) {
   }
 }
 
+// Keys in chunks of 16: the 16 scores of a query head come from 16 FMA chains over d reduced together
+// (avx512_inl::reduce16); the chunk's K and V rows are read once for all the group's heads while they sit in L1;
+// the softmax is online (running max m, sum l, output o rescaled by exp(m_old - m_new) per chunk).
+bool attn_group_f32(const AttnGroupArgs& a) {
+  constexpr int64_t kMaxD = 256, kMaxGroup = 16;
+  if (a.d % 16 != 0 || a.d > kMaxD || a.group > kMaxGroup || a.group < 1 || a.nk < 1) return false;
+  const int64_t d = a.d, vecs = d / 16;
+  alignas(64) float o[kMaxGroup * kMaxD];
+  float m[kMaxGroup], l[kMaxGroup];
+  for (int64_t g = 0; g < a.group; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+    for (int64_t c = 0; c < d; ++c) o[g * d + c] = 0.0f;
+  }
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  for (int64_t j0 = 0; j0 < a.nk; j0 += 16) {
+    const int cnt = static_cast<int>(std::min<int64_t>(16, a.nk - j0));
+    const float* kr[16];
+    const float* vr[16];
+    for (int t = 0; t < 16; ++t) {
+      const int64_t j = j0 + std::min(t, cnt - 1);  // past the end: repeat the last key (masked below)
+      const int64_t slot = static_cast<int64_t>(a.table[j / a.bs]) * a.bs + j % a.bs;
+      kr[t] = a.k + slot * a.slot_stride;
+      vr[t] = a.v + slot * a.slot_stride;
+    }
+    const __mmask16 valid = static_cast<__mmask16>((1u << cnt) - 1);
+    for (int64_t g = 0; g < a.group; ++g) {
+      const float* q = a.q + g * d;
+      __m512 acc[16];
+      for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
+      for (int64_t c = 0; c < vecs; ++c) {
+        const __m512 qv = _mm512_loadu_ps(q + c * 16);
+        for (int t = 0; t < 16; ++t) acc[t] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kr[t] + c * 16), acc[t]);
+      }
+      const __m512 s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid,
+                                          _mm512_mul_ps(avx512_inl::reduce16(acc), scale));
+      const float m_new = std::max(m[g], _mm512_reduce_max_ps(s));
+      const float corr = std::exp(m[g] - m_new);  // m[g] = -inf at the first chunk: 0
+      alignas(64) float p[16];
+      _mm512_store_ps(p, s);
+      float sum = 0.0f;
+      for (int t = 0; t < 16; ++t) {
+        p[t] = std::exp(p[t] - m_new);  // masked keys: exp(-inf) = 0
+        sum += p[t];
+      }
+      l[g] = l[g] * corr + sum;
+      m[g] = m_new;
+      float* og = o + g * d;
+      const __m512 cv = _mm512_set1_ps(corr);
+      for (int64_t c = 0; c < vecs; ++c) {
+        __m512 ov = _mm512_mul_ps(_mm512_load_ps(og + c * 16), cv);
+        for (int t = 0; t < cnt; ++t) ov = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), _mm512_loadu_ps(vr[t] + c * 16), ov);
+        _mm512_store_ps(og + c * 16, ov);
+      }
+    }
+  }
+  for (int64_t g = 0; g < a.group; ++g) {
+    const __m512 inv = _mm512_set1_ps(1.0f / l[g]);
+    for (int64_t c = 0; c < vecs; ++c) {
+      _mm512_storeu_ps(a.out + g * d + c * 16, _mm512_mul_ps(_mm512_load_ps(o + g * d + c * 16), inv));
+    }
+  }
+  return true;
+}
+
 }  // namespace avx512
 }  // namespace rl
 
@@ -159,6 +227,7 @@ const CpuKernels& cpu_kernels_avx512() {
     t.linear_bf16 = avx512::linear_bf16;
     t.dot_f32 = avx512::dot_f32;
     t.axpy_f32 = avx512::axpy_f32;
+    t.attn_group_f32 = avx512::attn_group_f32;
     return t;
   }();
   return k;

@@ -4,9 +4,12 @@
 
 #include <cstdint>
 
+#include "backend/cpu/cpu_kernels.h"
+
 namespace rl::avx512 {
 
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float s, const float* x, float* y, int64_t n);
+bool attn_group_f32(const AttnGroupArgs& a);
 
 }  // namespace rl::avx512
