@@ -161,79 +161,86 @@ TEST(CudaSampling, ForcedRowsMatchTheCpuReference) {
 // A row is sampled by a cluster of blocks, each owning a slice of the vocabulary (sampling.cu): vocabularies
 // smaller than the cluster (empty slices), not a multiple of it, and the winner, a biased token, a suppressed
 // one or the whole top-k/top-p set lying in any slice give the CPU reference's tokens.
-TEST(CudaSampling, ClusterSlicesOfEveryVocabularySize) {
-  for (const int64_t vocab : {3, 37, 1000, 4099, 151936}) {
-    const int64_t rows = 48;
-    std::mt19937 gen(static_cast<uint32_t>(vocab));
-    std::normal_distribution<float> normal(0.0f, 2.0f);
-    std::vector<float> x(static_cast<size_t>(rows * vocab));
-    for (float& v : x) v = normal(gen);
-    // Rows 0-7: the largest logit in the last slice; rows 8-15: in the first; others random.
-    for (int64_t r = 0; r < 16; ++r) x[static_cast<size_t>(r * vocab + (r < 8 ? vocab - 1 : 0))] = 25.0f;
-    std::vector<SamplingParams> params(static_cast<size_t>(rows));
-    const std::vector<TokenId> none;
-    const std::vector<TokenId> eos{static_cast<TokenId>(vocab - 1)};
-    std::vector<SamplerRow> sr(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) {
-      SamplingParams& p = params[static_cast<size_t>(r)];
-      const int kind = static_cast<int>(r % 6);
-      p.temperature = kind == 0 ? 0.0f : 0.9f;
-      if (kind == 1) p.top_k = 2;
-      if (kind == 2) p.top_p = 0.5f;
-      if (kind == 3) {
-        p.top_k = 5;
-        p.top_p = 0.8f;
-      }
-      if (kind == 4) {  // greedy onto a biased token in the middle of the vocabulary
-        p.temperature = 0.0f;
-        p.logit_bias = {{static_cast<TokenId>(vocab / 2), 100.0f}};
-      }
-      if (kind == 5) {  // the eos token (the last id) suppressed by min_tokens: never drawn, even at the top
-        p.temperature = 0.0f;
-        p.min_tokens = 4;
-      }
-      SamplerRow& row = sr[static_cast<size_t>(r)];
-      row.params = &p;
-      row.prompt_token_ids = none;
-      row.output_token_ids = none;
-      row.eos_token_ids = eos;
-      row.seed = 77 + static_cast<uint64_t>(r);
+class CudaSamplingVocab : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(CudaSamplingVocab, ClusterSlicesMatchTheCpuReference) {
+  const int64_t vocab = GetParam();
+  const int64_t rows = 48;
+  std::mt19937 gen(static_cast<uint32_t>(vocab));
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(rows * vocab));
+  for (float& v : x) v = normal(gen);
+  // Rows 0-7: the largest logit in the last slice; rows 8-15: in the first; others random.
+  for (int64_t r = 0; r < 16; ++r) x[static_cast<size_t>(r * vocab + (r < 8 ? vocab - 1 : 0))] = 25.0f;
+  std::vector<SamplingParams> params(static_cast<size_t>(rows));
+  const std::vector<TokenId> none;
+  const std::vector<TokenId> eos{static_cast<TokenId>(vocab - 1)};
+  std::vector<SamplerRow> sr(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    SamplingParams& p = params[static_cast<size_t>(r)];
+    const int kind = static_cast<int>(r % 6);
+    p.temperature = kind == 0 ? 0.0f : 0.9f;
+    if (kind == 1) p.top_k = 2;
+    if (kind == 2) p.top_p = 0.5f;
+    if (kind == 3) {
+      p.top_k = 5;
+      p.top_p = 0.8f;
     }
-    const auto run = [&](Backend& be) {
-      Sampler s(&be, rows, vocab, rows);
-      auto lx = make_f32(be, x, {rows, vocab});
-      s.prepare(sr, rows, 0);
-      s.sample(lx.t, rows);
-      s.fetch(rows, 0);
-      be.synchronize();
-      std::vector<TokenId> res;
-      for (int64_t r = 0; r < rows; ++r) res.push_back(s.result(0, r).token);
-      return res;
-    };
-    const std::vector<TokenId> got = run(cuda()), want = run(cpu());
-    int same = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const TokenId g = got[static_cast<size_t>(r)];
-      ASSERT_GE(g, 0) << "vocab " << vocab << " row " << r;
-      ASSERT_LT(g, vocab) << "vocab " << vocab << " row " << r;
-      same += g == want[static_cast<size_t>(r)];
-      const int kind = static_cast<int>(r % 6);
-      if (kind == 0 || kind == 4 || kind == 5) {
-        EXPECT_EQ(g, want[static_cast<size_t>(r)]) << "greedy, vocab " << vocab << " row " << r;
-      }
-      if (kind == 4) {
-        EXPECT_EQ(g, vocab / 2) << "vocab " << vocab << " row " << r;
-      }
-      if (kind == 5) {
-        EXPECT_NE(g, vocab - 1) << "vocab " << vocab << " row " << r;
-      }
-      if (kind == 0 && r < 16) {
-        EXPECT_EQ(g, r < 8 ? vocab - 1 : 0) << "vocab " << vocab << " row " << r;
-      }
+    if (kind == 4) {  // greedy onto a biased token in the middle of the vocabulary
+      p.temperature = 0.0f;
+      p.logit_bias = {{static_cast<TokenId>(vocab / 2), 100.0f}};
     }
-    EXPECT_GE(same, rows - 1) << "vocab " << vocab << ": " << same << " of " << rows << " rows agree";
+    if (kind == 5) {  // the eos token (the last id) suppressed by min_tokens: never drawn, even at the top
+      p.temperature = 0.0f;
+      p.min_tokens = 4;
+    }
+    SamplerRow& row = sr[static_cast<size_t>(r)];
+    row.params = &p;
+    row.prompt_token_ids = none;
+    row.output_token_ids = none;
+    row.eos_token_ids = eos;
+    row.seed = 77 + static_cast<uint64_t>(r);
   }
+  const auto run = [&](Backend& be) {
+    Sampler s(&be, rows, vocab, rows);
+    auto lx = make_f32(be, x, {rows, vocab});
+    s.prepare(sr, rows, 0);
+    s.sample(lx.t, rows);
+    s.fetch(rows, 0);
+    be.synchronize();
+    std::vector<TokenId> res;
+    for (int64_t r = 0; r < rows; ++r) res.push_back(s.result(0, r).token);
+    return res;
+  };
+  const std::vector<TokenId> got = run(cuda()), want = run(cpu());
+  int same = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const TokenId g = got[static_cast<size_t>(r)];
+    ASSERT_GE(g, 0) << "vocab " << vocab << " row " << r;
+    ASSERT_LT(g, vocab) << "vocab " << vocab << " row " << r;
+    same += g == want[static_cast<size_t>(r)];
+    const int kind = static_cast<int>(r % 6);
+    if (kind == 0 || kind == 4 || kind == 5) {
+      EXPECT_EQ(g, want[static_cast<size_t>(r)]) << "greedy, vocab " << vocab << " row " << r;
+    }
+    if (kind == 4) {
+      EXPECT_EQ(g, vocab / 2) << "vocab " << vocab << " row " << r;
+    }
+    if (kind == 5) {
+      EXPECT_NE(g, vocab - 1) << "vocab " << vocab << " row " << r;
+    }
+    if (kind == 0 && r < 16) {
+      EXPECT_EQ(g, r < 8 ? vocab - 1 : 0) << "vocab " << vocab << " row " << r;
+    }
+  }
+  EXPECT_GE(same, rows - 1) << "vocab " << vocab << ": " << same << " of " << rows << " rows agree";
 }
+
+// Small vocabularies too (the compute-sanitizer runs take these: scripts/device/test.sh).
+INSTANTIATE_TEST_SUITE_P(Sizes, CudaSamplingVocab, ::testing::Values(3, 37, 1000, 4099, 151936),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return std::string("v").append(std::to_string(info.param));
+                         });
 
 }  // namespace
 }  // namespace rl::ops_test
