@@ -9,6 +9,20 @@
 namespace rl::ops_test {
 namespace {
 
+// Samples every row of x [rows, vocab] on `be` through the engine's Sampler (parity 0) and returns the results.
+std::vector<SampleResult> sample_rows(Backend& be, const std::vector<float>& x, int64_t rows, int64_t vocab,
+                                      const std::vector<SamplerRow>& sr) {
+  Sampler s(&be, rows, vocab, rows);
+  auto lx = make_f32(be, x, {rows, vocab});
+  s.prepare(sr, rows, 0);
+  s.sample(lx.t, rows);
+  s.fetch(rows, 0);
+  be.synchronize();
+  std::vector<SampleResult> res;
+  for (int64_t r = 0; r < rows; ++r) res.push_back(s.result(0, r));
+  return res;
+}
+
 TEST(CudaSampling, EveryParameterMatchesTheCpuReference) {
   const int64_t rows = 256, vocab = 151936;
   std::vector<float> x(static_cast<size_t>(rows * vocab));
@@ -59,17 +73,7 @@ TEST(CudaSampling, EveryParameterMatchesTheCpuReference) {
     }
     if (kind == 7) row.allowed_mask = mask.data();
   }
-  const auto run = [&](Backend& be) {
-    Sampler s(&be, rows, vocab, rows);
-    auto lx = make_f32(be, x, {rows, vocab});
-    s.prepare(sr, rows, 0);
-    s.sample(lx.t, rows);
-    s.fetch(rows, 0);
-    be.synchronize();
-    std::vector<SampleResult> res;
-    for (int64_t r = 0; r < rows; ++r) res.push_back(s.result(0, r));
-    return res;
-  };
+  const auto run = [&](Backend& be) { return sample_rows(be, x, rows, vocab, sr); };
   const std::vector<SampleResult> got = run(cuda()), want = run(cpu());
   int same = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -128,17 +132,7 @@ TEST(CudaSampling, ForcedRowsMatchTheCpuReference) {
     row.forced_token = static_cast<int32_t>((r * 7919) % vocab);
     row.forced_num_logprobs = static_cast<int32_t>(r % 6);
   }
-  const auto run = [&](Backend& be) {
-    Sampler s(&be, rows, vocab, rows);
-    auto lx = make_f32(be, x, {rows, vocab});
-    s.prepare(sr, rows, 0);
-    s.sample(lx.t, rows);
-    s.fetch(rows, 0);
-    be.synchronize();
-    std::vector<SampleResult> res;
-    for (int64_t r = 0; r < rows; ++r) res.push_back(s.result(0, r));
-    return res;
-  };
+  const auto run = [&](Backend& be) { return sample_rows(be, x, rows, vocab, sr); };
   const std::vector<SampleResult> got = run(cuda()), want = run(cpu());
   for (int64_t r = 0; r < rows; ++r) {
     const SampleResult& g = got[static_cast<size_t>(r)];
@@ -202,14 +196,8 @@ TEST_P(CudaSamplingVocab, ClusterSlicesMatchTheCpuReference) {
     row.seed = 77 + static_cast<uint64_t>(r);
   }
   const auto run = [&](Backend& be) {
-    Sampler s(&be, rows, vocab, rows);
-    auto lx = make_f32(be, x, {rows, vocab});
-    s.prepare(sr, rows, 0);
-    s.sample(lx.t, rows);
-    s.fetch(rows, 0);
-    be.synchronize();
     std::vector<TokenId> res;
-    for (int64_t r = 0; r < rows; ++r) res.push_back(s.result(0, r).token);
+    for (const SampleResult& r : sample_rows(be, x, rows, vocab, sr)) res.push_back(r.token);
     return res;
   };
   const std::vector<TokenId> got = run(cuda()), want = run(cpu());

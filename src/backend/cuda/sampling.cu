@@ -155,36 +155,6 @@ __device__ __forceinline__ T* cl_map(T* p, unsigned r) {
 #endif
 }
 
-// Block argmax of (v, i), ties → the lowest i; every thread gets the winner's value and index (index INT_MAX:
-// no thread had a candidate).
-__device__ __forceinline__ void block_argmax_vi(float* pv, int* pi, float* sv, int* si) {
-  float v = *pv;
-  int i = *pi;
-  const auto merge = [&] {
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-      if (ov > v || (ov == v && oi < i)) {
-        v = ov;
-        i = oi;
-      }
-    }
-  };
-  merge();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) {
-    sv[warp] = v;
-    si[warp] = i;
-  }
-  __syncthreads();
-  v = lane < static_cast<int>(blockDim.x / 32) ? sv[lane] : -FLT_MAX;
-  i = lane < static_cast<int>(blockDim.x / 32) ? si[lane] : INT_MAX;
-  merge();
-  *pv = v;
-  *pi = i;
-}
-
 struct ArgmaxSlot {
   float v;
   int i;

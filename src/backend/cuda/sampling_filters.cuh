@@ -41,16 +41,22 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return v;
 }
 
-// Block argmax of (v, i), ties → the lowest i; every thread gets the index.
-__device__ __forceinline__ int block_argmax(float v, int i, float* sv, int* si) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (ov > v || (ov == v && oi < i)) {
-      v = ov;
-      i = oi;
+// Block argmax of (v, i), ties → the lowest i; every thread gets the winner's value and index (index INT_MAX:
+// no thread had a candidate). sv, si: >= 32 entries of shared memory.
+__device__ __forceinline__ void block_argmax_vi(float* pv, int* pi, float* sv, int* si) {
+  float v = *pv;
+  int i = *pi;
+  const auto merge = [&] {
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+      if (ov > v || (ov == v && oi < i)) {
+        v = ov;
+        i = oi;
+      }
     }
-  }
+  };
+  merge();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();
   if (lane == 0) {
@@ -60,14 +66,14 @@ __device__ __forceinline__ int block_argmax(float v, int i, float* sv, int* si) 
   __syncthreads();
   v = lane < static_cast<int>(blockDim.x / 32) ? sv[lane] : -FLT_MAX;
   i = lane < static_cast<int>(blockDim.x / 32) ? si[lane] : INT_MAX;
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (ov > v || (ov == v && oi < i)) {
-      v = ov;
-      i = oi;
-    }
-  }
+  merge();
+  *pv = v;
+  *pi = i;
+}
+
+// Block argmax of (v, i), ties → the lowest i; every thread gets the index.
+__device__ __forceinline__ int block_argmax(float v, int i, float* sv, int* si) {
+  block_argmax_vi(&v, &i, sv, si);
   return i;
 }
 
