@@ -170,6 +170,10 @@ void rows_block_i8(const LinearActs& a, const I8WeightView& w, float* y, int64_t
 void linear_i8(const LinearActs& a, const I8WeightView& w, float* y, int64_t m, int64_t n,
                int64_t k, int64_t n0, int64_t n1) {
   int64_t j = n0;
+  if (m == 1) {  // decode: one row at a time, a sequential stream (see gemv_row)
+    for (; j < n1; ++j) tile_i8<1, 1>(a, w, y, n, k, 0, j);
+    return;
+  }
   for (; j + 4 <= n1; j += 4) rows_block_i8<4>(a, w, y, m, n, k, j);
   for (; j < n1; ++j) rows_block_i8<1>(a, w, y, m, n, k, j);
 }
