@@ -318,13 +318,15 @@ Result<ServeBenchResult> run_serve_bench(const ServeBenchConfig& c) {
   if (rec_ec || resolved.empty()) return Status::error("cannot resolve " + ep.host + ": " + rec_ec.message());
   const tcp::endpoint addr = resolved.begin()->endpoint();
 
-  // One GET on its own: the HTTP status (0: no answer or none within timeout_s > 0; *error says why) and the body.
+  // One GET on its own: the HTTP status (0: no answer or none within timeout_s > 0; *error says why) and the body,
+  // of which at most kMaxGetBody bytes are kept (the server is not ours to trust).
+  static constexpr size_t kMaxGetBody = size_t{16} << 20;
   const auto get = [&](const char* path, std::string* body, std::string* error, double timeout_s) {
     int status = 0;
-    asio::co_spawn(ioc,
-                   exchange(
-                       addr, request_bytes(ep, "GET", path, c.api_key, ""),
-                       [&](std::string_view d) { body->append(d); }, error, timeout_s),
+    const auto keep = [body](std::string_view d) {
+      body->append(d.substr(0, kMaxGetBody - std::min(kMaxGetBody, body->size())));
+    };
+    asio::co_spawn(ioc, exchange(addr, request_bytes(ep, "GET", path, c.api_key, ""), keep, error, timeout_s),
                    [&](std::exception_ptr, int st) { status = st; });
     ioc.run();
     ioc.restart();

@@ -31,13 +31,17 @@ void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor&
 
   // The fast tiers' kernel takes a token's whole GQA group at once (attn_group_f32); a shape it does not take,
   // and the scalar tier, run this reference per head.
+  // Query token tok's keys: positions 0..pos of its sequence (causal).
+  const auto num_keys = [&](int64_t tok) {
+    const int32_t s = seq_of[static_cast<size_t>(tok)];
+    const int64_t nk = seq_lens[s] - (cu[s + 1] - cu[s]) + (tok - cu[s]) + 1;
+    RL_CHECK((nk + bs - 1) / bs <= max_blocks);
+    return nk;
+  };
   const auto reference_head = [&](int64_t tok, int64_t h, std::vector<float>& scores, std::vector<float>& acc) {
     const int64_t kvh = h / group;
-    int32_t s = seq_of[static_cast<size_t>(tok)];
-    int64_t qlen = cu[s + 1] - cu[s];
-    int64_t pos = seq_lens[s] - qlen + (tok - cu[s]);
-    int64_t nk = pos + 1;  // causal: keys at positions 0..pos
-    RL_CHECK((nk + bs - 1) / bs <= max_blocks);
+    const int32_t s = seq_of[static_cast<size_t>(tok)];
+    const int64_t nk = num_keys(tok);
     const float* qv = qkv.f32() + tok * row + h * d;
     const int32_t* table = tables + s * max_blocks;
     float mx = -INFINITY;
@@ -70,8 +74,6 @@ void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor&
       for (int64_t task = b; task < e; ++task) {
         const int64_t tok = task / num_kv_heads, kvh = task % num_kv_heads;
         const int32_t s = seq_of[static_cast<size_t>(tok)];
-        const int64_t nk = seq_lens[s] - (cu[s + 1] - cu[s]) + (tok - cu[s]) + 1;
-        RL_CHECK((nk + bs - 1) / bs <= max_blocks);
         AttnGroupArgs a;
         a.q = qkv.f32() + tok * row + kvh * group * d;
         a.out = out.f32() + (tok * num_heads + kvh * group) * d;
@@ -81,7 +83,7 @@ void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor&
         a.group = group;
         a.d = d;
         a.bs = bs;
-        a.nk = nk;
+        a.nk = num_keys(tok);
         a.slot_stride = num_kv_heads * d;
         a.scale = meta.scale;
         if (kern.attn_group_f32(a)) continue;

@@ -78,25 +78,18 @@ void gemv16_bf16(const uint16_t* x, const uint16_t* w, int64_t k, float* y) {
     const uint16_t* row = w + j * k;
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
     int64_t i = 0;
+    // acc += x[i, i + 32) · row[i, i + 32) in bf16 pairs (the x row is zero-padded: whole loads past k are safe).
+    const auto dot32 = [&](__m512 acc, int64_t i, __m512i wv) {
+      return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i)), reinterpret_cast<__m512bh>(wv));
+    };
     for (; i + 128 <= k; i += 128) {
-      a0 = _mm512_dpbf16_ps(a0, reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i)),
-                            reinterpret_cast<__m512bh>(_mm512_loadu_si512(row + i)));
-      a1 = _mm512_dpbf16_ps(a1, reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i + 32)),
-                            reinterpret_cast<__m512bh>(_mm512_loadu_si512(row + i + 32)));
-      a2 = _mm512_dpbf16_ps(a2, reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i + 64)),
-                            reinterpret_cast<__m512bh>(_mm512_loadu_si512(row + i + 64)));
-      a3 = _mm512_dpbf16_ps(a3, reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i + 96)),
-                            reinterpret_cast<__m512bh>(_mm512_loadu_si512(row + i + 96)));
+      a0 = dot32(a0, i, _mm512_loadu_si512(row + i));
+      a1 = dot32(a1, i + 32, _mm512_loadu_si512(row + i + 32));
+      a2 = dot32(a2, i + 64, _mm512_loadu_si512(row + i + 64));
+      a3 = dot32(a3, i + 96, _mm512_loadu_si512(row + i + 96));
     }
-    for (; i + 32 <= k; i += 32) {
-      a0 = _mm512_dpbf16_ps(a0, reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i)),
-                            reinterpret_cast<__m512bh>(_mm512_loadu_si512(row + i)));
-    }
-    if (i < k) {
-      const __mmask32 m = static_cast<__mmask32>((1ull << (k - i)) - 1);
-      a1 = _mm512_dpbf16_ps(a1, reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i)),  // padding is zero
-                            reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, row + i)));
-    }
+    for (; i + 32 <= k; i += 32) a0 = dot32(a0, i, _mm512_loadu_si512(row + i));
+    if (i < k) a1 = dot32(a1, i, _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1ull << (k - i)) - 1), row + i));
     acc[j] = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
   }
   _mm512_storeu_ps(y, reduce16(acc));
