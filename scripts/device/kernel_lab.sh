@@ -7,7 +7,8 @@
 # shapes that stream furthest below the copy ceiling), an ncu look at the 8B o_proj GEMV (4096 → 4096, M = 1;
 # NCU=0 leaves it out), batch-1 decode of Llama-3.1-8B and Qwen3-0.6B (greedy and sampled) and batch-16 decode
 # of Llama-3.1-8B.
-# GEMV=0 leaves the GEMV lab (and its ncu look) out. Logs in $OUT/kernel_lab_logs.tgz; a summary table last.
+# GEMV=0 leaves the GEMV lab (and its ncu look) out; GEMV_CONFIGS="1 6" and ROPE_AB=1 add end-to-end A/B runs
+# (below). Logs in $OUT/kernel_lab_logs.tgz; a summary table last.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
@@ -39,6 +40,21 @@ lat llama_b1_sampled "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256 
 lat qwen_b1_sampled "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256 --temperature 0.6 --top-k 20 \
   --top-p 0.95
 lat llama_b16_sampled "${LLAMA8B[@]}" --batch 16 --input-len 128 --output-len 128 --temperature 0.6 --top-p 0.9
+# End-to-end A/B (greedy batch 1, and batch 16 for Llama): each lab GEMV configuration named in GEMV_CONFIGS
+# (RIDGELINE_CUDA_GEMV_CONFIG) in place of the tuned one, and (ROPE_AB=1) the composed q/k norm + RoPE and KV write
+# in place of the fused kernel (RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE=0).
+ab_runs=()
+for c in ${GEMV_CONFIGS:-}; do
+  RIDGELINE_CUDA_GEMV_CONFIG=$c lat "llama_b1_g$c" "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256
+  RIDGELINE_CUDA_GEMV_CONFIG=$c lat "qwen_b1_g$c" "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256
+  RIDGELINE_CUDA_GEMV_CONFIG=$c lat "llama_b16_g$c" "${LLAMA8B[@]}" --batch 16 --input-len 128 --output-len 128
+  ab_runs+=("llama_b1_g$c" "qwen_b1_g$c" "llama_b16_g$c")
+done
+if [ "${ROPE_AB:-0}" = 1 ]; then
+  RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE=0 lat llama_b1_rope0 "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256
+  RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE=0 lat qwen_b1_rope0 "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256
+  ab_runs+=(llama_b1_rope0 qwen_b1_rope0)
+fi
 tar czf "$final_out/kernel_lab_logs.tgz" -C "$L" .
 echo "== summary =="
 grep RESULT "$L/copy.log" "$L/sample.log" | sed 's/.*RESULT //'
@@ -61,6 +77,6 @@ for (shape, m), v in sorted(lab.items()):
 for k in sorted(prod): print("gemv", k, prod[k])
 PY
 [ -f "$L/ncu_gemv.txt" ] && grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Grid Size|Registers|Cluster|Waves" "$L/ncu_gemv.txt" | head -20
-for t in llama_b1 qwen_b1 llama_b16 llama_b1_sampled qwen_b1_sampled llama_b16_sampled; do
+for t in llama_b1 qwen_b1 llama_b16 llama_b1_sampled qwen_b1_sampled llama_b16_sampled "${ab_runs[@]}"; do
   python3 -c "import json;j=json.load(open('$L/lat_$t.json'));print('$t', round(j['decode_tokens_per_s'],1), 'tok/s tpot', round(j['tpot_ms'],3))" 2>&1 | tail -1
 done

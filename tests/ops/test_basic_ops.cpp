@@ -196,14 +196,14 @@ TEST(CudaOps, LinearSmallM) {
   check_linear(1, 520, 4096, DType::kBF16, false, DType::kF32);
 }
 
-// Every GEMV kernel and lab configuration (launch_gemv variants: v2 1-3, streaming 10-15) against the CPU: split-K
-// clusters with a partial chunk per split (N = 1024 at K = 3072), row tails (N = 37, 200), K tails inside a chunk
-// (K = 1000, 136), bias and f32 out.
+// Every GEMV kernel and lab configuration (launch_gemv variants: v2 1-3, streaming 10-19) against the CPU:
+// split-K clusters with a partial chunk per split (N = 1024 at K = 3072), row tails (N = 37, 200, 8200), K tails
+// inside a chunk (K = 1000, 136), bias and f32 out.
 TEST(CudaOps, LinearGemvVariants) {
   struct Shape {
     int64_t n, k;
   };
-  for (const Shape& s : {Shape{1024, 3072}, Shape{37, 1000}, Shape{4096, 1024}, Shape{200, 136}}) {
+  for (const Shape& s : {Shape{1024, 3072}, Shape{37, 1000}, Shape{4096, 1024}, Shape{200, 136}, Shape{8200, 520}}) {
     for (int64_t m : {1, 5, 16, 33, 64}) {
       auto x = random_bf16_values(m * s.k), w = random_bf16_values(s.n * s.k, -0.1f, 0.1f), b = random_bf16_values(s.n);
       auto g_x = make_f32(cpu(), x, {m, s.k}), g_w = make_bf16(cpu(), w, {s.n, s.k}), g_b = make_f32(cpu(), b, {s.n});
@@ -212,7 +212,7 @@ TEST(CudaOps, LinearGemvVariants) {
       auto c_x = make_bf16(cuda(), x, {m, s.k}), c_w = make_bf16(cuda(), w, {s.n, s.k});
       auto c_b = make_bf16(cuda(), b, {s.n});
       const auto ref = read_f32(cpu(), g_y.t);
-      for (int variant : {0, 1, 2, 3, 10, 11, 12, 13, 14, 15}) {
+      for (int variant : {0, 1, 2, 3, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}) {
         if (variant >= 1 && variant <= 3 && m > 16) continue;  // v2 lab variants serve M <= 16
         for (DType y_dt : {DType::kBF16, DType::kF32}) {
           auto c_y = make(cuda(), y_dt, {m, s.n});

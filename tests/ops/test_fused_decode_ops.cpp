@@ -250,5 +250,17 @@ TEST(CudaFusedOps, QkNormRopeKvWrite) {
   check_rope_kv(5, 16, 8, false);
 }
 
+// The RoPE + KV write kernel is on by default without the rest of the fused decode path (CudaBackend's
+// fused_rope_kv_write_); the same checks with the backend as created, and with the switch off (the composed ops).
+TEST(CudaFusedOps, QkNormRopeKvWriteByDefault) {
+  ASSERT_FALSE(cuda().fused_decode());
+  for (bool on : {true, false}) {
+    cuda().set_fused_rope_kv_write(on);
+    check_rope_kv(7, 16, 8, true);
+    check_rope_kv(1, 32, 8, false);
+  }
+  cuda().set_fused_rope_kv_write(true);
+}
+
 }  // namespace
 }  // namespace rl::ops_test

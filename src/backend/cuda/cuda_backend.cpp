@@ -74,6 +74,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
   }
+  if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE"); env != nullptr && std::string(env) == "0") {
+    fused_rope_kv_write_ = false;
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -333,7 +336,7 @@ void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bia
 void CudaBackend::qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
                                         const Tensor& positions, const RopeParams& rope, const NormParams& norm,
                                         const Tensor& slot_mapping, const KvLayer& cache) {
-  if (!fused_decode_) {
+  if (!fused_decode_ && !fused_rope_kv_write_) {
     Backend::qk_norm_rope_kv_write(qkv, q_norm, k_norm, positions, rope, norm, slot_mapping, cache);
     return;
   }

@@ -60,6 +60,7 @@ class CudaBackend final : public Backend {
   bool fuses_norm_linear(int64_t num_rows) const override;
   void set_fused_decode(bool on) { fused_decode_ = on; }
   bool fused_decode() const { return fused_decode_; }
+  void set_fused_rope_kv_write(bool on) { fused_rope_kv_write_ = on; }
   void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
                        const Tensor& bias, const Tensor& normed, const Tensor& y) override;
   void rms_norm_linear_silu_mul(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
@@ -156,6 +157,9 @@ class CudaBackend final : public Backend {
   // them: RIDGELINE_CUDA_FUSED_DECODE=1 at creation or set_fused_decode(true); otherwise the fused decode ops run
   // composed (the unfused kernels). Also the A/B switch for benchmarks.
   bool fused_decode_ = false;
+  // q/k norm + RoPE and the KV write in one kernel (qk_norm_rope_kv_write; bitwise the two ops): on unless
+  // RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE=0 (the A/B switch) or the fused decode path is on (which includes it).
+  bool fused_rope_kv_write_ = true;
   int64_t chunk_scratch_limit_ = -1;
 };
 

@@ -127,10 +127,11 @@ struct DecodeWorkspace {
 };
 // The grid has one slot per split for the longest context max_seqlen_k allows; each sequence uses as many as its
 // own seq_len fills, so a launch (or captured graph) sized for max_model_len stays right for shorter contexts.
-// num_splits_override > 0 forces the slot count (kernel lab); 0 picks decode_num_splits().
+// num_splits_override > 0 forces the slot count (kernel lab); 0 picks decode_num_splits(). min_pages_override > 0
+// forces the fewest pages a split takes (kernel lab); 0 means one page per warp (kDecodeWarps).
 bool decode_attention_supported(const AttentionArgs& a);
 void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
-                             int64_t num_splits_override = 0);
+                             int64_t num_splits_override = 0, int min_pages_override = 0);
 
 // FlashAttention-2 style prefill (tensor cores), varlen + causal with prefix, paged K/V, head_dim 64/128/256.
 bool prefill_attention_supported(const AttentionArgs& a);

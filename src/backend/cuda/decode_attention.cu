@@ -24,6 +24,7 @@ struct DecodeParams {
   int* counters;
   int num_splits;  // split slots in the grid (gridDim.x); partial rows are strided by it
   int num_chunks;  // group / G
+  int min_pages;   // pages per split at least (kDecodeWarps: one per warp)
 };
 
 template <int D, int G>
@@ -44,7 +45,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
   const int64_t tok = a.cu_seqlens_q[s];
   const int seq_len = a.seq_lens_k[s];
   const int num_pages = (seq_len + kDecodePageSize - 1) / kDecodePageSize;
-  const int pages_per_split = max(static_cast<int>(kDecodeMinPagesPerSplit), (num_pages + p.num_splits - 1) / p.num_splits);
+  // At least a page per warp. The host caps the split count at kDecodeMinPagesPerSplit pages each for the
+  // longest context of the launch, so a shorter one (a graph captured for max_model_len) spreads over more splits
+  // with fewer pages per warp: one page round trip per warp instead of two.
+  const int pages_per_split = max(p.min_pages, (num_pages + p.num_splits - 1) / p.num_splits);
   const int num_active = (num_pages + pages_per_split - 1) / pages_per_split;
   if (split >= num_active) return;  // block-uniform, before any barrier; never counted by the merge
   const int page_begin = split * pages_per_split;
@@ -268,10 +272,11 @@ bool decode_attention_supported(const AttentionArgs& a) {
 }
 
 void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
-                             int64_t num_splits_override) {
+                             int64_t num_splits_override, int min_pages_override) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const int g = group % 4 == 0 ? 4 : (group % 2 == 0 ? 2 : 1);
-  DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / g)};
+  DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / g),
+                 min_pages_override > 0 ? min_pages_override : kDecodeWarps};
   int64_t splits = num_splits_override > 0
                        ? std::min<int64_t>(num_splits_override, kDecodeMaxSplits)
                        : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,

@@ -2,7 +2,7 @@
 // v2 (gemv.cu) loaded weights straight into registers: each warp load instruction touched 8 rows × 64 B, and it
 // stayed at 74 % of copy bandwidth whatever the bytes in flight (docs/cuda.md). v3 moves the weights with the
 // bulk copy engine instead: per stage, one cp.async.bulk per weight row of kChunk elements (512 B–1 KB contiguous)
-// into shared memory, completing on an mbarrier, kStages stages in flight per block. The tensor-core arithmetic
+// into shared memory, issued 4 rows per warp, completing on an mbarrier, kStages stages in flight per block. The tensor-core arithmetic
 // (m16n8k16 with the shared k-permutation that keeps every fragment load 16 B wide) is v2's, now reading the
 // weight fragments from shared memory (rows padded by kGemvRowPadBytes: conflict-free 16 B reads).
 // The first stages are issued before pdl_wait(): with programmatic dependent launch the weight stream starts
@@ -10,6 +10,8 @@
 // thread-block cluster whose blocks sum their partial tiles through distributed shared memory in rank order:
 // a fixed reduction order, no global workspace.
 #include <cooperative_groups.h>
+
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -102,21 +104,22 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  // Warp 0 fills stage c % kStages with chunk c: lane 0 announces the bytes, lanes < 16 copy one valid row each.
+  // Every warp fills its kIssueRows rows of stage c % kStages with chunk c, one bulk copy per valid row from lanes
+  // < kIssueRows; lane 0 of warp 0 announces the stage's bytes (the barrier's phase cannot complete before that
+  // arrive, so the other warps' copies may land first). Spread over the 4 warps, a block's copies go out 4 at a time:
+  // with warp 0 issuing all 16 the block streamed up to 6 % slower (kernel_config.h).
+  constexpr int kIssueRows = kRows / kWarps;
   auto issue = [&](int c) {
     const int s = c % kStages;
     const int64_t kc = static_cast<int64_t>(c) * kChunk;
     const uint32_t bytes = static_cast<uint32_t>(min(static_cast<int64_t>(kChunk), k_len - kc) * 2);
-    if (lane == 0) mbar_expect_tx(&bars[s], bytes * rows_valid);
-    __syncwarp();
-    if (lane < kRows && row_ok(lane)) {
-      bulk_load(smem + s * S::kStageBytes + lane * S::kRowBytes, p.w + w_row(lane) * p.k + k_begin + kc, bytes,
-                &bars[s]);
+    if (warp == 0 && lane == 0) mbar_expect_tx(&bars[s], bytes * rows_valid);
+    const int rr = warp * kIssueRows + lane;
+    if (lane < kIssueRows && row_ok(rr)) {
+      bulk_load(smem + s * S::kStageBytes + rr * S::kRowBytes, p.w + w_row(rr) * p.k + k_begin + kc, bytes, &bars[s]);
     }
   };
-  if (warp == 0) {
-    for (int c = 0; c < min(kStages, num_chunks); ++c) issue(c);
-  }
+  for (int c = 0; c < min(kStages, num_chunks); ++c) issue(c);
   // Only weights were touched so far; x is the previous kernel's output.
   pdl_wait();
 
@@ -237,7 +240,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
     }
     if (c + 1 < num_chunks) load_x(c + 1);
     __syncthreads();  // every warp is done with stage s
-    if (warp == 0 && c + kStages < num_chunks) issue(c + kStages);
+    if (c + kStages < num_chunks) issue(c + kStages);
   }
   pdl_launch_dependents();
 
@@ -451,11 +454,24 @@ DeviceInfo device_info() {
   return d;
 }
 
+// The configuration that config 0 means: kernel_config.h's tuned one, unless RIDGELINE_CUDA_GEMV_CONFIG names a lab
+// configuration (1-9) to run in its place (end-to-end A/B of the lab's configurations; read once). The norm
+// prologue always runs in the tuned configuration.
+int production_config(const GemvStreamParams& p) {
+  static const int chosen = [] {
+    const char* env = std::getenv("RIDGELINE_CUDA_GEMV_CONFIG");
+    const int c = env != nullptr ? std::atoi(env) : 0;
+    return c >= 1 && c <= 9 ? c : 0;
+  }();
+  return p.norm_w ? 0 : chosen;
+}
+
 }  // namespace
 
 bool gemv_stream_supported(int64_t m) { return m >= 1 && m <= kSkinnyMaxM && device_info().major == 9; }
 
 void launch_gemv_stream(const GemvStreamParams& p, cudaStream_t stream, int config) {
+  if (config == 0) config = production_config(p);
   const int num_sms = device_info().num_sms;
   RL_CHECK(!p.norm_w || p.m <= 16);
   RL_CHECK(!p.residual || (!p.gated && !p.y_f32));

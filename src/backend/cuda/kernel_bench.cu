@@ -178,7 +178,9 @@ void bench_gemv_shapes(CudaBackend& be) {
                           {14336, 4096, {1, 16}},
                           {1024, 4096, {1}},
                           {2048, 1024, {1}},
-                          {3072, 1024, {1}}};
+                          {3072, 1024, {1}},
+                          {4096, 28672, {1}},
+                          {4096, 128256, {1}}};
   for (const LabShape& ls : lab) {
     const size_t w_bytes = static_cast<size_t>(ls.n * ls.k * 2);
     const std::vector<DeviceBuffer> ws = rotated_weights(be, ls.n, ls.k, 10);
@@ -305,6 +307,40 @@ void bench_decode(CudaBackend& be) {
              kv_bytes / (lab_ms * 1e-3) / 1e12, "TB/s");
     }
     if (b != 1) continue;
+    // Short contexts under the grid a 4k max_model_len sizes (32 split slots, as a captured decode graph runs
+    // them): pages per split at least 4 (one per warp, production) against at least 8 (two per warp).
+    for (int64_t short_ctx : {256, 1024}) {
+      const size_t short_bytes = static_cast<size_t>(short_ctx * kv_heads * d * 2 * 2);
+      const int short_copies = static_cast<int>(kL2Rotate / short_bytes + 1);
+      AttnProblem sp = make_attn(be, 1, 1, short_ctx, heads, kv_heads, d, short_copies);
+      for (int min_pages : {4, 8}) {
+        const double sms = time_ms(be, [&](int i) {
+          const AttentionMetadata& m = sp.metas[i % short_copies];
+          cuda::AttentionArgs a;
+          a.qkv = static_cast<const uint16_t*>(sp.qkv.data);
+          a.k_cache = static_cast<const uint16_t*>(sp.cache.k.data);
+          a.v_cache = static_cast<const uint16_t*>(sp.cache.v.data);
+          a.cu_seqlens_q = m.cu_seqlens_q.as<int32_t>();
+          a.seq_lens_k = m.seq_lens_k.as<int32_t>();
+          a.block_tables = m.block_tables.as<int32_t>();
+          a.out = static_cast<uint16_t*>(sp.out.data);
+          a.num_tokens = 1;
+          a.num_seqs = 1;
+          a.max_seqlen_q = 1;
+          a.max_seqlen_k = 4096;
+          a.max_blocks = m.block_tables.dim(1);
+          a.num_heads = heads;
+          a.num_kv_heads = kv_heads;
+          a.head_dim = d;
+          a.block_size = 16;
+          a.row = (heads + 2 * kv_heads) * d;
+          a.scale = m.scale;
+          cuda::launch_decode_attention(a, ws, be.num_sms(), be.stream(), 32, min_pages);
+        }, 50);
+        result("decode_lab", "B1_S" + std::to_string(short_ctx) + "_grid_for_4k_minpages" + std::to_string(min_pages),
+               sms * 1e3, "us");
+      }
+    }
     AttentionMetadata long_meta = p.metas[0];
     long_meta.max_seqlen_k = 131072;
     const double long_ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, long_meta, p.out); }, 50);

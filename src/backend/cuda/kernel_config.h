@@ -44,6 +44,13 @@ constexpr int kGemvUnrollWide = 2;
 // SM; 256 × 4: 792 slots, so a second wave). Where the grid is many waves anyway, depth wins: 4096 → 128256 at
 // 256 × 4 ran 4.10 TB/s (v2 3.84), 4096 → 28672 3.35 (v2 3.15). So kGemvStreamStages, unless that needs a second
 // wave and kGemvStreamStagesOneWave fits the grid in one (gemv_stream_stages).
+// The copies of a stage were issued by warp 0 (16 rows, one lane each); spread over the 4 warps (4 rows each) the
+// same configurations stream faster (H200, 2026-12-02, M = 1, TB/s, one warp → four): 4096 → 14336 3.20 → 3.38,
+// 4096 → 28672 3.37 → 3.63, 4096 → 128256 4.16 → 4.23, 4096 → 6144 2.39 → 2.42, 14336 → 4096 3.20 → 3.21; end to
+// end batch-1 decode Llama-3.1-8B 218.6 → 224.2 tok/s, Qwen3-0.6B 1,054 → 1,072, Llama batch 16 2,760 → 2,895.
+// A persistent form (about one block per SM streaming its row tiles back to back, stages filling across tiles)
+// ran at 0.87 TB/s with one block per SM whatever its stage depth (8 or 16 stages of 256) and 1.49 / 2.48 with 2 / 4
+// per SM: a block completes a chunk only every ~1.2 µs, so the stream needs many blocks per SM, not deep stages.
 constexpr int kGemvStreamRows = 16;
 constexpr int kGemvStreamWarps = 4;
 constexpr int kGemvRowPadBytes = 64;
@@ -109,7 +116,9 @@ constexpr int kDecodeWarps = 4;
 constexpr int kDecodeMaxGroup = 8;
 constexpr int kDecodePageSize = 16;
 // Splits pay while each warp of a split still has 2 pages: at batch 1 S=4k, 32 splits (2 pages per warp) ran at
-// 0.92 TB/s, 16 at 0.86, 64 (1 page per warp) at 0.74 and 128–256 at ~0.71 (kernel lab, docs/cuda.md).
+// 0.92 TB/s, 16 at 0.86, 64 (1 page per warp) at 0.74 and 128–256 at ~0.71 (kernel lab, docs/cuda.md). The host
+// sizes the split count with this for the launch's longest context; the kernel itself goes down to one page per
+// warp, which a shorter context under a grid sized for a longer one (CUDA graphs) uses.
 constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 constexpr int kDecodeMaxSplits = 256;
 // Workspace for split partials (f32 o [head_dim] + lse): rows of (seq, head, split), allocated at creation.
