@@ -123,7 +123,7 @@ struct DecodeWorkspace {
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
   int* counters = nullptr;    // [capacity_rows], zero between launches: finished splits per (seq, head chunk)
-  int64_t capacity_rows = 0;  // (seq, head, split) triples the workspace holds
+  int64_t capacity_rows = 0;  // (seq, head, split) triples of head_dim 128 the workspace holds (256: half as many)
 };
 // The grid has one slot per split for the longest context max_seqlen_k allows; each sequence uses as many as its
 // own seq_len fills, so a launch (or captured graph) sized for max_model_len stays right for shorter contexts.

@@ -1,6 +1,7 @@
-// Split-KV decode attention (FlashDecoding) over the paged cache (block size 16). One block per (sequence,
-// kv head, group chunk, split); its 4 warps walk whole pages, and one 16-byte load of each K/V row serves every
-// query head of the GQA chunk (up to 4). Lanes of a row: D/8 (16 B each); a warp covers 32/(D/8) tokens per step.
+// Split-KV decode attention (FlashDecoding) over the paged cache (block size 16), head_dim 64, 128 or 256. One block
+// per (sequence, kv head, group chunk, split); its 4 warps walk whole pages, and one 16-byte load of each K/V row
+// serves every query head of the GQA chunk (up to 4). Lanes of a row: D/8 (16 B each); a warp covers 32/(D/8)
+// tokens per step.
 // Softmax in the log2 domain (q pre-scaled by scale·log2 e). The grid has num_splits split slots (sized on the
 // host for the longest context the launch may see, so a CUDA graph captured once serves any length); each
 // sequence spreads its pages over as many of them as it can fill (from its seq_len in device memory), and the
@@ -35,6 +36,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
   constexpr int kLanesPerRow = D / 8;
   constexpr int kTokPerStep = 32 / kLanesPerRow;
   constexpr int kSteps = kDecodePageSize / kTokPerStep;
+  constexpr int kPass = kSteps < 8 ? kSteps : 8;  // token steps loaded at once (registers: 2 · kPass uint4)
   const AttentionArgs& a = p.a;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int col = lane % kLanesPerRow, sub = lane / kLanesPerRow;
@@ -71,56 +73,62 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
 
   for (int page = page_begin + warp; page < page_end; page += kDecodeWarps) {
     const int64_t base = (static_cast<int64_t>(table[page]) * kDecodePageSize * a.num_kv_heads + kvh) * D + col * 8;
-    uint4 kv[kSteps], vv[kSteps];
+    // A page in passes of kPass token steps (two passes at head_dim 256, whose rows take a whole warp), each
+    // loading its K/V rows at once and folding them into the online softmax. The first pass of a page always
+    // holds its first, valid token, so m stays finite.
+#pragma unroll 1
+    for (int pass = 0; pass < kSteps / kPass; ++pass) {
+      uint4 kv[kPass], vv[kPass];
 #pragma unroll
-    for (int it = 0; it < kSteps; ++it) {
-      const int64_t off = base + (it * kTokPerStep + sub) * token_stride;
-      kv[it] = load_stream(a.k_cache + off);
-      vv[it] = load_stream(a.v_cache + off);
-    }
-    float sc[G][kSteps];
-#pragma unroll
-    for (int it = 0; it < kSteps; ++it) {
-      float kf[8];
-      unpack8(kv[it], kf);
-      const bool valid = page * kDecodePageSize + it * kTokPerStep + sub < seq_len;
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) dot = fmaf(q[g][e], kf[e], dot);
-#pragma unroll
-        for (int o = kLanesPerRow / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        sc[g][it] = valid ? dot : -INFINITY;
+      for (int it = 0; it < kPass; ++it) {
+        const int64_t off = base + ((pass * kPass + it) * kTokPerStep + sub) * token_stride;
+        kv[it] = load_stream(a.k_cache + off);
+        vv[it] = load_stream(a.v_cache + off);
       }
-      // Slots past the sequence end may hold anything (even NaN bit patterns): never let them reach acc.
-      if (!valid) vv[it] = make_uint4(0, 0, 0, 0);
-    }
+      float sc[G][kPass];
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float mx = sc[g][0];
+      for (int it = 0; it < kPass; ++it) {
+        float kf[8];
+        unpack8(kv[it], kf);
+        const bool valid = page * kDecodePageSize + (pass * kPass + it) * kTokPerStep + sub < seq_len;
 #pragma unroll
-      for (int it = 1; it < kSteps; ++it) mx = fmaxf(mx, sc[g][it]);
+        for (int g = 0; g < G; ++g) {
+          float dot = 0.0f;
 #pragma unroll
-      for (int o = kLanesPerRow; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      const float m_new = fmaxf(m[g], mx);  // finite: every page in range holds a valid token
-      const float corr = exp2f(m[g] - m_new);
-      m[g] = m_new;
-      l[g] *= corr;
+          for (int e = 0; e < 8; ++e) dot = fmaf(q[g][e], kf[e], dot);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[g][e] *= corr;
-#pragma unroll
-      for (int it = 0; it < kSteps; ++it) sc[g][it] = exp2f(sc[g][it] - m_new);
-    }
-#pragma unroll
-    for (int it = 0; it < kSteps; ++it) {
-      float vf[8];
-      unpack8(vv[it], vf);
+          for (int o = kLanesPerRow / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+          sc[g][it] = valid ? dot : -INFINITY;
+        }
+        // Slots past the sequence end may hold anything (even NaN bit patterns): never let them reach acc.
+        if (!valid) vv[it] = make_uint4(0, 0, 0, 0);
+      }
 #pragma unroll
       for (int g = 0; g < G; ++g) {
-        l[g] += sc[g][it];
+        float mx = sc[g][0];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(sc[g][it], vf[e], acc[g][e]);
+        for (int it = 1; it < kPass; ++it) mx = fmaxf(mx, sc[g][it]);
+#pragma unroll
+        for (int o = kLanesPerRow; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float m_new = fmaxf(m[g], mx);  // finite: every page in range holds a valid token
+        const float corr = exp2f(m[g] - m_new);
+        m[g] = m_new;
+        l[g] *= corr;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] *= corr;
+#pragma unroll
+        for (int it = 0; it < kPass; ++it) sc[g][it] = exp2f(sc[g][it] - m_new);
+      }
+#pragma unroll
+      for (int it = 0; it < kPass; ++it) {
+        float vf[8];
+        unpack8(vv[it], vf);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          l[g] += sc[g][it];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(sc[g][it], vf[e], acc[g][e]);
+        }
       }
     }
   }
@@ -246,18 +254,20 @@ void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
   }
 }
 
+template <int D>
+const void* kernel_for(int g) {
+  return g == 4   ? reinterpret_cast<const void*>(decode_attention_kernel<D, 4>)
+         : g == 2 ? reinterpret_cast<const void*>(decode_attention_kernel<D, 2>)
+                  : reinterpret_cast<const void*>(decode_attention_kernel<D, 1>);
+}
+
 // Resident blocks per SM of the <D, G> instance (registers bound it), queried once per instance.
 int blocks_per_sm(int64_t d, int g) {
-  static int cached[2][3] = {};
-  const int di = d == 64 ? 0 : 1, gi = g == 4 ? 2 : g == 2 ? 1 : 0;
+  static int cached[3][3] = {};
+  const int di = d == 64 ? 0 : d == 128 ? 1 : 2, gi = g == 4 ? 2 : g == 2 ? 1 : 0;
   int& n = cached[di][gi];
   if (n == 0) {
-    const void* fn = d == 64 ? (g == 4   ? reinterpret_cast<const void*>(decode_attention_kernel<64, 4>)
-                                : g == 2 ? reinterpret_cast<const void*>(decode_attention_kernel<64, 2>)
-                                         : reinterpret_cast<const void*>(decode_attention_kernel<64, 1>))
-                             : (g == 4   ? reinterpret_cast<const void*>(decode_attention_kernel<128, 4>)
-                                : g == 2 ? reinterpret_cast<const void*>(decode_attention_kernel<128, 2>)
-                                         : reinterpret_cast<const void*>(decode_attention_kernel<128, 1>));
+    const void* fn = d == 64 ? kernel_for<64>(g) : d == 128 ? kernel_for<128>(g) : kernel_for<256>(g);
     RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kDecodeWarps * 32, 0));
     n = std::max(n, 1);
   }
@@ -267,7 +277,8 @@ int blocks_per_sm(int64_t d, int g) {
 }  // namespace
 
 bool decode_attention_supported(const AttentionArgs& a) {
-  return a.block_size == kDecodePageSize && (a.head_dim == 64 || a.head_dim == 128) && a.max_seqlen_q == 1 &&
+  return a.block_size == kDecodePageSize && (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256) &&
+         a.max_seqlen_q == 1 &&
          a.num_tokens == a.num_seqs;
 }
 
@@ -281,12 +292,16 @@ void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, 
                        ? std::min<int64_t>(num_splits_override, kDecodeMaxSplits)
                        : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
                                            a.head_dim, static_cast<int64_t>(blocks_per_sm(a.head_dim, g)) * num_sms);
-  if (a.num_seqs * a.num_heads * splits > ws.capacity_rows) splits = 1;
+  // ws.capacity_rows counts partial rows of head_dim 128 (a wider row takes the room of several).
+  const int64_t capacity = ws.capacity_rows * 128 / std::max<int64_t>(a.head_dim, 128);
+  if (a.num_seqs * a.num_heads * splits > capacity) splits = 1;
   p.num_splits = static_cast<int>(splits);
   if (a.head_dim == 64) {
     launch_d<64>(p, g, stream);
-  } else {
+  } else if (a.head_dim == 128) {
     launch_d<128>(p, g, stream);
+  } else {
+    launch_d<256>(p, g, stream);
   }
   RL_CUDA_CHECK_LAUNCH();
 }

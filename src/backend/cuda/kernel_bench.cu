@@ -255,6 +255,31 @@ AttnProblem make_attn(CudaBackend& be, int64_t b, int64_t q_len, int64_t ctx, in
   return p;
 }
 
+// The kernel arguments of one decode problem (one query token per sequence) for the direct launches of the lab.
+cuda::AttentionArgs decode_args(const AttnProblem& p, const AttentionMetadata& m, int64_t b, int64_t max_ctx,
+                                int64_t heads, int64_t kv_heads, int64_t d) {
+  cuda::AttentionArgs a;
+  a.qkv = static_cast<const uint16_t*>(p.qkv.data);
+  a.k_cache = static_cast<const uint16_t*>(p.cache.k.data);
+  a.v_cache = static_cast<const uint16_t*>(p.cache.v.data);
+  a.cu_seqlens_q = m.cu_seqlens_q.as<int32_t>();
+  a.seq_lens_k = m.seq_lens_k.as<int32_t>();
+  a.block_tables = m.block_tables.as<int32_t>();
+  a.out = static_cast<uint16_t*>(p.out.data);
+  a.num_tokens = b;
+  a.num_seqs = b;
+  a.max_seqlen_q = 1;
+  a.max_seqlen_k = max_ctx;
+  a.max_blocks = m.block_tables.dim(1);
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.head_dim = d;
+  a.block_size = 16;
+  a.row = (heads + 2 * kv_heads) * d;
+  a.scale = m.scale;
+  return a;
+}
+
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
   for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {64, 4096}, {16, 32768}}) {
@@ -281,27 +306,8 @@ void bench_decode(CudaBackend& be) {
     for (int64_t splits : split_list) {
       if (b * heads * splits > rows) continue;
       const double lab_ms = time_ms(be, [&](int i) {
-        const AttentionMetadata& m = p.metas[i % copies];
-        cuda::AttentionArgs a;
-        a.qkv = static_cast<const uint16_t*>(p.qkv.data);
-        a.k_cache = static_cast<const uint16_t*>(p.cache.k.data);
-        a.v_cache = static_cast<const uint16_t*>(p.cache.v.data);
-        a.cu_seqlens_q = m.cu_seqlens_q.as<int32_t>();
-        a.seq_lens_k = m.seq_lens_k.as<int32_t>();
-        a.block_tables = m.block_tables.as<int32_t>();
-        a.out = static_cast<uint16_t*>(p.out.data);
-        a.num_tokens = b;
-        a.num_seqs = b;
-        a.max_seqlen_q = 1;
-        a.max_seqlen_k = ctx;
-        a.max_blocks = m.block_tables.dim(1);
-        a.num_heads = heads;
-        a.num_kv_heads = kv_heads;
-        a.head_dim = d;
-        a.block_size = 16;
-        a.row = (heads + 2 * kv_heads) * d;
-        a.scale = m.scale;
-        cuda::launch_decode_attention(a, ws, be.num_sms(), be.stream(), splits);
+        cuda::launch_decode_attention(decode_args(p, p.metas[i % copies], b, ctx, heads, kv_heads, d), ws,
+                                      be.num_sms(), be.stream(), splits);
       }, 50);
       result("decode_lab", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_splits" + std::to_string(splits),
              kv_bytes / (lab_ms * 1e-3) / 1e12, "TB/s");
@@ -315,27 +321,8 @@ void bench_decode(CudaBackend& be) {
       AttnProblem sp = make_attn(be, 1, 1, short_ctx, heads, kv_heads, d, short_copies);
       for (int min_pages : {4, 8}) {
         const double sms = time_ms(be, [&](int i) {
-          const AttentionMetadata& m = sp.metas[i % short_copies];
-          cuda::AttentionArgs a;
-          a.qkv = static_cast<const uint16_t*>(sp.qkv.data);
-          a.k_cache = static_cast<const uint16_t*>(sp.cache.k.data);
-          a.v_cache = static_cast<const uint16_t*>(sp.cache.v.data);
-          a.cu_seqlens_q = m.cu_seqlens_q.as<int32_t>();
-          a.seq_lens_k = m.seq_lens_k.as<int32_t>();
-          a.block_tables = m.block_tables.as<int32_t>();
-          a.out = static_cast<uint16_t*>(sp.out.data);
-          a.num_tokens = 1;
-          a.num_seqs = 1;
-          a.max_seqlen_q = 1;
-          a.max_seqlen_k = 4096;
-          a.max_blocks = m.block_tables.dim(1);
-          a.num_heads = heads;
-          a.num_kv_heads = kv_heads;
-          a.head_dim = d;
-          a.block_size = 16;
-          a.row = (heads + 2 * kv_heads) * d;
-          a.scale = m.scale;
-          cuda::launch_decode_attention(a, ws, be.num_sms(), be.stream(), 32, min_pages);
+          cuda::launch_decode_attention(decode_args(sp, sp.metas[i % short_copies], 1, 4096, heads, kv_heads, d), ws,
+                                        be.num_sms(), be.stream(), 32, min_pages);
         }, 50);
         result("decode_lab", "B1_S" + std::to_string(short_ctx) + "_grid_for_4k_minpages" + std::to_string(min_pages),
                sms * 1e3, "us");
@@ -345,6 +332,21 @@ void bench_decode(CudaBackend& be) {
     long_meta.max_seqlen_k = 131072;
     const double long_ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, long_meta, p.out); }, 50);
     result("decode_lab", "B1_S4096_grid_for_128k", kv_bytes / (long_ms * 1e-3) / 1e12, "TB/s");
+  }
+  // head_dim 256 (16 query / 8 kv heads): the split-KV decode kernel (production) against the prefill kernel that
+  // served these decode steps before it took head_dim 256.
+  for (int64_t b : {1, 64}) {
+    const int64_t h256 = 16, kv256 = 8, d256 = 256, ctx = 4096;
+    const size_t kv_bytes = static_cast<size_t>(b * ctx * kv256 * d256 * 2 * 2);
+    const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / kv_bytes + 1));
+    AttnProblem p = make_attn(be, b, 1, ctx, h256, kv256, d256, copies);
+    const double ms = time_ms(be, [&](int i) { be.attention(p.qkv, p.cache, p.metas[i % copies], p.out); }, 50);
+    const double prefill_ms = time_ms(be, [&](int i) {
+      cuda::launch_prefill_attention(decode_args(p, p.metas[i % copies], b, ctx, h256, kv256, d256), be.stream());
+    }, 50);
+    const std::string shape = "B" + std::to_string(b) + "_S4096_h16kv8d256";
+    result("decode_attn", shape, kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+    result("decode_lab", shape + "_prefill_kernel", kv_bytes / (prefill_ms * 1e-3) / 1e12, "TB/s");
   }
 }
 
