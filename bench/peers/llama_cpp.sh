@@ -11,6 +11,8 @@
 # 3. Runs, ROUNDS times, alternately: llama-bench F16, ridgeline bf16, llama-bench Q8_0, ridgeline int8, each
 #    with THREADS threads, a PROMPT-token prefill (pp) and GEN generated tokens (tg). ridgeline runs
 #    `bench latency` with random weights of the same config: prefill tok/s = PROMPT / TTFT, decode = 1 / TPOT.
+#    llama-bench's tg test starts from an empty context, ours after the PROMPT tokens: TG_DEPTH=N (default 0) runs
+#    llama.cpp's tg at a depth of N tokens (llama-bench -d), e.g. TG_DEPTH=$PROMPT for the same context as ours.
 # Prints one line per run and, last, a table of the medians with the ratios ridgeline / llama.cpp.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +20,8 @@ ROUNDS=${1:-3}
 THREADS=${THREADS:-2}
 PROMPT=${PROMPT:-64}
 GEN=${GEN:-32}
+MAX_LEN=$((PROMPT + GEN > 512 ? PROMPT + GEN : 512))  # ridgeline --max-model-len: the run fits
+TG_DEPTH=${TG_DEPTH:-0}
 CONFIG=${CONFIG:-$ROOT/models/configs/Qwen3-0.6B}
 RIDGELINE=${RIDGELINE:-$ROOT/build/cpu/ridgeline}
 CACHE=$ROOT/.cache/llama.cpp
@@ -49,17 +53,19 @@ done
 
 # llama-bench: CSV, one row per test; avg_ts is tokens per second.
 llama_run() {  # kind
-  "$CACHE/build/bin/llama-bench" -m "$CACHE/$name-$1.gguf" -t "$THREADS" -p "$PROMPT" -n "$GEN" -r 2 -o csv \
-    2> "$LOG/llama-$1.err" | "$PY" -c '
+  local depths=0
+  [ "$TG_DEPTH" -gt 0 ] && depths=0,$TG_DEPTH
+  "$CACHE/build/bin/llama-bench" -m "$CACHE/$name-$1.gguf" -t "$THREADS" -p "$PROMPT" -n "$GEN" -d "$depths" -r 2 \
+    -o csv 2> "$LOG/llama-$1.err" | "$PY" -c '
 import csv, sys
 rows = list(csv.DictReader(sys.stdin))
-pp = [float(r["avg_ts"]) for r in rows if int(r["n_prompt"]) > 0]
-tg = [float(r["avg_ts"]) for r in rows if int(r["n_gen"]) > 0]
-print("%.2f %.2f" % (pp[0], tg[0]))'
+pp = [float(r["avg_ts"]) for r in rows if int(r["n_prompt"]) > 0 and int(r["n_depth"]) == 0]
+tg = [float(r["avg_ts"]) for r in rows if int(r["n_gen"]) > 0 and int(r["n_depth"]) == int(sys.argv[1])]
+print("%.2f %.2f" % (pp[0], tg[0]))' "$TG_DEPTH"
 }
 ridgeline_run() {  # extra flags
   "$RIDGELINE" bench latency -m "$CONFIG" --dummy-weights --threads "$THREADS" --input-len "$PROMPT" \
-    --output-len "$GEN" --kv-cache-gb 0.25 --max-model-len 512 --json "$LOG/ours.json" "$@" > "$LOG/ours.out" 2>&1
+    --output-len "$GEN" --kv-cache-gb 0.25 --max-model-len "$MAX_LEN" --json "$LOG/ours.json" "$@" > "$LOG/ours.out" 2>&1
   "$PY" -c '
 import json, sys
 r = {x["name"]: x["measured"] for x in json.load(open(sys.argv[1]))["results"]}
@@ -68,7 +74,8 @@ print("%.2f %.2f" % (float(sys.argv[2]) / (r["TTFT"] / 1e3), 1e3 / r["TPOT"]))' 
 
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
      "load $(cut -d' ' -f1-3 /proc/loadavg); llama.cpp ${RELEASE:-?} ($(git -C "$CACHE/src" log -1 --format=%h))," \
-     "ridgeline $(git -C "$ROOT" rev-parse --short HEAD); $name, $THREADS threads, pp$PROMPT tg$GEN"
+     "ridgeline $(git -C "$ROOT" rev-parse --short HEAD); $name, $THREADS threads, pp$PROMPT tg$GEN" \
+     "(llama.cpp tg at depth $TG_DEPTH)"
 declare -A runs
 for r in $(seq 1 "$ROUNDS"); do
   for what in llama_f16 ours_bf16 llama_q8_0 ours_int8; do

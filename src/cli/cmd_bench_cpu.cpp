@@ -3,10 +3,14 @@
 // over a buffer far larger than the last-level cache), then, for every kernel tier the CPU supports
 // (or --isa), the linear layer at decode (M = 1, weights streamed once: GB/s of weights and the
 // fraction of the read bandwidth) and at prefill (M = 64: GFLOP/s), for bf16, int8 and f32 weights.
-// Weight matrices are 1 GiB (bf16) so that no cache holds them.
+// Weight matrices are 1 GiB (bf16) so that no cache holds them. Last, decode attention over an f32 and a bf16 KV
+// cache (a Qwen3-0.6B layer at --attn-context tokens: microseconds per layer and GB/s of K and V).
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -24,6 +28,7 @@ struct CpuBenchOptions {
   std::string isa;  // empty: every supported tier
   int64_t k = 1024;
   int64_t gemv_mib = 1024;
+  int64_t attn_context = 512;
   int reps = 3;
 };
 
@@ -52,6 +57,58 @@ double read_bandwidth(ThreadPool& pool, const std::vector<uint64_t>& buf, int re
         4096);
   });
   return static_cast<double>(buf.size() * 8) / s;
+}
+
+// Decode attention of a Qwen3-0.6B layer (16 query heads, 8 KV heads, head dim 128; one query token at `context`
+// keys) over an f32 and a bf16 cache. One timed pass runs the 28 layers' caches in turn, as a decode step does,
+// so that K and V come from memory (28 x 2 x context x 4 KiB in f32) rather than the last-level cache.
+void bench_attention(CpuBackend& be, const std::string& tier, int threads, int64_t context, int reps) {
+  constexpr int64_t kHeads = 16, kKvHeads = 8, kHeadDim = 128, kLayers = 28, kBlock = 16;
+  const QkvLayout l{kHeads, kKvHeads, kHeadDim};
+  const int64_t blocks = (context + kBlock - 1) / kBlock + 1;  // block 0 is never handed out
+  const int64_t elems = blocks * kBlock * kKvHeads * kHeadDim;  // of one layer's K (or V)
+  std::vector<int32_t> cu = {0, 1}, lens = {static_cast<int32_t>(context)}, table(static_cast<size_t>(blocks - 1));
+  for (size_t b = 0; b < table.size(); ++b) table[b] = static_cast<int32_t>(b + 1);
+  std::vector<float> qkv(static_cast<size_t>(l.row())), out(static_cast<size_t>(kHeads * kHeadDim));
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  AttentionMetadata m;
+  m.cu_seqlens_q = Tensor(cu.data(), DType::kI32, {2});
+  m.seq_lens_k = Tensor(lens.data(), DType::kI32, {1});
+  m.block_tables = Tensor(table.data(), DType::kI32, {1, blocks - 1});
+  m.num_seqs = 1;
+  m.max_seqlen_q = 1;
+  m.max_seqlen_k = context;
+  m.all_decode = true;
+  m.layout = l;
+  m.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  const Tensor q(qkv.data(), DType::kF32, {1, l.row()}), o(out.data(), DType::kF32, {1, kHeads * kHeadDim});
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    // K and V of every layer: bf16 values (the f32 cache holds them widened).
+    const size_t es = dtype_size(dt), n = static_cast<size_t>(2 * kLayers * elems);
+    std::vector<char> cache(n * es);
+    uint64_t state = 0x2545f4914f6cdd1dull;
+    for (size_t i = 0; i < n; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const float v = bf16_to_f32(f32_to_bf16(static_cast<float>(static_cast<int32_t>(state >> 40) - (1 << 23)) /
+                                              static_cast<float>(1 << 23)));
+      convert_from_f32(&v, cache.data() + i * es, dt, 1);
+    }
+    const auto layer = [&](int64_t i) {
+      char* k = cache.data() + static_cast<size_t>(2 * i * elems) * es;
+      char* v = k + static_cast<size_t>(elems) * es;
+      return KvLayer{Tensor(k, dt, {blocks, kBlock, kKvHeads, kHeadDim}),
+                     Tensor(v, dt, {blocks, kBlock, kKvHeads, kHeadDim})};
+    };
+    const auto step = [&] {
+      for (int64_t i = 0; i < kLayers; ++i) be.attention(q, layer(i), m, o);
+    };
+    step();
+    const double s = best_seconds(reps, step) / kLayers;
+    const double bytes = static_cast<double>(2 * context * kKvHeads * kHeadDim) * static_cast<double>(es);
+    std::printf("RESULT threads=%d isa=%s attn_decode_%s context=%lld us_per_layer=%.1f GB/s=%.2f\n", threads,
+                tier.c_str(), std::string(dtype_name(dt)).c_str(), static_cast<long long>(context), s * 1e6,
+                bytes / s / 1e9);
+  }
 }
 
 int run(const CpuBenchOptions& o) {
@@ -143,6 +200,7 @@ int run(const CpuBenchOptions& o) {
                   w_i8.data() + i8_row_sum_offset(n_gemv, k), static_cast<size_t>(n_gemm) * 4);
       gemm("int8", DType::kI8, g_i8.data());
       gemm("f32", DType::kF32, w_f32.data());
+      bench_attention(be, tier, threads, o.attn_context, o.reps);
     }
   }
   return 0;
@@ -162,11 +220,13 @@ void add_bench_cpu(CLI::App* bench, int* exit_code) {
   cmd->add_option("--gemv-mib", o->gemv_mib,
                   "Size of the GEMV weight matrix and bandwidth buffer (MiB)")
       ->capture_default_str();
+  cmd->add_option("--attn-context", o->attn_context, "Keys of the decode attention benchmark")->capture_default_str();
   cmd->add_option("--reps", o->reps, "Repetitions (the best is reported)")->capture_default_str();
   cmd->callback([o, exit_code] {
-    if (o->k <= 0 || o->gemv_mib <= 0 || o->reps <= 0 || o->threads.empty()) {
+    if (o->k <= 0 || o->gemv_mib <= 0 || o->reps <= 0 || o->threads.empty() || o->attn_context <= 0 ||
+        o->attn_context > INT32_MAX) {
       std::fprintf(stderr,
-                   "ridgeline: error: --k, --gemv-mib, --reps and --threads must be positive\n");
+                   "ridgeline: error: --k, --gemv-mib, --attn-context, --reps and --threads must be positive\n");
       *exit_code = 1;
       return;
     }

@@ -11,10 +11,12 @@
 // (drafts per decoding step, zeros included: what adaptive speculation chose) are printed.
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "cli/bench_commands.h"
 #include "cli/bench_common.h"
 #include "cli/engine_options.h"
+#include "core/dtype.h"
 #include "core/file.h"
 #include "core/log.h"
 #include "perf/bench_report.h"
@@ -167,6 +169,7 @@ int run(const LatencyOptions& o) {
 
   std::printf("batch %d, input %d, output %d tokens, %d iteration(s): %.2f s per iteration\n", o.batch,
               o.input_len, o.output_len, o.num_iters, sum.elapsed_s);
+  std::printf("KV cache: %s\n", std::string(dtype_name(engine.kv_dtype())).c_str());
   // Host time: the engine thread's own work per step (schedule, stage, launch, applying tokens), which the step
   // pipeline overlaps with the device's previous step.
   std::printf("steps: %lld, host %.1f us/step = %.1f%% of the mean step (%.1f us)\n",

@@ -5,17 +5,19 @@
 // position, and only the second half of each chunk is scored (every scored token then sees at least
 // ctx/2 tokens of context): NLL = -log softmax(logits[i])[token[i + 1]] for i in [ctx/2, ctx - 1).
 // PPL = exp(mean NLL), reported with the standard error of the mean NLL carried through exp. Used
-// to measure what --quantization int8 costs.
+// to measure what --quantization int8 and a bf16 KV cache (--kv-cache-dtype) cost.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/engine_options.h"
 #include "core/file.h"
 #include "core/log.h"
 #include "model/model.h"
 #include "runtime/backend_factory.h"
+#include "runtime/kv_dtype.h"
 #include "runtime/kv_storage.h"
 #include "runtime/model_runner.h"
 #include "tokenizer/tokenizer.h"
@@ -30,6 +32,7 @@ struct PerplexityOptions {
   std::string device = "cpu";
   std::string dtype = "bf16";
   std::string quantization = "none";
+  std::string kv_cache_dtype = "auto";
   int threads = 0;
   int64_t ctx = 512;
   int64_t max_chunks = 0;  // 0: all
@@ -52,6 +55,10 @@ int run(const PerplexityOptions& o) {
   LoadOptions lo;
   if (!parse_dtype(o.dtype, &lo.weight_dtype)) return fail("unknown --dtype " + o.dtype);
   lo.quantize_int8 = o.quantization == "int8";
+  KvCacheDtype kv_request;
+  if (!parse_kv_cache_dtype(o.kv_cache_dtype, &kv_request)) return fail("unknown --kv-cache-dtype " + o.kv_cache_dtype);
+  const Result<DType> kv_dtype = select_kv_dtype((*backend)->device(), lo.weight_dtype, lo.quantize_int8, kv_request);
+  if (!kv_dtype) return fail(kv_dtype.message());
   auto model = load_model(dir, backend->get(), lo);
   if (!model) return fail(model.message());
   const ModelConfig& c = (*model)->config();
@@ -67,15 +74,14 @@ int run(const PerplexityOptions& o) {
     return fail("the file has " + std::to_string(ids.size()) +
                 " tokens, fewer than one chunk of --ctx " + std::to_string(o.ctx));
   }
-  std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, backend %s, weights %s%s\n",
+  std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, backend %s, weights %s%s, KV cache %s\n",
                ids.size(), static_cast<long long>(num_chunks), static_cast<long long>(o.ctx),
-               (*backend)->name().c_str(), o.dtype.c_str(),
-               lo.quantize_int8 ? " (2-D weights int8)" : "");
+               (*backend)->name().c_str(), o.dtype.c_str(), lo.quantize_int8 ? " (2-D weights int8)" : "",
+               std::string(dtype_name(*kv_dtype)).c_str());
 
   constexpr int64_t kBlock = 16;
   const int64_t blocks = (o.ctx + kBlock - 1) / kBlock;
-  const DType kv_dtype = (*backend)->device() == DeviceKind::kCuda ? DType::kBF16 : DType::kF32;
-  KvStorage kv(backend->get(), c, blocks + 1, kBlock, kv_dtype);  // block 0 is never handed out
+  KvStorage kv(backend->get(), c, blocks + 1, kBlock, *kv_dtype);  // block 0 is never handed out
   RunnerLimits lim;
   lim.max_num_tokens = o.ctx;
   lim.max_num_seqs = 1;
@@ -147,6 +153,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--quantization", o->quantization, "Weight quantisation: none or int8 (CPU only)")
       ->check(CLI::IsMember({"none", "int8"}))
       ->capture_default_str();
+  add_kv_cache_dtype_option(cmd, &o->kv_cache_dtype);
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
   cmd->callback([o, exit_code] { *exit_code = run(*o); });
 }

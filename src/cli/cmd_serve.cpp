@@ -50,6 +50,10 @@ int run(ServeOptions o) {
   }
   ec.dummy_weights = o.engine.dummy_weights;
   ec.quantize_int8 = o.engine.quantization == "int8";
+  if (!parse_kv_cache_dtype(o.engine.kv_cache_dtype, &ec.kv_cache_dtype)) {
+    std::fprintf(stderr, "ridgeline: error: unknown --kv-cache-dtype %s\n", o.engine.kv_cache_dtype.c_str());
+    return 1;
+  }
   ec.num_threads = o.engine.threads;
   ec.max_model_len = o.engine.max_model_len;
   ec.max_num_seqs = o.engine.max_num_seqs;

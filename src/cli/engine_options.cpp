@@ -2,6 +2,14 @@
 
 namespace rl::cli {
 
+void add_kv_cache_dtype_option(CLI::App* cmd, std::string* kv_cache_dtype) {
+  cmd->add_option("--kv-cache-dtype", *kv_cache_dtype,
+                  "KV cache element type: auto (CPU: f32 with f32 weights, bf16 with bf16 or int8 weights; "
+                  "CUDA: bf16), f32 (CPU only) or bf16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
+}
+
 void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   add_model_dir_option(cmd, &o->model);
   cmd->add_option("--device", o->device, "Backend: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))
@@ -11,6 +19,7 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--quantization", o->quantization,
                   "Weight quantisation: none, or int8 (per-row scales at load, VNNI kernels; CPU only)")
       ->check(CLI::IsMember({"none", "int8"}))->capture_default_str();
+  add_kv_cache_dtype_option(cmd, &o->kv_cache_dtype);
   cmd->add_flag("--dummy-weights", o->dummy_weights,
                 "Random weights at the config's shapes instead of safetensors (for benchmarks)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->capture_default_str();
@@ -60,6 +69,9 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   if (!parse_dtype(o.dtype, &c.weight_dtype)) return Status::error("unknown --dtype " + o.dtype);
   c.dummy_weights = o.dummy_weights;
   c.quantize_int8 = o.quantization == "int8";
+  if (!parse_kv_cache_dtype(o.kv_cache_dtype, &c.kv_cache_dtype)) {
+    return Status::error("unknown --kv-cache-dtype " + o.kv_cache_dtype);
+  }
   c.num_threads = o.threads;
   c.max_model_len = o.max_model_len;
   c.max_num_seqs = o.max_num_seqs;

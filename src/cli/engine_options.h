@@ -18,6 +18,7 @@ struct EngineOptions {
   std::string dtype = "bf16";
   bool dummy_weights = false;
   std::string quantization = "none";
+  std::string kv_cache_dtype = "auto";  // runtime/kv_dtype.h
   int threads = 0;
   int32_t max_model_len = 0;
   int32_t max_num_seqs = 64;
@@ -41,6 +42,8 @@ struct EngineOptions {
 };
 
 void add_engine_options(CLI::App* cmd, EngineOptions* o);
+// --kv-cache-dtype auto|f32|bf16 (also on commands that build their cache without an engine: perplexity).
+void add_kv_cache_dtype_option(CLI::App* cmd, std::string* kv_cache_dtype);
 // Builds the engine (loading the model); prints nothing on success.
 Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o);
 

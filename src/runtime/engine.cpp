@@ -108,6 +108,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   lo.dummy_weights = config.dummy_weights;
   lo.quantize_int8 = config.quantize_int8;
   if (e->backend_->device() == DeviceKind::kCuda) lo.weight_dtype = DType::kBF16;
+  // The KV cache's dtype (runtime/kv_dtype.h), before anything loads: one that the device cannot run fails here.
+  RL_ASSIGN_OR_RETURN(const DType kv_dtype, select_kv_dtype(e->backend_->device(), lo.weight_dtype,
+                                                            lo.quantize_int8, config.kv_cache_dtype));
+  e->kv_dtype_ = kv_dtype;
   if (tp_size > 1) {
     RL_ASSIGN_OR_RETURN(std::unique_ptr<TpModel> tp, TpModel::create(mc, config.model_dir, e->backend_.get(),
                                                                      config.device, bo, lo, tp_size));
@@ -147,9 +151,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     }
   }
 
-  // KV cache: f32 on the CPU (the reference), bf16 on GPUs.
-  const bool cuda = e->backend_->device() == DeviceKind::kCuda;
-  const DType kv_dtype = cuda ? DType::kBF16 : DType::kF32;
   if (config.max_num_seqs < 0 || config.max_num_batched_tokens <= 0) {
     return Status::error("max_num_seqs must be >= 0 (0: sized from the KV cache) and max_num_batched_tokens > 0");
   }

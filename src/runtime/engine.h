@@ -20,6 +20,7 @@
 
 #include "loader/model_config.h"
 #include "model/model.h"
+#include "runtime/kv_dtype.h"
 #include "runtime/kv_storage.h"
 #include "runtime/metrics.h"
 #include "runtime/model_runner.h"
@@ -43,6 +44,9 @@ struct EngineConfig {
   DType weight_dtype = DType::kBF16;
   bool dummy_weights = false;
   bool quantize_int8 = false;  // --quantization int8: 2-D weights as int8 with per-row scales (CPU only)
+  // --kv-cache-dtype: auto (CPU: f32 with f32 weights, bf16 with bf16 or int8 weights; CUDA: bf16), f32 or bf16
+  // (runtime/kv_dtype.h).
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int num_threads = 0;                  // CPU backend threads; 0 = all cores
   int32_t block_size = 16;
   int64_t num_kv_blocks = 0;            // 0: sized from memory
@@ -117,6 +121,7 @@ class Engine {
   Backend& backend() { return *backend_; }
   int32_t max_model_len() const { return sched_config_.max_model_len; }
   int64_t num_kv_blocks() const { return kv_->num_blocks(); }
+  DType kv_dtype() const { return kv_dtype_; }  // the KV cache's element type (select_kv_dtype)
   int32_t max_num_seqs() const { return sched_config_.max_num_seqs; }
   std::vector<TokenId> eos_token_ids() const;
   // Changes when anything that affects tokens changes (OpenAI's system_fingerprint): this build (a hash of the
@@ -282,6 +287,7 @@ class Engine {
   std::vector<int32_t> free_slots_;
   StepProfiler profile_;
   std::string fingerprint_;
+  DType kv_dtype_ = DType::kF32;
   int64_t step_index_ = 0;
   // Structured outputs (engine_constraints.cpp): each constrained row's allowed-token bitmask, filled on the host
   // from its grammar matcher and applied by the sampler on the device; the matcher advances when the row's token is

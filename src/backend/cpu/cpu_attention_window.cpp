@@ -1,16 +1,24 @@
 // Reference paged attention with a sliding window and attention sinks (GPT-OSS), in f32 with an exact softmax.
 // Keys of the query at position p: positions max(0, p - window + 1) .. p; a sink adds exp(sink_h) to the
-// softmax denominator (a logit with no value).
+// softmax denominator (a logit with no value). The cache holds f32 or bf16 (widened exactly to f32 as read).
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 
 namespace rl {
 
-void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache,
-                                const AttentionMetadata& meta, const Tensor& out) {
+namespace {
+
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) { return bf16_to_f32(x); }
+
+// KV: the cache's element type (float: f32, uint16_t: bf16 bits).
+template <typename KV>
+void paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                            const Tensor& out) {
   const QkvLayout& l = meta.layout;
   const int64_t num_heads = l.num_heads, d = l.head_dim, row = l.row();
   const int64_t num_kv_heads = cache.num_kv_heads(), bs = cache.block_size();
@@ -19,9 +27,8 @@ void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLay
   const int32_t* cu = meta.cu_seqlens_q.i32();
   const int32_t* seq_lens = meta.seq_lens_k.i32();
   const int32_t* tables = meta.block_tables.i32();
-  const float* kc = cache.k.as<float>();
-  const float* vc = cache.v.as<float>();
-  RL_CHECK(cache.k.dtype == DType::kF32 && cache.head_dim() == d);
+  const KV* kc = cache.k.as<KV>();
+  const KV* vc = cache.v.as<KV>();
   const int64_t num_tokens = qkv.dim(0);
   std::vector<int32_t> seq_of(static_cast<size_t>(num_tokens));
   for (int64_t s = 0; s < meta.num_seqs; ++s)
@@ -42,9 +49,9 @@ void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLay
       float mx = meta.sinks ? meta.sinks[h] : -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
         const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-        const float* kv = kc + (slot * num_kv_heads + kvh) * d;
+        const KV* kv = kc + (slot * num_kv_heads + kvh) * d;
         float dot = 0;
-        for (int64_t c = 0; c < d; ++c) dot += qv[c] * kv[c];
+        for (int64_t c = 0; c < d; ++c) dot += qv[c] * widen(kv[c]);
         scores[static_cast<size_t>(j - first)] = dot * meta.scale;
         mx = std::max(mx, dot * meta.scale);
       }
@@ -57,14 +64,30 @@ void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLay
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = first; j <= pos; ++j) {
         const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-        const float* vv = vc + (slot * num_kv_heads + kvh) * d;
+        const KV* vv = vc + (slot * num_kv_heads + kvh) * d;
         const float p = scores[static_cast<size_t>(j - first)];
-        for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p * vv[c];
+        for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += p * widen(vv[c]);
       }
       float* o = out.f32() + (tok * num_heads + h) * d;
       for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] / sum;
     }
   });
+}
+
+}  // namespace
+
+void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache,
+                                const AttentionMetadata& meta, const Tensor& out) {
+  RL_CHECK(cache.head_dim() == meta.layout.head_dim && cache.v.dtype == cache.k.dtype);
+  switch (cache.k.dtype) {
+    case DType::kF32:
+      return paged_attention_window<float>(pool, qkv, cache, meta, out);
+    case DType::kBF16:
+      return paged_attention_window<uint16_t>(pool, qkv, cache, meta, out);
+    default:
+      RL_CHECK_MSG(false, "CPU attention: a %s KV cache is not supported (f32 or bf16)",
+                   std::string(dtype_name(cache.k.dtype)).c_str());
+  }
 }
 
 }  // namespace rl

@@ -229,18 +229,25 @@ void CpuBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Ten
   });
 }
 
+// An f32 cache takes the rows as they are; a bf16 cache rounds each element to nearest even (f32_to_bf16).
 void CpuBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& slot_mapping,
                           const KvLayer& cache) {
   const int64_t t = qkv.dim(0), kv_row = l.num_kv_heads * l.head_dim, row = l.row();
   const int64_t num_slots = cache.k.dim(0) * cache.block_size();
   const int32_t* slots = slot_mapping.i32();
-  RL_CHECK(cache.k.dtype == DType::kF32 && cache.num_kv_heads() * cache.head_dim() == kv_row);
+  const DType dt = cache.k.dtype;
+  RL_CHECK_MSG(dt == DType::kF32 || dt == DType::kBF16, "CPU kv_write: a %s KV cache is not supported",
+               std::string(dtype_name(dt)).c_str());
+  RL_CHECK(cache.v.dtype == dt && cache.num_kv_heads() * cache.head_dim() == kv_row);
+  const size_t es = dtype_size(dt);
   for (int64_t i = 0; i < t; ++i) {
     if (slots[i] < 0) continue;
     RL_CHECK(slots[i] < num_slots);
     const float* src = qkv.f32() + i * row;
-    std::memcpy(cache.k.as<float>() + slots[i] * kv_row, src + l.k_offset(), static_cast<size_t>(kv_row) * 4);
-    std::memcpy(cache.v.as<float>() + slots[i] * kv_row, src + l.v_offset(), static_cast<size_t>(kv_row) * 4);
+    char* k_dst = static_cast<char*>(cache.k.data) + static_cast<size_t>(slots[i] * kv_row) * es;
+    char* v_dst = static_cast<char*>(cache.v.data) + static_cast<size_t>(slots[i] * kv_row) * es;
+    convert_from_f32(src + l.k_offset(), k_dst, dt, static_cast<size_t>(kv_row));
+    convert_from_f32(src + l.v_offset(), v_dst, dt, static_cast<size_t>(kv_row));
   }
 }
 

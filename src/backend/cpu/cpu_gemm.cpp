@@ -112,6 +112,17 @@ void axpy_f32_ref(float s, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
 }
 
+// A bf16 KV row: each element widened to f32, then the f32 loops above.
+float dot_bf16_ref(const float* a, const uint16_t* b, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * bf16_to_f32(b[i]);
+  return s;
+}
+
+void axpy_bf16_ref(float s, const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += s * bf16_to_f32(x[i]);
+}
+
 }  // namespace
 
 void cpu_sgemm_slice(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, int64_t n0,
@@ -131,6 +142,8 @@ const CpuKernels& cpu_kernels_scalar() {
     t.linear_i8 = linear_i8_ref;
     t.dot_f32 = dot_f32_ref;
     t.axpy_f32 = axpy_f32_ref;
+    t.dot_bf16 = dot_bf16_ref;
+    t.axpy_bf16 = axpy_bf16_ref;
     return t;
   }();
   return k;

@@ -33,16 +33,21 @@ using LinearI8Fn = void (*)(const LinearActs& a, const I8WeightView& w, float* y
 
 // Causal attention of the `group` query heads that share one KV head, for one query token: keys [0, nk) of its
 // sequence, read through the block table (slot = table[j / bs] * bs + j % bs; a slot's K and V rows start at
-// slot * slot_stride in k and v, which already point at the KV head). q and out: group rows of d, contiguous.
-struct AttnGroupArgs {
+// slot * slot_stride in k and v, which already point at the KV head). q and out: group rows of d, contiguous, f32.
+// KV: the cache's element type, float (f32 cache) or uint16_t (bf16 cache: raw bf16 bits, widened exactly to f32
+// as they are read, so a bf16 cache computes what an f32 cache holding the same values computes).
+template <typename KV>
+struct AttnGroupArgsT {
   const float* q = nullptr;
   float* out = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
+  const KV* k = nullptr;
+  const KV* v = nullptr;
   const int32_t* table = nullptr;
   int64_t group = 0, d = 0, bs = 0, nk = 0, slot_stride = 0;
   float scale = 1.0f;
 };
+using AttnGroupArgs = AttnGroupArgsT<float>;
+using AttnGroupArgsBf16 = AttnGroupArgsT<uint16_t>;
 
 struct CpuKernels {
   CpuIsa isa = CpuIsa::kScalar;
@@ -55,10 +60,28 @@ struct CpuKernels {
   float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
   // y[i] += s * x[i] (attention's weighted sum of V rows).
   void (*axpy_f32)(float s, const float* x, float* y, int64_t n) = nullptr;
+  // The same over a bf16 row b / x (a bf16 KV cache), each element widened exactly to f32 (bits << 16) and then
+  // multiplied in f32: equal to dot_f32 / axpy_f32 on the widened values.
+  float (*dot_bf16)(const float* a, const uint16_t* b, int64_t n) = nullptr;
+  void (*axpy_bf16)(float s, const uint16_t* x, float* y, int64_t n) = nullptr;
   // One query token's attention for a group of query heads (AttnGroupArgs), with an online softmax over chunks
   // of 16 keys; false when the shape is not supported. Null: the reference loop (cpu_attention.cpp) only.
   bool (*attn_group_f32)(const AttnGroupArgs& a) = nullptr;
+  bool (*attn_group_bf16)(const AttnGroupArgsBf16& a) = nullptr;  // the same over a bf16 KV cache
 };
+
+// The reference attention loops read a KV row through these: an f32 row as it is, a bf16 row widened.
+inline float kv_dot(const CpuKernels& k, const float* q, const float* row, int64_t n) { return k.dot_f32(q, row, n); }
+inline float kv_dot(const CpuKernels& k, const float* q, const uint16_t* row, int64_t n) {
+  return k.dot_bf16(q, row, n);
+}
+inline void kv_axpy(const CpuKernels& k, float s, const float* row, float* y, int64_t n) { k.axpy_f32(s, row, y, n); }
+inline void kv_axpy(const CpuKernels& k, float s, const uint16_t* row, float* y, int64_t n) {
+  k.axpy_bf16(s, row, y, n);
+}
+// The tier's grouped kernel for the cache's element type (null: none).
+inline auto attn_group_kernel(const CpuKernels& k, const float*) { return k.attn_group_f32; }
+inline auto attn_group_kernel(const CpuKernels& k, const uint16_t*) { return k.attn_group_bf16; }
 
 // Up to this many rows, the f32 path streams the weights with the GEMV instead of calling sgemm.
 constexpr int64_t kGemvMaxRows = 4;

@@ -197,6 +197,25 @@ void axpy_f32(float s, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += s * x[i];
 }
 
+// bf16 rows (the bf16 KV cache) widened by load8 as the bf16 weights are.
+float dot_bf16(const float* a, const uint16_t* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc);
+  float s = hsum(acc);
+  for (; i < n; ++i) s += a[i] * widen(b[i]);
+  return s;
+}
+
+void axpy_bf16(float s, const uint16_t* x, float* y, int64_t n) {
+  const __m256 sv = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(sv, load8(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += s * widen(x[i]);
+}
+
 }  // namespace avx2
 }  // namespace rl
 
@@ -218,6 +237,8 @@ const CpuKernels& cpu_kernels_avx2() {
     t.linear_i8 = avx2::linear_i8;
     t.dot_f32 = avx2::dot_f32;
     t.axpy_f32 = avx2::axpy_f32;
+    t.dot_bf16 = avx2::dot_bf16;
+    t.axpy_bf16 = avx2::axpy_bf16;
     return t;
   }();
   return k;

@@ -169,10 +169,39 @@ void axpy_f32(float s, const float* x, float* y, int64_t n) {
   }
 }
 
+// bf16 rows (the bf16 KV cache), widened by load16 as the bf16 weights are.
+float dot_bf16(const float* a, const uint16_t* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load16(b + i), acc);
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), load16_tail(b + i, m), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+void axpy_bf16(float s, const uint16_t* x, float* y, int64_t n) {
+  const __m512 sv = _mm512_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(sv, load16(x + i), _mm512_loadu_ps(y + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(sv, load16_tail(x + i, m), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
 // Keys in chunks of 16: the 16 scores of a query head come from 16 FMA chains over d reduced together
 // (avx512_inl::reduce16); the chunk's K and V rows are read once for all the group's heads while they sit in L1;
-// the softmax is online (running max m, sum l, output o rescaled by exp(m_old - m_new) per chunk).
-bool attn_group_f32(const AttnGroupArgs& a) {
+// the softmax is online (running max m, sum l, output o rescaled by exp(m_old - m_new) per chunk). KV float: the
+// f32 cache; uint16_t: the bf16 cache, each K/V vector widened by load16 as it is read (exact), so both compute
+// the same operations in the same order on the same values.
+namespace {
+
+template <typename KV>
+bool attn_group(const AttnGroupArgsT<KV>& a) {
   constexpr int64_t kMaxD = 256, kMaxGroup = 16;
   if (a.d % 16 != 0 || a.d > kMaxD || a.group > kMaxGroup || a.group < 1 || a.nk < 1) return false;
   const int64_t d = a.d, vecs = d / 16;
@@ -186,8 +215,8 @@ bool attn_group_f32(const AttnGroupArgs& a) {
   const __m512 scale = _mm512_set1_ps(a.scale);
   for (int64_t j0 = 0; j0 < a.nk; j0 += 16) {
     const int cnt = static_cast<int>(std::min<int64_t>(16, a.nk - j0));
-    const float* kr[16];
-    const float* vr[16];
+    const KV* kr[16];
+    const KV* vr[16];
     for (int t = 0; t < 16; ++t) {
       const int64_t j = j0 + std::min(t, cnt - 1);  // past the end: repeat the last key (masked below)
       const int64_t slot = static_cast<int64_t>(a.table[j / a.bs]) * a.bs + j % a.bs;
@@ -201,7 +230,7 @@ bool attn_group_f32(const AttnGroupArgs& a) {
       for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
       for (int64_t c = 0; c < vecs; ++c) {
         const __m512 qv = _mm512_loadu_ps(q + c * 16);
-        for (int t = 0; t < 16; ++t) acc[t] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kr[t] + c * 16), acc[t]);
+        for (int t = 0; t < 16; ++t) acc[t] = _mm512_fmadd_ps(qv, load16(kr[t] + c * 16), acc[t]);
       }
       const __m512 s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid,
                                           _mm512_mul_ps(avx512_inl::reduce16(acc), scale));
@@ -220,7 +249,7 @@ bool attn_group_f32(const AttnGroupArgs& a) {
       const __m512 cv = _mm512_set1_ps(corr);
       for (int64_t c = 0; c < vecs; ++c) {
         __m512 ov = _mm512_mul_ps(_mm512_load_ps(og + c * 16), cv);
-        for (int t = 0; t < cnt; ++t) ov = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), _mm512_loadu_ps(vr[t] + c * 16), ov);
+        for (int t = 0; t < cnt; ++t) ov = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), load16(vr[t] + c * 16), ov);
         _mm512_store_ps(og + c * 16, ov);
       }
     }
@@ -233,6 +262,11 @@ bool attn_group_f32(const AttnGroupArgs& a) {
   }
   return true;
 }
+
+}  // namespace
+
+bool attn_group_f32(const AttnGroupArgs& a) { return attn_group(a); }
+bool attn_group_bf16(const AttnGroupArgsBf16& a) { return attn_group(a); }
 
 }  // namespace avx512
 }  // namespace rl
@@ -256,7 +290,10 @@ const CpuKernels& cpu_kernels_avx512() {
     t.linear_bf16 = avx512::linear_bf16;
     t.dot_f32 = avx512::dot_f32;
     t.axpy_f32 = avx512::axpy_f32;
+    t.dot_bf16 = avx512::dot_bf16;
+    t.axpy_bf16 = avx512::axpy_bf16;
     t.attn_group_f32 = avx512::attn_group_f32;
+    t.attn_group_bf16 = avx512::attn_group_bf16;
     return t;
   }();
   return k;

@@ -10,6 +10,9 @@ namespace rl::avx512 {
 
 float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float s, const float* x, float* y, int64_t n);
+float dot_bf16(const float* a, const uint16_t* b, int64_t n);
+void axpy_bf16(float s, const uint16_t* x, float* y, int64_t n);
 bool attn_group_f32(const AttnGroupArgs& a);
+bool attn_group_bf16(const AttnGroupArgsBf16& a);
 
 }  // namespace rl::avx512

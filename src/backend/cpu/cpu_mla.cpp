@@ -1,7 +1,9 @@
 // Multi-head latent attention on the CPU (reference): the latent cache write with RoPE and the kv_a RMSNorm,
 // per-head projections (W_UK into the query, W_UV out of the latent) and causal attention over the latent rows.
+// The latent cache holds f32, or bf16 (rows rounded once when written, widened exactly to f32 when read).
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -33,12 +35,15 @@ void CpuBackend::mla_prepare(const Tensor& q, const Tensor& ckv, const Tensor& k
   const MlaLayout& l = p.layout;
   const int64_t t = q.dim(0), nh = l.num_heads, r = l.kv_lora_rank, dr = l.rope_dim, lat = l.latent();
   RL_CHECK(q.dim(1) == nh * l.q_head() && ckv.dim(1) == lat && q_lat.dim(1) == nh * lat && dr % 2 == 0);
-  RL_CHECK(cache.k.dtype == DType::kF32 && cache.head_dim() == lat && cache.num_kv_heads() == 1);
+  const DType dt = cache.k.dtype;
+  RL_CHECK_MSG(dt == DType::kF32 || dt == DType::kBF16, "CPU mla_prepare: a %s KV cache is not supported",
+               std::string(dtype_name(dt)).c_str());
+  RL_CHECK(cache.head_dim() == lat && cache.num_kv_heads() == 1);
   const int64_t num_slots = cache.k.dim(0) * cache.block_size();
   const int32_t* pos = positions.i32();
   const int32_t* slots = slot_mapping.i32();
   pool_.parallel_for(t, [&](int64_t b, int64_t e, int) {
-    std::vector<float> cs(static_cast<size_t>(dr / 2)), sn(cs.size());
+    std::vector<float> cs(static_cast<size_t>(dr / 2)), sn(cs.size()), dst(static_cast<size_t>(lat));
     for (int64_t row = b; row < e; ++row) {
       const float fp = static_cast<float>(pos[row]);
       for (int64_t i = 0; i < dr / 2; ++i) {
@@ -54,12 +59,13 @@ void CpuBackend::mla_prepare(const Tensor& q, const Tensor& ckv, const Tensor& k
       if (slot < 0) continue;
       RL_CHECK(slot < num_slots);
       const float* c = ckv.f32() + row * lat;
-      float* dst = cache.k.as<float>() + static_cast<int64_t>(slot) * lat;
       double ss = 0;
       for (int64_t i = 0; i < r; ++i) ss += static_cast<double>(c[i]) * c[i];
       const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(r)) + p.eps);
-      for (int64_t i = 0; i < r; ++i) dst[i] = weight_at(kv_norm, i) * (c[i] * inv);
-      rope_into(c + r, dst + r, dr, p.interleaved, cs.data(), sn.data(), 1.0f);
+      for (int64_t i = 0; i < r; ++i) dst[static_cast<size_t>(i)] = weight_at(kv_norm, i) * (c[i] * inv);
+      rope_into(c + r, dst.data() + r, dr, p.interleaved, cs.data(), sn.data(), 1.0f);
+      convert_from_f32(dst.data(), static_cast<char*>(cache.k.data) + static_cast<size_t>(slot * lat) * dtype_size(dt),
+                       dt, static_cast<size_t>(lat));
     }
   });
 }
@@ -81,20 +87,22 @@ void CpuBackend::head_linear(const Tensor& x, int64_t x_stride, const Tensor& w,
   }
 }
 
-void CpuBackend::mla_attention(const Tensor& q_lat, const KvLayer& cache, const AttentionMetadata& meta,
-                               const MlaLayout& l, const Tensor& out) {
+namespace {
+
+// KV: the latent cache's element type (float: f32, uint16_t: bf16 bits).
+template <typename KV>
+void mla_attention_rows(ThreadPool& pool, const CpuKernels& kern, const Tensor& q_lat, const KvLayer& cache,
+                        const AttentionMetadata& meta, const MlaLayout& l, const Tensor& out) {
   const int64_t nh = l.num_heads, lat = l.latent(), r = l.kv_lora_rank, bs = cache.block_size();
   const int64_t max_blocks = meta.block_tables.dim(1), num_tokens = q_lat.dim(0);
-  RL_CHECK(cache.k.dtype == DType::kF32 && cache.head_dim() == lat && q_lat.dim(1) == nh * lat && out.dim(1) == nh * r);
   const int32_t* cu = meta.cu_seqlens_q.i32();
   const int32_t* seq_lens = meta.seq_lens_k.i32();
   const int32_t* tables = meta.block_tables.i32();
-  const float* kc = cache.k.as<float>();
+  const KV* kc = cache.k.as<KV>();
   std::vector<int32_t> seq_of(static_cast<size_t>(num_tokens));
   for (int64_t s = 0; s < meta.num_seqs; ++s)
     for (int32_t i = cu[s]; i < cu[s + 1]; ++i) seq_of[static_cast<size_t>(i)] = static_cast<int32_t>(s);
-  const CpuKernels& kern = *kern_;
-  pool_.parallel_for(num_tokens * nh, [&](int64_t b, int64_t e, int) {
+  pool.parallel_for(num_tokens * nh, [&](int64_t b, int64_t e, int) {
     std::vector<float> scores(static_cast<size_t>(meta.max_seqlen_k)), acc(static_cast<size_t>(r));
     for (int64_t task = b; task < e; ++task) {
       const int64_t tok = task / nh, h = task % nh;
@@ -106,7 +114,7 @@ void CpuBackend::mla_attention(const Tensor& q_lat, const KvLayer& cache, const 
       float mx = -INFINITY;
       for (int64_t j = 0; j < nk; ++j) {
         const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-        scores[static_cast<size_t>(j)] = kern.dot_f32(qv, kc + slot * lat, lat) * meta.scale;
+        scores[static_cast<size_t>(j)] = kv_dot(kern, qv, kc + slot * lat, lat) * meta.scale;
         mx = std::max(mx, scores[static_cast<size_t>(j)]);
       }
       float sum = 0;
@@ -118,13 +126,30 @@ void CpuBackend::mla_attention(const Tensor& q_lat, const KvLayer& cache, const 
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = 0; j < nk; ++j) {
         const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-        kern.axpy_f32(scores[static_cast<size_t>(j)], kc + slot * lat, acc.data(), r);
+        kv_axpy(kern, scores[static_cast<size_t>(j)], kc + slot * lat, acc.data(), r);
       }
       float* o = out.f32() + (tok * nh + h) * r;
       const float inv = 1.0f / sum;
       for (int64_t c = 0; c < r; ++c) o[c] = acc[static_cast<size_t>(c)] * inv;
     }
   });
+}
+
+}  // namespace
+
+void CpuBackend::mla_attention(const Tensor& q_lat, const KvLayer& cache, const AttentionMetadata& meta,
+                               const MlaLayout& l, const Tensor& out) {
+  const int64_t nh = l.num_heads, lat = l.latent(), r = l.kv_lora_rank;
+  RL_CHECK(cache.head_dim() == lat && q_lat.dim(1) == nh * lat && out.dim(1) == nh * r);
+  switch (cache.k.dtype) {
+    case DType::kF32:
+      return mla_attention_rows<float>(pool_, *kern_, q_lat, cache, meta, l, out);
+    case DType::kBF16:
+      return mla_attention_rows<uint16_t>(pool_, *kern_, q_lat, cache, meta, l, out);
+    default:
+      RL_CHECK_MSG(false, "CPU mla_attention: a %s KV cache is not supported (f32 or bf16)",
+                   std::string(dtype_name(cache.k.dtype)).c_str());
+  }
 }
 
 }  // namespace rl
