@@ -73,6 +73,20 @@ std::string make_fingerprint(const EngineConfig& c, Backend& be, DType weights, 
   return "fp_" + std::string(hex, 12);
 }
 
+// What serves each full-attention layer shape of the model on this backend when no fast kernel does (the distinct
+// Backend::attention_slow_path lines): named at load rather than found out at the first request. Latent (MLA)
+// layers have their own kernels, and sliding-window layers the window kernel.
+std::vector<std::string> attention_slow_paths(const ModelConfig& mc, const Backend& backend, int64_t block_size) {
+  std::vector<std::string> notes;
+  for (const KvLayerSpec& spec : mc.kv_spec) {
+    if (spec.kind != KvKind::kFull) continue;
+    std::string note = backend.attention_slow_path(QkvLayout{mc.num_attention_heads, spec.num_kv_heads, spec.head_dim},
+                                                   block_size);
+    if (!note.empty() && std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(std::move(note));
+  }
+  return notes;
+}
+
 }  // namespace
 
 int32_t auto_max_num_seqs(int64_t num_kv_tokens) {
@@ -183,6 +197,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   e->kv_ = std::make_unique<KvStorage>(e->backend_.get(), mc, num_blocks, bs, kv_dtype, &plan);
   if (e->tp_) e->tp_->allocate_kv(num_blocks, bs, kv_dtype, plan);  // the same block ids on every rank
   e->fingerprint_ = make_fingerprint(config, *e->backend_, lo.weight_dtype, kv_dtype);
+  e->attention_notes_ = attention_slow_paths(mc, *e->backend_, bs);
+  for (const std::string& note : e->attention_notes_) log_warn("attention: " + note);
 
   int64_t max_len = config.max_model_len > 0 ? config.max_model_len : mc.max_context_len();
   if (max_len > mc.max_context_len()) {

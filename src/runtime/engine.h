@@ -128,6 +128,9 @@ class Engine {
   // executable), the backend and its device, the kernel family (deterministic or not), weight and KV dtypes,
   // the model's config and whether its weights are dummies. "fp_" + 12 hex digits.
   const std::string& system_fingerprint() const { return fingerprint_; }
+  // The attention shapes of this model that the backend serves without a fast kernel, one line each
+  // (Backend::attention_slow_path; also printed as a warning when the engine is created). Empty on the CPU.
+  const std::vector<std::string>& attention_notes() const { return attention_notes_; }
 
   // Starts the engine loop thread (idempotent). submit() starts it on demand.
   void start();
@@ -287,6 +290,7 @@ class Engine {
   std::vector<int32_t> free_slots_;
   StepProfiler profile_;
   std::string fingerprint_;
+  std::vector<std::string> attention_notes_;
   DType kv_dtype_ = DType::kF32;
   int64_t step_index_ = 0;
   // Structured outputs (engine_constraints.cpp): each constrained row's allowed-token bitmask, filled on the host
