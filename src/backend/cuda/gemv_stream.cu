@@ -2,9 +2,9 @@
 // v2 (gemv.cu) loaded weights straight into registers: each warp load instruction touched 8 rows × 64 B, and it
 // stayed at 74 % of copy bandwidth whatever the bytes in flight (docs/cuda.md). v3 moves the weights with the
 // bulk copy engine instead: per stage, one cp.async.bulk per weight row of kChunk elements (512 B–1 KB contiguous)
-// into shared memory, issued 4 rows per warp, completing on an mbarrier, kStages stages in flight per block. The tensor-core arithmetic
-// (m16n8k16 with the shared k-permutation that keeps every fragment load 16 B wide) is v2's, now reading the
-// weight fragments from shared memory (rows padded by kGemvRowPadBytes: conflict-free 16 B reads).
+// into shared memory, issued 4 rows per warp, completing on an mbarrier, kStages stages in flight per block. The
+// tensor-core arithmetic (m16n8k16 with the shared k-permutation that keeps every fragment load 16 B wide) is v2's,
+// now reading the weight fragments from shared memory (rows padded by kGemvRowPadBytes: conflict-free 16 B reads).
 // The first stages are issued before pdl_wait(): with programmatic dependent launch the weight stream starts
 // while the previous kernel of the step (a norm, the attention merge) still runs. Split-K (small N) runs as a
 // thread-block cluster whose blocks sum their partial tiles through distributed shared memory in rank order:

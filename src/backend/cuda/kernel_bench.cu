@@ -255,9 +255,10 @@ AttnProblem make_attn(CudaBackend& be, int64_t b, int64_t q_len, int64_t ctx, in
   return p;
 }
 
-// The kernel arguments of one decode problem (one query token per sequence) for the direct launches of the lab.
-cuda::AttentionArgs decode_args(const AttnProblem& p, const AttentionMetadata& m, int64_t b, int64_t max_ctx,
-                                int64_t heads, int64_t kv_heads, int64_t d) {
+// The kernel arguments of an attention problem (b sequences of q_len new tokens, a grid sized for max_ctx keys)
+// for the direct launches of the lab.
+cuda::AttentionArgs attn_args(const AttnProblem& p, const AttentionMetadata& m, int64_t b, int64_t q_len,
+                              int64_t max_ctx, int64_t heads, int64_t kv_heads, int64_t d) {
   cuda::AttentionArgs a;
   a.qkv = static_cast<const uint16_t*>(p.qkv.data);
   a.k_cache = static_cast<const uint16_t*>(p.cache.k.data);
@@ -266,9 +267,9 @@ cuda::AttentionArgs decode_args(const AttnProblem& p, const AttentionMetadata& m
   a.seq_lens_k = m.seq_lens_k.as<int32_t>();
   a.block_tables = m.block_tables.as<int32_t>();
   a.out = static_cast<uint16_t*>(p.out.data);
-  a.num_tokens = b;
+  a.num_tokens = b * q_len;
   a.num_seqs = b;
-  a.max_seqlen_q = 1;
+  a.max_seqlen_q = q_len;
   a.max_seqlen_k = max_ctx;
   a.max_blocks = m.block_tables.dim(1);
   a.num_heads = heads;
@@ -306,7 +307,7 @@ void bench_decode(CudaBackend& be) {
     for (int64_t splits : split_list) {
       if (b * heads * splits > rows) continue;
       const double lab_ms = time_ms(be, [&](int i) {
-        cuda::launch_decode_attention(decode_args(p, p.metas[i % copies], b, ctx, heads, kv_heads, d), ws,
+        cuda::launch_decode_attention(attn_args(p, p.metas[i % copies], b, 1, ctx, heads, kv_heads, d), ws,
                                       be.num_sms(), be.stream(), splits);
       }, 50);
       result("decode_lab", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_splits" + std::to_string(splits),
@@ -321,7 +322,7 @@ void bench_decode(CudaBackend& be) {
       AttnProblem sp = make_attn(be, 1, 1, short_ctx, heads, kv_heads, d, short_copies);
       for (int min_pages : {4, 8}) {
         const double sms = time_ms(be, [&](int i) {
-          cuda::launch_decode_attention(decode_args(sp, sp.metas[i % short_copies], 1, 4096, heads, kv_heads, d), ws,
+          cuda::launch_decode_attention(attn_args(sp, sp.metas[i % short_copies], 1, 1, 4096, heads, kv_heads, d), ws,
                                         be.num_sms(), be.stream(), 32, min_pages);
         }, 50);
         result("decode_lab", "B1_S" + std::to_string(short_ctx) + "_grid_for_4k_minpages" + std::to_string(min_pages),
@@ -342,7 +343,7 @@ void bench_decode(CudaBackend& be) {
     AttnProblem p = make_attn(be, b, 1, ctx, h256, kv256, d256, copies);
     const double ms = time_ms(be, [&](int i) { be.attention(p.qkv, p.cache, p.metas[i % copies], p.out); }, 50);
     const double prefill_ms = time_ms(be, [&](int i) {
-      cuda::launch_prefill_attention(decode_args(p, p.metas[i % copies], b, ctx, h256, kv256, d256), be.stream());
+      cuda::launch_prefill_attention(attn_args(p, p.metas[i % copies], b, 1, ctx, h256, kv256, d256), be.stream());
     }, 50);
     const std::string shape = "B" + std::to_string(b) + "_S4096_h16kv8d256";
     result("decode_attn", shape, kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
@@ -361,26 +362,7 @@ void bench_prefill(CudaBackend& be) {
            flops / (ms * 1e-3) / 1e12, "TFLOP/s");
     // Kernel lab: the key tile at head_dim 128.
     for (int bn : {32, 64}) {
-      const AttentionMetadata& m = p.metas[0];
-      cuda::AttentionArgs a;
-      a.qkv = static_cast<const uint16_t*>(p.qkv.data);
-      a.k_cache = static_cast<const uint16_t*>(p.cache.k.data);
-      a.v_cache = static_cast<const uint16_t*>(p.cache.v.data);
-      a.cu_seqlens_q = m.cu_seqlens_q.as<int32_t>();
-      a.seq_lens_k = m.seq_lens_k.as<int32_t>();
-      a.block_tables = m.block_tables.as<int32_t>();
-      a.out = static_cast<uint16_t*>(p.out.data);
-      a.num_tokens = b * s;
-      a.num_seqs = b;
-      a.max_seqlen_q = s;
-      a.max_seqlen_k = s;
-      a.max_blocks = m.block_tables.dim(1);
-      a.num_heads = heads;
-      a.num_kv_heads = kv_heads;
-      a.head_dim = d;
-      a.block_size = 16;
-      a.row = (heads + 2 * kv_heads) * d;
-      a.scale = m.scale;
+      const cuda::AttentionArgs a = attn_args(p, p.metas[0], b, s, s, heads, kv_heads, d);
       const double lab_ms = time_ms(be, [&](int) { cuda::launch_prefill_attention(a, be.stream(), bn); }, 10);
       result("prefill_lab", std::to_string(b) + "x" + std::to_string(s) + "_bn" + std::to_string(bn),
              flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
