@@ -24,23 +24,18 @@ MAX_LEN=$((PROMPT + GEN > 512 ? PROMPT + GEN : 512))  # ridgeline --max-model-le
 TG_DEPTH=${TG_DEPTH:-0}
 CONFIG=${CONFIG:-$ROOT/models/configs/Qwen3-0.6B}
 RIDGELINE=${RIDGELINE:-$ROOT/build/cpu/ridgeline}
-CACHE=$ROOT/.cache/llama.cpp
+source "$ROOT/bench/peers/llama_cpp_common.sh"  # llama_cpp_src, llama_cpp_release
+CACHE=$LLAMA_SRC_CACHE
 LOG=$CACHE/runs
 PY=${PYTHON:-/usr/bin/python3}  # Debian's python3, where python3-numpy is installed
 mkdir -p "$CACHE" "$LOG"
 
 if [ ! -x "$CACHE/build/bin/llama-bench" ]; then
-  if [ ! -d "$CACHE/src" ]; then
-    (cd "$CACHE" && npm pack node-llama-cpp --silent > pack.txt)
-    tar -xzf "$CACHE/$(tail -1 "$CACHE/pack.txt")" -C "$CACHE" package/llama/gitRelease.bundle \
-      package/llama/binariesGithubRelease.json
-    git clone -q "$CACHE/package/llama/gitRelease.bundle" "$CACHE/src"
-  fi
+  llama_cpp_src
   nice -n 19 cmake -S "$CACHE/src" -B "$CACHE/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON > "$CACHE/configure.log"
   nice -n 19 cmake --build "$CACHE/build" --target llama-bench -j2 > "$CACHE/build.log"
 fi
-RELEASE=$(sed -n 's/.*"release": *"\([^"]*\)".*/\1/p' "$CACHE/package/llama/binariesGithubRelease.json" 2>/dev/null || true)
 
 name=$(basename "$CONFIG")
 for kind in f16 q8_0; do
@@ -73,7 +68,7 @@ print("%.2f %.2f" % (float(sys.argv[2]) / (r["TTFT"] / 1e3), 1e3 / r["TPOT"]))' 
 }
 
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
-     "load $(cut -d' ' -f1-3 /proc/loadavg); llama.cpp ${RELEASE:-?} ($(git -C "$CACHE/src" log -1 --format=%h))," \
+     "load $(cut -d' ' -f1-3 /proc/loadavg); llama.cpp $(llama_cpp_release)," \
      "ridgeline $(git -C "$ROOT" rev-parse --short HEAD); $name, $THREADS threads, pp$PROMPT tg$GEN" \
      "(llama.cpp tg at depth $TG_DEPTH)"
 declare -A runs
