@@ -84,17 +84,19 @@ void bench_attention(CpuBackend& be, const std::string& tier, int threads, int64
   const Tensor q(qkv.data(), DType::kF32, {1, l.row()}), o(out.data(), DType::kF32, {1, kHeads * kHeadDim});
   for (DType dt : {DType::kF32, DType::kBF16}) {
     // K and V of every layer: bf16 values (the f32 cache holds them widened).
+    // Allocated as the engine allocates its KV pool (Backend::alloc_zeroed: huge pages where the OS gives them).
     const size_t es = dtype_size(dt), n = static_cast<size_t>(2 * kLayers * elems);
-    std::vector<char> cache(n * es);
+    DeviceBuffer cache_buf(&be, n * es, DeviceBuffer::Zeroed{});
+    char* const cache_data = static_cast<char*>(cache_buf.data());
     uint64_t state = 0x2545f4914f6cdd1dull;
     for (size_t i = 0; i < n; ++i) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       const float v = bf16_to_f32(f32_to_bf16(static_cast<float>(static_cast<int32_t>(state >> 40) - (1 << 23)) /
                                               static_cast<float>(1 << 23)));
-      convert_from_f32(&v, cache.data() + i * es, dt, 1);
+      convert_from_f32(&v, cache_data + i * es, dt, 1);
     }
     const auto layer = [&](int64_t i) {
-      char* k = cache.data() + static_cast<size_t>(2 * i * elems) * es;
+      char* k = cache_data + static_cast<size_t>(2 * i * elems) * es;
       char* v = k + static_cast<size_t>(elems) * es;
       return KvLayer{Tensor(k, dt, {blocks, kBlock, kKvHeads, kHeadDim}),
                      Tensor(v, dt, {blocks, kBlock, kKvHeads, kHeadDim})};

@@ -188,6 +188,115 @@ TEST_P(CpuKernelTiers, GroupedAttentionMatchesFloat64Softmax) {
   EXPECT_FALSE(fast.attn_group_f32(odd));
 }
 
+// The span kernel (fast tiers): one token, every head, keys split into spans whose partial softmaxes are merged as
+// cpu_attention.cpp merges them, against a float64 softmax, through a shuffled block table; spans of 16, 48 and all
+// keys, blocks of 16 and 5, GQA groups of 1, 2, 4 and 8.
+TEST_P(CpuKernelTiers, SpanAttentionMatchesFloat64Softmax) {
+  const CpuKernels& fast = cpu_kernels(GetParam());
+  if (fast.attn_span_f32 == nullptr) {
+    EXPECT_LT(GetParam(), CpuIsa::kAvx512) << "every AVX-512 tier has the span kernel";
+    return;
+  }
+  const int64_t num_blocks = 40;
+  struct Heads {
+    int64_t num_heads, num_kv_heads, d;
+  };
+  for (const Heads hs :
+       {Heads{4, 4, 64}, Heads{16, 8, 128}, Heads{16, 2, 128}, Heads{8, 1, 256}, Heads{3, 3, 32}}) {
+    for (const int64_t bs : {16, 5}) {
+      for (const int64_t nk : {1, 16, 17, 100, 190}) {
+        for (const int64_t span : {16, 48, 1 << 20}) {
+          SCOPED_TRACE(std::to_string(hs.num_heads) + "/" + std::to_string(hs.num_kv_heads) +
+                       " d=" + std::to_string(hs.d) + " bs=" + std::to_string(bs) + " nk=" + std::to_string(nk) +
+                       " span=" + std::to_string(span));
+          const int64_t d = hs.d, stride = hs.num_kv_heads * d, group = hs.num_heads / hs.num_kv_heads;
+          const std::vector<float> k = random_f32(static_cast<size_t>(num_blocks * bs * stride), 21);
+          const std::vector<float> v = random_f32(static_cast<size_t>(num_blocks * bs * stride), 22);
+          std::vector<float> q = random_f32(static_cast<size_t>(hs.num_heads * d), 23);
+          for (float& x : q) x *= 4.0f;
+          std::vector<int32_t> table(static_cast<size_t>(num_blocks));
+          for (int64_t b = 0; b < num_blocks; ++b) {
+            table[static_cast<size_t>(b)] = static_cast<int32_t>((b * 7 + 3) % num_blocks);
+          }
+          const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+          // Spans, each computed into its own partial (NaN-filled: an element the kernel skips shows).
+          std::vector<std::vector<float>> o, m, l;
+          for (int64_t j0 = 0; j0 < nk; j0 += span) {
+            o.emplace_back(static_cast<size_t>(hs.num_heads * d), std::numeric_limits<float>::quiet_NaN());
+            m.emplace_back(static_cast<size_t>(hs.num_heads), std::numeric_limits<float>::quiet_NaN());
+            l.emplace_back(static_cast<size_t>(hs.num_heads), std::numeric_limits<float>::quiet_NaN());
+            AttnSpanArgs a;
+            a.q = q.data();
+            a.k = k.data();
+            a.v = v.data();
+            a.table = table.data();
+            a.num_heads = hs.num_heads;
+            a.num_kv_heads = hs.num_kv_heads;
+            a.d = d;
+            a.bs = bs;
+            a.j0 = j0;
+            a.j1 = std::min(nk, j0 + span);
+            a.scale = scale;
+            a.o = o.back().data();
+            a.m = m.back().data();
+            a.l = l.back().data();
+            ASSERT_TRUE(fast.attn_span_f32(a));
+          }
+          std::vector<float> out(static_cast<size_t>(hs.num_heads * d));
+          std::vector<float> want(out.size());
+          for (int64_t h = 0; h < hs.num_heads; ++h) {
+            float mx = -INFINITY, sum = 0.0f;
+            for (size_t s = 0; s < m.size(); ++s) mx = std::max(mx, m[s][static_cast<size_t>(h)]);
+            for (int64_t c = 0; c < d; ++c) out[static_cast<size_t>(h * d + c)] = 0.0f;
+            for (size_t s = 0; s < m.size(); ++s) {
+              const float w = std::exp(m[s][static_cast<size_t>(h)] - mx);
+              sum += l[s][static_cast<size_t>(h)] * w;
+              for (int64_t c = 0; c < d; ++c) {
+                out[static_cast<size_t>(h * d + c)] += o[s][static_cast<size_t>(h * d + c)] * w;
+              }
+            }
+            for (int64_t c = 0; c < d; ++c) out[static_cast<size_t>(h * d + c)] /= sum;
+            const int64_t kvh = h / group;
+            std::vector<double> sc(static_cast<size_t>(nk));
+            double dmx = -INFINITY, dsum = 0;
+            for (int64_t j = 0; j < nk; ++j) {
+              const int64_t slot = static_cast<int64_t>(table[static_cast<size_t>(j / bs)]) * bs + j % bs;
+              double dot = 0;
+              for (int64_t c = 0; c < d; ++c) {
+                dot += static_cast<double>(q[static_cast<size_t>(h * d + c)]) *
+                       k[static_cast<size_t>(slot * stride + kvh * d + c)];
+              }
+              sc[static_cast<size_t>(j)] = dot * scale;
+              dmx = std::max(dmx, sc[static_cast<size_t>(j)]);
+            }
+            for (double& x : sc) dsum += (x = std::exp(x - dmx));
+            for (int64_t c = 0; c < d; ++c) {
+              double acc = 0;
+              for (int64_t j = 0; j < nk; ++j) {
+                const int64_t slot = static_cast<int64_t>(table[static_cast<size_t>(j / bs)]) * bs + j % bs;
+                acc += sc[static_cast<size_t>(j)] * v[static_cast<size_t>(slot * stride + kvh * d + c)];
+              }
+              want[static_cast<size_t>(h * d + c)] = static_cast<float>(acc / dsum);
+            }
+          }
+          EXPECT_LT(rel_err(out, want), 1e-5);
+        }
+      }
+    }
+  }
+  AttnSpanArgs probe;  // j1 == j0: the shape probe
+  probe.num_heads = 16;
+  probe.num_kv_heads = 8;
+  probe.d = 128;
+  EXPECT_TRUE(fast.attn_span_f32(probe));
+  probe.d = 72;  // not whole pairs of vectors: the caller takes another path
+  EXPECT_FALSE(fast.attn_span_f32(probe));
+  probe.d = 128;
+  probe.j0 = 8;  // spans start at a chunk boundary
+  probe.j1 = 24;
+  EXPECT_FALSE(fast.attn_span_f32(probe));
+}
+
 TEST(CpuIsaTest, NamesRoundTripAndTiersAreOrdered) {
   for (CpuIsa isa : supported_cpu_isas()) {
     CpuIsa back;

@@ -203,6 +203,8 @@ TEST_P(CpuKvBf16Tiers, PagedAttentionMatchesF32CacheOfTheWidenedValues) {
       check_batch(be, decode);
       Batch mixed(l, bs, {{5, 5}, {1, 31}, {17, 40}, {3, 64}}, seed++);
       check_batch(be, mixed);
+      Batch single(l, bs, {{1, 300}}, seed++);  // one decode token: its keys split over the threads
+      check_batch(be, single);
     }
   }
 }

@@ -1,8 +1,9 @@
 // Causal GQA attention over the paged KV cache, in f32. The reference: an exact (two-pass) softmax per (query
-// token, query head), reading its sequence's K/V through the block table. The fast tiers (kernel table
-// attn_group_f32 / attn_group_bf16): per (query token, KV head), the group's query heads together with an online
-// softmax. The cache holds f32, or bf16 (each element widened exactly to f32 as it is read; queries, scores and
-// sums stay f32).
+// token, query head), reading its sequence's K/V through the block table. The AVX-512 tiers: for head dims that are
+// multiples of 32, every head of a token at once over spans of its keys (attn_span_f32 / attn_span_bf16: the cache
+// read in memory order, a decode token's keys split over the threads); otherwise per (query token, KV head), the
+// group's query heads together with an online softmax (attn_group_f32 / attn_group_bf16). The cache holds f32, or
+// bf16 (each element widened exactly to f32 as it is read; queries, scores and sums stay f32).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -13,6 +14,10 @@
 namespace rl {
 
 namespace {
+
+// The span path's smallest span, in 16-key chunks: below it, splitting a token's keys over threads costs more
+// (each span permutes the queries and its partial is merged) than it gains.
+constexpr int64_t kMinSpanChunks = 2;
 
 // KV: the cache's element type (float: f32, uint16_t: bf16 bits).
 template <typename KV>
@@ -73,6 +78,97 @@ void paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor& qkv
     float inv = 1.0f / sum;
     for (int64_t c = 0; c < d; ++c) o[c] = acc[static_cast<size_t>(c)] * inv;
   };
+
+  const auto attn_span = attn_span_kernel(kern, kc);
+  AttnSpanArgsT<KV> probe;
+  probe.num_heads = num_heads;
+  probe.num_kv_heads = num_kv_heads;
+  probe.d = d;
+  if (attn_span != nullptr && attn_span(probe)) {
+    // Every head of a token at once over a span of its keys (AttnSpanArgs). With fewer tokens than two per
+    // thread (decode), each token's 16-key chunks are split evenly into up to that many spans (at least
+    // kMinSpanChunks chunks each), so that the threads share one token's keys; otherwise each token is one span.
+    // Longest first, handed out one at a time (causal prefill: the late tokens have the most keys).
+    const int64_t tasks_wanted = 2 * pool.num_threads();
+    const int64_t spans_per_token = num_tokens >= tasks_wanted ? 1 : (tasks_wanted + num_tokens - 1) / num_tokens;
+    struct Span {
+      int64_t tok, j0, j1;
+      int64_t part;  // its partial softmax in `parts` when the token has several spans, else -1
+    };
+    std::vector<Span> spans;
+    std::vector<int64_t> first_part(static_cast<size_t>(num_tokens), -1);  // -1: one span, written directly
+    std::vector<int64_t> num_spans(static_cast<size_t>(num_tokens), 1);
+    int64_t num_parts = 0;
+    for (int64_t tok = 0; tok < num_tokens; ++tok) {
+      const int64_t nk = num_keys(tok), chunks = (nk + 15) / 16;
+      const int64_t ns = std::max<int64_t>(1, std::min(spans_per_token, chunks / kMinSpanChunks));
+      num_spans[static_cast<size_t>(tok)] = ns;
+      if (ns > 1) first_part[static_cast<size_t>(tok)] = num_parts;
+      for (int64_t i = 0; i < ns; ++i) {  // chunks [chunks * i / ns, chunks * (i + 1) / ns)
+        const int64_t j0 = chunks * i / ns * 16, j1 = std::min(nk, chunks * (i + 1) / ns * 16);
+        spans.push_back({tok, j0, j1, ns > 1 ? num_parts++ : -1});
+      }
+    }
+    std::stable_sort(spans.begin(), spans.end(),
+                     [](const Span& x, const Span& y) { return x.j1 - x.j0 > y.j1 - y.j0; });
+    // A partial: o [num_heads, d], then m [num_heads], then l [num_heads].
+    const int64_t part_floats = num_heads * (d + 2);
+    std::vector<float> parts(static_cast<size_t>(num_parts * part_floats));
+    std::vector<std::vector<float>> own(static_cast<size_t>(pool.num_threads()));
+    cpu_parallel_tasks(pool, static_cast<int64_t>(spans.size()), [&](int64_t i, int thread) {
+      const Span& sp = spans[static_cast<size_t>(i)];
+      float* part;
+      if (sp.part >= 0) {
+        part = parts.data() + sp.part * part_floats;
+      } else {
+        std::vector<float>& mine = own[static_cast<size_t>(thread)];
+        mine.resize(static_cast<size_t>(part_floats));
+        part = mine.data();
+      }
+      AttnSpanArgsT<KV> a = probe;
+      a.q = qkv.f32() + sp.tok * row;
+      a.k = kc;
+      a.v = vc;
+      a.table = tables + seq_of[static_cast<size_t>(sp.tok)] * max_blocks;
+      a.bs = bs;
+      a.j0 = sp.j0;
+      a.j1 = sp.j1;
+      a.scale = meta.scale;
+      a.o = part;
+      a.m = part + num_heads * d;
+      a.l = a.m + num_heads;
+      RL_CHECK(attn_span(a));
+      if (sp.part >= 0) return;
+      float* o = out.f32() + sp.tok * num_heads * d;
+      for (int64_t h = 0; h < num_heads; ++h) {
+        const float inv = 1.0f / a.l[h];
+        for (int64_t c = 0; c < d; ++c) o[h * d + c] = a.o[h * d + c] * inv;
+      }
+    });
+    // Tokens of several spans: out = Σ_s o_s e^(m_s - M) / Σ_s l_s e^(m_s - M), M = max_s m_s.
+    for (int64_t tok = 0; tok < num_tokens; ++tok) {
+      const int64_t p0 = first_part[static_cast<size_t>(tok)];
+      if (p0 < 0) continue;
+      const int64_t np = num_spans[static_cast<size_t>(tok)];
+      float* o = out.f32() + tok * num_heads * d;
+      for (int64_t h = 0; h < num_heads; ++h) {
+        float mx = -INFINITY, sum = 0.0f;
+        for (int64_t p = p0; p < p0 + np; ++p) {
+          mx = std::max(mx, parts[static_cast<size_t>(p * part_floats + num_heads * d + h)]);
+        }
+        std::fill(o + h * d, o + (h + 1) * d, 0.0f);
+        for (int64_t p = p0; p < p0 + np; ++p) {
+          const float* part = parts.data() + p * part_floats;
+          const float w = std::exp(part[num_heads * d + h] - mx);
+          sum += part[num_heads * d + num_heads + h] * w;
+          for (int64_t c = 0; c < d; ++c) o[h * d + c] += part[h * d + c] * w;
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t c = 0; c < d; ++c) o[h * d + c] *= inv;
+      }
+    }
+    return;
+  }
 
   const auto attn_group = attn_group_kernel(kern, kc);
   if (attn_group != nullptr) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -29,13 +30,22 @@ std::string CpuBackend::name() const {
 // Buffers of 2 MiB and more (weights, the LM head's logits) are 2 MiB-aligned and advised as transparent huge
 // pages: decode streams every weight once per token, and with 4 KiB pages the hardware prefetchers stop at each
 // page boundary and every 4 KiB costs a TLB walk. RIDGELINE_CPU_HUGEPAGES=0 keeps 4 KiB pages (the A/B switch).
-void* CpuBackend::alloc(size_t nbytes) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  static const bool huge_pages = [] {
+namespace {
+
+constexpr size_t kHuge = size_t{2} << 20;
+
+bool use_huge_pages() {
+  static const bool on = [] {
     const char* env = std::getenv("RIDGELINE_CPU_HUGEPAGES");
     return env == nullptr || std::string(env) != "0";
   }();
-  if (huge_pages && nbytes >= kHuge) {
+  return on;
+}
+
+}  // namespace
+
+void* CpuBackend::alloc(size_t nbytes) {
+  if (use_huge_pages() && nbytes >= kHuge) {
     const size_t rounded = (nbytes + kHuge - 1) / kHuge * kHuge;
     void* p = std::aligned_alloc(kHuge, rounded);
     if (!p) throw std::bad_alloc();
@@ -49,7 +59,9 @@ void* CpuBackend::alloc(size_t nbytes) {
 }
 // Large zeroed buffers (the KV pool: 2 GiB by default) come from an anonymous mapping, whose pages the kernel
 // supplies as zeros when first touched: zeroing them here would fault in every page at start-up (seconds on a
-// small VM) and keep the whole pool resident for nothing.
+// small VM) and keep the whole pool resident for nothing. The mapping is advised as huge pages too: decode
+// attention reads every layer's K/V blocks once per token, tens of MiB at a few hundred tokens of context, more
+// than the TLB covers in 4 KiB pages.
 void* CpuBackend::alloc_zeroed(size_t nbytes) {
   constexpr size_t kMapAtLeast = size_t{1} << 20;
   if (nbytes < kMapAtLeast) {
@@ -59,6 +71,7 @@ void* CpuBackend::alloc_zeroed(size_t nbytes) {
   }
   void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
+  if (use_huge_pages() && nbytes >= kHuge) madvise(p, nbytes, MADV_HUGEPAGE);  // advice only, as in alloc
   std::lock_guard<std::mutex> lock(mapped_mu_);
   mapped_.emplace(p, nbytes);
   return p;
@@ -119,6 +132,21 @@ inline void rms_norm_row(const float* x, const Tensor& weight, float* out, int64
 }
 
 }  // namespace
+
+void cpu_parallel_tasks(ThreadPool& pool, int64_t n, const std::function<void(int64_t, int)>& fn) {
+  if (n <= 0) return;
+  if (n == 1 || pool.num_threads() == 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i, 0);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool.run_on_all([&](int thread) {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      fn(i, thread);
+    }
+  });
+}
 
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
   int64_t n = ids.numel(), h = table.dim(1), vocab = table.dim(0);
@@ -275,8 +303,7 @@ void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
   pool_.parallel_for(out.rows(), [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const float* g = gu + r * 2 * inter;
-      const float* u = g + inter;
-      for (int64_t i = 0; i < inter; ++i) o[r * inter + i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+      silu_mul_row(g, g + inter, o + r * inter, 0, inter);
     }
   });
 }

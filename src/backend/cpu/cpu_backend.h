@@ -4,6 +4,8 @@
 // kScalar tier is the readable reference the others are tested against.
 #pragma once
 
+#include <cmath>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -52,6 +54,8 @@ class CpuBackend final : public Backend {
                  const Tensor& out) override;
   void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
+                       const Tensor& out) override;
   void add(const Tensor& residual, const Tensor& x) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void cast(const Tensor& src, const Tensor& dst) override;
@@ -90,6 +94,14 @@ class CpuBackend final : public Backend {
   const CpuKernels& kernels() const { return *kern_; }
 
  private:
+  // x as the kernels for weights of dtype wdt read it (LinearActs): rounded to bf16 or quantised to int8 into the
+  // buffers below where the tier asks for it (in parallel over rows).
+  LinearActs prepare_acts(const Tensor& x, DType wdt);
+  // y [m, n] columns [n0, n1) = x · wᵀ on the calling thread, through the tier's kernel for w's dtype.
+  void linear_columns(const LinearActs& a, const Tensor& w, float* y, int64_t m, int64_t n0, int64_t n1) const;
+  // y [m, n] columns [n0, n1) += bias (f32 or bf16, [n]).
+  void add_bias(const Tensor& bias, float* y, int64_t m, int64_t n, int64_t n0, int64_t n1) const;
+
   ThreadPool pool_;
   std::mutex mapped_mu_;
   std::unordered_map<void*, size_t> mapped_;  // alloc_zeroed's mappings and their lengths (freed by munmap)
@@ -101,6 +113,10 @@ class CpuBackend final : public Backend {
   bool fused_path_ = false;
 };
 
+// fn(task, thread_index) for every task in [0, n), handed out one at a time from a shared counter: a thread that
+// finishes early, or was not descheduled, takes the next task, so no thread idles while tasks remain.
+void cpu_parallel_tasks(ThreadPool& pool, int64_t n, const std::function<void(int64_t, int)>& fn);
+
 // Causal paged attention (cpu_attention.cpp), its dot products and sums through `kern`.
 void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor& qkv, const KvLayer& cache,
                          const AttentionMetadata& meta, const Tensor& out);
@@ -110,5 +126,9 @@ void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLay
 // Activations and routing of one row range (cpu_layer_ops.cpp), shared with tests' references.
 void cpu_activation_rows(const float* in, float* out, int64_t rows, int64_t inter, const ActParams& p);
 void cpu_route_row(const float* logits, int64_t num_experts, const MoeRouteParams& p, int32_t* ids, float* w);
+// out[i] = silu(gate[i]) * up[i] for i in [i0, i1) (silu_mul's formula, shared with the fused linear_silu_mul).
+inline void silu_mul_row(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
 
 }  // namespace rl

@@ -49,6 +49,26 @@ struct AttnGroupArgsT {
 using AttnGroupArgs = AttnGroupArgsT<float>;
 using AttnGroupArgsBf16 = AttnGroupArgsT<uint16_t>;
 
+// One query token's attention for all num_heads heads over keys [j0, j1) of its sequence (j0 a multiple of 16),
+// not yet normalised: m[h] = the largest scaled score, l[h] = Σ_j p_j and o[h] = Σ_j p_j v_j with p_j = exp(s_j -
+// m[h]). Spans of one token's keys combine as partial softmaxes do (cpu_attention.cpp). k and v point at KV head
+// 0 of slot 0; a slot's rows start at slot * num_kv_heads * d. q: [num_heads, d]; o: [num_heads, d]; f32.
+// j1 == j0 computes nothing: the call only says whether the kernel takes the shape.
+template <typename KV>
+struct AttnSpanArgsT {
+  const float* q = nullptr;
+  const KV* k = nullptr;
+  const KV* v = nullptr;
+  const int32_t* table = nullptr;
+  int64_t num_heads = 0, num_kv_heads = 0, d = 0, bs = 0, j0 = 0, j1 = 0;
+  float scale = 1.0f;
+  float* o = nullptr;
+  float* m = nullptr;
+  float* l = nullptr;
+};
+using AttnSpanArgs = AttnSpanArgsT<float>;
+using AttnSpanArgsBf16 = AttnSpanArgsT<uint16_t>;
+
 struct CpuKernels {
   CpuIsa isa = CpuIsa::kScalar;
   bool bf16_acts = false;  // linear_bf16 reads LinearActs::x_bf16 (x rounded to bf16) instead of x
@@ -68,6 +88,10 @@ struct CpuKernels {
   // of 16 keys; false when the shape is not supported. Null: the reference loop (cpu_attention.cpp) only.
   bool (*attn_group_f32)(const AttnGroupArgs& a) = nullptr;
   bool (*attn_group_bf16)(const AttnGroupArgsBf16& a) = nullptr;  // the same over a bf16 KV cache
+  // A token's span of keys for all its heads (AttnSpanArgs); false when the shape is not supported. Null: none
+  // (then attn_group, else the reference).
+  bool (*attn_span_f32)(const AttnSpanArgs& a) = nullptr;
+  bool (*attn_span_bf16)(const AttnSpanArgsBf16& a) = nullptr;
 };
 
 // The reference attention loops read a KV row through these: an f32 row as it is, a bf16 row widened.
@@ -82,6 +106,8 @@ inline void kv_axpy(const CpuKernels& k, float s, const uint16_t* row, float* y,
 // The tier's grouped kernel for the cache's element type (null: none).
 inline auto attn_group_kernel(const CpuKernels& k, const float*) { return k.attn_group_f32; }
 inline auto attn_group_kernel(const CpuKernels& k, const uint16_t*) { return k.attn_group_bf16; }
+inline auto attn_span_kernel(const CpuKernels& k, const float*) { return k.attn_span_f32; }
+inline auto attn_span_kernel(const CpuKernels& k, const uint16_t*) { return k.attn_span_bf16; }
 
 // Up to this many rows, the f32 path streams the weights with the GEMV instead of calling sgemm.
 constexpr int64_t kGemvMaxRows = 4;

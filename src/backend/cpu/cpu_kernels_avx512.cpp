@@ -294,6 +294,8 @@ const CpuKernels& cpu_kernels_avx512() {
     t.axpy_bf16 = avx512::axpy_bf16;
     t.attn_group_f32 = avx512::attn_group_f32;
     t.attn_group_bf16 = avx512::attn_group_bf16;
+    t.attn_span_f32 = avx512::attn_span_f32;
+    t.attn_span_bf16 = avx512::attn_span_bf16;
     return t;
   }();
   return k;

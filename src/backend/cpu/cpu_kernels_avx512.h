@@ -14,5 +14,7 @@ float dot_bf16(const float* a, const uint16_t* b, int64_t n);
 void axpy_bf16(float s, const uint16_t* x, float* y, int64_t n);
 bool attn_group_f32(const AttnGroupArgs& a);
 bool attn_group_bf16(const AttnGroupArgsBf16& a);
+bool attn_span_f32(const AttnSpanArgs& a);  // cpu_attention_span_avx512.cpp
+bool attn_span_bf16(const AttnSpanArgsBf16& a);
 
 }  // namespace rl::avx512
