@@ -61,7 +61,7 @@ df -h "$GGUF_DIR" | tail -1
 for m in Llama-3.1-8B Qwen3-0.6B; do
   f=$GGUF_DIR/$m-f16.gguf
   if [ ! -s "$f" ]; then
-    PYTHONPATH=$LC/gguf-py python3 bench/peers/make_gguf.py "models/configs/$m/config.json" "$f.tmp" f16 \
+    PYTHONPATH=$LC/gguf-py timeout 240 python3 bench/peers/make_gguf.py "models/configs/$m/config.json" "$f.tmp" f16 \
       > "$L/gguf_$m.log" 2>&1 || { echo "make_gguf $m failed:"; tail -5 "$L/gguf_$m.log"; }
     [ -s "$f.tmp" ] && mv "$f.tmp" "$f"
   fi
@@ -93,7 +93,7 @@ ours_run() {  # tag model-args...
     "$L/lat_$t.json" 2> /dev/null || echo nan
 }
 
-declare -A res
+declare -A res=([llama_8b]='' [ours_8b]='' [llama_06b]='' [ours_06b]='')
 budget=${BUDGET_S:-330}  # no round is started that the last one's length would take past this many seconds
 t_round=0
 rounds_run=0
