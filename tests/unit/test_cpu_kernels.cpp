@@ -188,6 +188,25 @@ TEST_P(CpuKernelTiers, GroupedAttentionMatchesFloat64Softmax) {
   EXPECT_FALSE(fast.attn_group_f32(odd));
 }
 
+// SwiGLU (silu_mul) of every tier against the scalar tier's std::exp formula: vector tails, and gates far out on
+// both sides (the vector exp clamps its argument: silu(-1000) must stay 0, silu(1000) = 1000).
+TEST_P(CpuKernelTiers, SiluMulMatchesScalarReference) {
+  const CpuKernels& ref = cpu_kernels(CpuIsa::kScalar);
+  const CpuKernels& fast = cpu_kernels(GetParam());
+  for (const int64_t n : {1, 15, 16, 17, 100, 3072}) {
+    std::vector<float> g = random_f32(static_cast<size_t>(n), 31), u = random_f32(static_cast<size_t>(n), 32);
+    for (size_t i = 0; i < g.size(); ++i) g[i] *= (i % 7 == 0) ? 1000.0f : (i % 5 == 0 ? 90.0f : 8.0f);
+    std::vector<float> want(g.size()), got(g.size() + 1, std::numeric_limits<float>::quiet_NaN());
+    ref.silu_mul(g.data(), u.data(), want.data(), n);
+    fast.silu_mul(g.data(), u.data(), got.data(), n);
+    EXPECT_TRUE(std::isnan(got[static_cast<size_t>(n)])) << "wrote past n";
+    for (int64_t i = 0; i < n; ++i) {
+      const float w = want[static_cast<size_t>(i)], x = got[static_cast<size_t>(i)];
+      EXPECT_LE(std::fabs(x - w), 1e-6f * std::fabs(w) + 1e-30f) << "n=" << n << " i=" << i << " gate=" << g[i];
+    }
+  }
+}
+
 // The span kernel (fast tiers): one token, every head, keys split into spans whose partial softmaxes are merged as
 // cpu_attention.cpp merges them, against a float64 softmax, through a shuffled block table; spans of 16, 48 and all
 // keys, blocks of 16 and 5, GQA groups of 1, 2, 4 and 8.

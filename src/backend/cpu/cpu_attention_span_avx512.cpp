@@ -13,8 +13,8 @@
 //   pairs; the output accumulates in that order too and is put back in place once at the end. The widening is
 //   exact, and f32 rows are read in the same order, so a bf16 cache computes bitwise what an f32 cache holding
 //   the widened values computes.
-// - exp in 16 lanes (Cephes' expf polynomial, within 2 ulp of std::exp) in place of 16 scalar calls per head and
-//   chunk, which cost as much as the dot products.
+// - exp in 16 lanes (avx512_inl::exp16) in place of 16 scalar calls per head and chunk, which cost as much as the
+//   dot products.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -59,25 +59,6 @@ inline void load32(const float* p, __m512& e, __m512& o) {
 }
 // Lane i of load32's (e, o) holds element lane_source(i) of the 32.
 inline int64_t lane_source(int64_t i) { return i < 16 ? 2 * i : 2 * (i - 16) + 1; }
-
-// e^x in 16 lanes: x = n ln2 + r with |r| <= ln2 / 2, e^r by Cephes' degree-5 minimax polynomial (expf), 2^n by
-// vscalefps (which also flushes x far below zero to 0 and keeps -inf at 0).
-inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-  x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
 
 // Rows of chunk [c0, c0 + 16): element offsets of their slots (keys past j1 repeat the last key; masked later).
 inline void chunk_offsets(const int32_t* table, int64_t bs, int64_t stride, int64_t c0, int64_t j1, int64_t* off) {
@@ -145,7 +126,7 @@ bool attn_span(const AttnSpanArgsT<KV>& a) {
                                             _mm512_mul_ps(avx512_inl::reduce16(acc), scale));
         const float m_new = std::max(a.m[h], _mm512_reduce_max_ps(s));
         const float corr = std::exp(a.m[h] - m_new);  // a.m[h] = -inf at the first chunk: 0
-        const __m512 pv = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
+        const __m512 pv = _mm512_maskz_mov_ps(valid, avx512_inl::exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
         a.l[h] = a.l[h] * corr + _mm512_reduce_add_ps(pv);
         a.m[h] = m_new;
         alignas(64) float pw[16];

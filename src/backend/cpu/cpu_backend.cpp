@@ -303,7 +303,7 @@ void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
   pool_.parallel_for(out.rows(), [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const float* g = gu + r * 2 * inter;
-      silu_mul_row(g, g + inter, o + r * inter, 0, inter);
+      kern_->silu_mul(g, g + inter, o + r * inter, inter);
     }
   });
 }

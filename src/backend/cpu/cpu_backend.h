@@ -4,7 +4,6 @@
 // kScalar tier is the readable reference the others are tested against.
 #pragma once
 
-#include <cmath>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -126,9 +125,6 @@ void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLay
 // Activations and routing of one row range (cpu_layer_ops.cpp), shared with tests' references.
 void cpu_activation_rows(const float* in, float* out, int64_t rows, int64_t inter, const ActParams& p);
 void cpu_route_row(const float* logits, int64_t num_experts, const MoeRouteParams& p, int32_t* ids, float* w);
-// out[i] = silu(gate[i]) * up[i] for i in [i0, i1) (silu_mul's formula, shared with the fused linear_silu_mul).
-inline void silu_mul_row(const float* gate, const float* up, float* out, int64_t i0, int64_t i1) {
-  for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
+
 
 }  // namespace rl

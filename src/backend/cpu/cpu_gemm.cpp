@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "backend/cpu/cpu_kernels.h"
@@ -113,6 +114,10 @@ void axpy_f32_ref(float s, const float* x, float* y, int64_t n) {
 }
 
 // A bf16 KV row: each element widened to f32, then the f32 loops above.
+void silu_mul_ref(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
 float dot_bf16_ref(const float* a, const uint16_t* b, int64_t n) {
   float s = 0;
   for (int64_t i = 0; i < n; ++i) s += a[i] * bf16_to_f32(b[i]);
@@ -143,6 +148,7 @@ const CpuKernels& cpu_kernels_scalar() {
     t.dot_f32 = dot_f32_ref;
     t.axpy_f32 = axpy_f32_ref;
     t.dot_bf16 = dot_bf16_ref;
+    t.silu_mul = silu_mul_ref;
     t.axpy_bf16 = axpy_bf16_ref;
     return t;
   }();

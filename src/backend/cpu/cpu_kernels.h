@@ -92,6 +92,9 @@ struct CpuKernels {
   // (then attn_group, else the reference).
   bool (*attn_span_f32)(const AttnSpanArgs& a) = nullptr;
   bool (*attn_span_bf16)(const AttnSpanArgsBf16& a) = nullptr;
+  // SwiGLU: out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + e^-gate[i]) * up[i], i < n (silu_mul and the fused
+  // linear_silu_mul both call it, so they agree bitwise).
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
 };
 
 // The reference attention loops read a KV row through these: an f32 row as it is, a bf16 row widened.

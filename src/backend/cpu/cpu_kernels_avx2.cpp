@@ -239,6 +239,7 @@ const CpuKernels& cpu_kernels_avx2() {
     t.axpy_f32 = avx2::axpy_f32;
     t.dot_bf16 = avx2::dot_bf16;
     t.axpy_bf16 = avx2::axpy_bf16;
+    t.silu_mul = cpu_kernels_scalar().silu_mul;  // the compiler's loop around std::exp
     return t;
   }();
   return k;

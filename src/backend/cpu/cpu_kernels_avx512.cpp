@@ -266,6 +266,12 @@ bool attn_group(const AttnGroupArgsT<KV>& a) {
 }  // namespace
 
 bool attn_group_f32(const AttnGroupArgs& a) { return attn_group(a); }
+
+namespace {
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) { avx512_inl::silu_mul(gate, up, out, n); }
+
+}  // namespace
 bool attn_group_bf16(const AttnGroupArgsBf16& a) { return attn_group(a); }
 
 }  // namespace avx512
@@ -296,6 +302,7 @@ const CpuKernels& cpu_kernels_avx512() {
     t.attn_group_bf16 = avx512::attn_group_bf16;
     t.attn_span_f32 = avx512::attn_span_f32;
     t.attn_span_bf16 = avx512::attn_span_bf16;
+    t.silu_mul = avx512::silu_mul;
     return t;
   }();
   return k;

@@ -2,8 +2,9 @@
 // (cpu_kernels.h). The activations are prepared once per call, in parallel over rows: rounded to
 // bf16 for the vdpbf16ps tier, quantised per row to int8 for int8 weights (rows zero-padded to a
 // multiple of 64). The pool's threads then claim chunks of the output columns N (guided
-// scheduling, for_column_chunks), each streaming its chunk's weight rows once. linear_silu_mul (the gated MLP's gate_up projection) is the same with
-// SwiGLU applied by each thread to its own columns.
+// scheduling, for_column_chunks), each streaming its chunk's weight rows once. linear_silu_mul
+// (the gated MLP's gate_up projection) is the same with SwiGLU applied by each thread to its own
+// columns.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -128,7 +129,7 @@ void CpuBackend::add_bias(const Tensor& bias, float* y, int64_t m, int64_t n, in
 // The gate and up rows of the same intermediate columns go to the same thread, which applies silu(gate) * up to
 // them at once: one parallel region instead of the projection and then silu_mul on one thread (at decode the
 // activation of 3072 columns costs as much as a quarter of the projection's weight stream). Bitwise linear then
-// silu_mul: the same kernels on the same columns, the same formula.
+// silu_mul: the same kernels on the same columns, the same SwiGLU kernel.
 void CpuBackend::linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
                                  const Tensor& out) {
   const int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0), inter = out.dim(-1);
@@ -145,7 +146,7 @@ void CpuBackend::linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor&
       add_bias(bias, gu, m, n, b, e);
       add_bias(bias, gu, m, n, inter + b, inter + e);
     }
-    for (int64_t r = 0; r < m; ++r) silu_mul_row(gu + r * n, gu + r * n + inter, o + r * inter, b, e);
+    for (int64_t r = 0; r < m; ++r) kern_->silu_mul(gu + r * n + b, gu + r * n + inter + b, o + r * inter + b, e - b);
   });
 }
 
