@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <numeric>
 
+#include "backend/cuda/cuda_kernels.h"
 #include "ops_test_util.h"
 
 namespace rl::ops_test {
 namespace {
-
-constexpr int64_t kBlockSize = 16;
 
 struct SeqSpec {
   int64_t q_len;    // new tokens this step
@@ -22,10 +21,10 @@ struct SeqSpec {
 // passes it); the kernels must take each sequence's real length from device memory.
 // window > 0 / sinks: the GPT-OSS variant (keys of the last `window` positions, a learned logit per head in
 // the softmax); blocks wholly before every query's window read kNullBlock in the table and their slots hold NaN,
-// as after the KV manager released them.
+// as after the KV manager released them. block_size: tokens per KV page.
 double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                 CudaBackend::AttentionImpl impl, int64_t max_seqlen_k_override = 0, int64_t window = 0,
-                bool sinks = false) {
+                bool sinks = false, int64_t block_size = 16) {
   const QkvLayout l{num_heads, num_kv_heads, head_dim};
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 0, total_blocks = 0;
@@ -33,7 +32,7 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
     num_tokens += s.q_len;
     max_q = std::max(max_q, s.q_len);
     max_k = std::max(max_k, s.ctx_len);
-    const int64_t nb = (s.ctx_len + kBlockSize - 1) / kBlockSize;
+    const int64_t nb = (s.ctx_len + block_size - 1) / block_size;
     max_blocks = std::max(max_blocks, nb);
     total_blocks += nb;
   }
@@ -44,20 +43,20 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
   std::shuffle(ids.begin(), ids.end(), rng());
   std::vector<int32_t> cu(num_seqs + 1, 0), lens(num_seqs), table(num_seqs * max_blocks, -1);
   const int64_t kv_row = num_kv_heads * head_dim;
-  auto k = random_bf16_values(num_blocks * kBlockSize * kv_row, -2, 2);
-  auto v = random_bf16_values(num_blocks * kBlockSize * kv_row, -2, 2);
+  auto k = random_bf16_values(num_blocks * block_size * kv_row, -2, 2);
+  auto v = random_bf16_values(num_blocks * block_size * kv_row, -2, 2);
   std::vector<uint16_t> k_dev = to_bf16(k), v_dev = to_bf16(v);
-  std::vector<bool> used(static_cast<size_t>(num_blocks * kBlockSize), false);
+  std::vector<bool> used(static_cast<size_t>(num_blocks * block_size), false);
   size_t next = 0;
   for (int64_t s = 0; s < num_seqs; ++s) {
     cu[s + 1] = cu[s] + static_cast<int32_t>(seqs[s].q_len);
     lens[s] = static_cast<int32_t>(seqs[s].ctx_len);
-    for (int64_t j = 0; j * kBlockSize < seqs[s].ctx_len; ++j) table[s * max_blocks + j] = ids[next++];
+    for (int64_t j = 0; j * block_size < seqs[s].ctx_len; ++j) table[s * max_blocks + j] = ids[next++];
     // The first query sits at ctx_len - q_len and sees nothing before first_key.
     const int64_t first_key = window > 0 ? std::max<int64_t>(0, seqs[s].ctx_len - seqs[s].q_len - window + 1) : 0;
-    for (int64_t j = 0; (j + 1) * kBlockSize <= first_key; ++j) table[s * max_blocks + j] = 0;
+    for (int64_t j = 0; (j + 1) * block_size <= first_key; ++j) table[s * max_blocks + j] = 0;
     for (int64_t p = first_key; p < seqs[s].ctx_len; ++p) {
-      used[table[s * max_blocks + p / kBlockSize] * kBlockSize + p % kBlockSize] = true;
+      used[table[s * max_blocks + p / block_size] * block_size + p % block_size] = true;
     }
   }
   for (size_t slot = 0; slot < used.size(); ++slot) {
@@ -95,12 +94,12 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
     c_meta.sinks = c_sinks.t.f32();
   }
   auto g_qkv = make_f32(cpu(), qkv, {num_tokens, l.row()});
-  auto g_k = make_f32(cpu(), k, {num_blocks, kBlockSize, num_kv_heads, head_dim});
-  auto g_v = make_f32(cpu(), v, {num_blocks, kBlockSize, num_kv_heads, head_dim});
+  auto g_k = make_f32(cpu(), k, {num_blocks, block_size, num_kv_heads, head_dim});
+  auto g_v = make_f32(cpu(), v, {num_blocks, block_size, num_kv_heads, head_dim});
   auto g_out = make(cpu(), DType::kF32, {num_tokens, num_heads * head_dim});
   auto c_qkv = make_bf16(cuda(), qkv, {num_tokens, l.row()});
-  auto c_k = make(cuda(), DType::kBF16, {num_blocks, kBlockSize, num_kv_heads, head_dim});
-  auto c_v = make(cuda(), DType::kBF16, {num_blocks, kBlockSize, num_kv_heads, head_dim});
+  auto c_k = make(cuda(), DType::kBF16, {num_blocks, block_size, num_kv_heads, head_dim});
+  auto c_v = make(cuda(), DType::kBF16, {num_blocks, block_size, num_kv_heads, head_dim});
   cuda().upload(c_k.t.data, k_dev.data(), k_dev.size() * 2);
   cuda().upload(c_v.t.data, v_dev.data(), v_dev.size() * 2);
   auto c_out = make(cuda(), DType::kBF16, {num_tokens, num_heads * head_dim});
@@ -169,6 +168,42 @@ TEST(CudaAttention, LargeRandomBatch) {
   }
   const double e = run_case(seqs, 32, 8, 128, CudaBackend::AttentionImpl::kAuto);
   EXPECT_LT(e, kBf16Tol);
+}
+
+// The Hopper prefill (TMA + wgmma; compute capability 9.0, head_dim 128) in both block layouts (one query head per
+// block, and GQA-packed) against the FA2 kernel's reference role: ragged lengths around the 128-key tiles and the
+// 64-row consumer halves, prefixes in the cache, decode rows mixed in, page sizes from 8 to 256 tokens (one TMA
+// box per page, or per 128-key tile inside a page), GQA groups that do and do not divide 64 (7: the packed launch
+// falls back to one block per head). NaN in every unused cache slot checks that the tail tile's stale V rows are
+// zeroed before P V.
+TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
+  int major = 0, minor = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cuda().device_index()), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cuda().device_index()), cudaSuccess);
+  cuda::AttentionArgs probe;
+  probe.head_dim = 128;
+  probe.num_heads = 32;
+  probe.num_kv_heads = 8;
+  probe.row = 48 * 128;
+  probe.block_size = 16;
+  probe.kv_slots = 1024;
+  // On compute capability 9.0 the kernel under test must be the one that runs (else this tests FA2 again).
+  EXPECT_EQ(cuda::prefill_attention_sm90_supported(probe), major == 9 && minor == 0);
+  const std::vector<SeqSpec> batches[] = {{{1, 1}, {127, 127}, {128, 128}, {129, 129}, {300, 300}},
+                                          {{40, 200}, {64, 64 + 16}, {7, 300}, {1, 513}, {200, 457}},
+                                          {{1000, 1000}}};
+  const Shape shapes[] = {{32, 8, 128}, {16, 16, 128}, {14, 2, 128}, {8, 1, 128}};
+  for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
+    for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
+      for (size_t b = 0; b < std::size(batches); ++b) {
+        for (const Shape& s : shapes) {
+          const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, bs);
+          EXPECT_LT(e, kBf16Tol) << "block size " << bs << " batch " << b << " heads " << s.num_heads << "/"
+                                 << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed");
+        }
+      }
+    }
+  }
 }
 
 // GPT-OSS attention: sliding windows (shorter and longer than the contexts, across page boundaries) and sinks,

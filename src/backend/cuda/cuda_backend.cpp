@@ -226,6 +226,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
   a.head_dim = l.head_dim;
   a.block_size = cache.block_size();
   a.row = l.row();
+  a.kv_slots = cache.k.dim(0) * cache.block_size();
   a.scale = meta.scale;
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   if (!meta.plain()) return cuda::launch_attention_window(a, meta.sliding_window, meta.sinks, stream_);
@@ -240,12 +241,21 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       cuda::launch_attention_rows(a, meta.all_decode, ws, stream_);
       return;
     }
-  } else if (attention_impl_ == AttentionImpl::kAuto) {
+  } else if (attention_impl_ != AttentionImpl::kNaive) {
     if (meta.all_decode && cuda::decode_attention_supported(a)) {
       const size_t o_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * 128;
       cuda::DecodeWorkspace ws{decode_partials_, decode_partials_ + o_floats, decode_counters_,
                                cuda::kDecodeWorkspaceRows};
       cuda::launch_decode_attention(a, ws, num_sms_, stream_);
+      return;
+    }
+    if (attention_impl_ != AttentionImpl::kFlash2 && cuda::prefill_attention_sm90_supported(a)) {
+      cuda::PrefillSm90Options o;
+      o.pack = attention_impl_ == AttentionImpl::kHopperPacked || cuda::kPrefillSm90Pack;
+      o.intra_overlap = cuda::kPrefillSm90IntraOverlap;
+      o.persistent = cuda::kPrefillSm90Persistent;
+      o.k_stages = cuda::kPrefillSm90KStages;
+      cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;
     }
     if (cuda::prefill_attention_supported(a)) {

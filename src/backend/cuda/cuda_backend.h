@@ -125,9 +125,11 @@ class CudaBackend final : public Backend {
   int device_index() const { return device_; }
   int num_sms() const { return num_sms_; }
 
-  // Which attention kernel attention() uses; kAuto picks split-KV decode or FA2 prefill (naive for other
-  // shapes). Tests and benchmarks force one to compare them.
-  enum class AttentionImpl { kAuto, kNaive };
+  // Which attention kernel attention() uses; kAuto picks split-KV decode, the Hopper prefill (head_dim 128 on
+  // compute capability 9.0) or FA2 prefill (naive for other shapes). Tests and benchmarks force one to compare them.
+  // kAuto: the fastest kernel for the shape; kNaive: the reference kernel; kFlash2: the FA2 prefill kernel even
+  // where the Hopper one serves; kHopperPacked: the Hopper prefill with GQA-packed blocks (tests and the lab).
+  enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to

@@ -111,6 +111,7 @@ struct AttentionArgs {
   uint16_t* out = nullptr;                // bf16 [num_tokens, num_heads * head_dim]
   int64_t num_tokens = 0, num_seqs = 0, max_seqlen_q = 0, max_seqlen_k = 0, max_blocks = 0;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0, row = 0;
+  int64_t kv_slots = 0;  // slots of the K/V pool (num_blocks · block_size); 0: unknown (no TMA paths)
   float scale = 1.0f;
 };
 // Any shape (head_dim ≤ 256): one warp per (token, head), exact online softmax. Slow; the fallback and the
@@ -137,6 +138,21 @@ void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, 
 bool prefill_attention_supported(const AttentionArgs& a);
 // block_n_override 32 or 64 forces the key tile at head_dim 128 (kernel lab); 0 uses kPrefillBlockN128.
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int block_n_override = 0);
+// The Hopper prefill (prefill_attention_sm90.cu: TMA + wgmma, warp-specialised, ping-pong consumers), head_dim 128,
+// power-of-two block sizes ≥ 8, compute capability 9.0 only, a.kv_slots set. RIDGELINE_CUDA_PREFILL_SM90=0 turns it
+// off (the FA2 kernel serves). Its variants (the backend uses kernel_config.h's kPrefillSm90* choices):
+struct PrefillSm90Options {
+  bool pack = false;           // GQA-packed blocks (one per kv head) where the group divides 64
+  bool intra_overlap = false;  // each consumer's softmax overlaps its own P V GEMM
+  bool persistent = false;     // num_sms blocks looping over the work items (else one block per item)
+  int k_stages = 2;            // K tiles in flight: 2 or 3 (V: 2)
+};
+bool prefill_attention_sm90_supported(const AttentionArgs& a);
+void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Options& o, int num_sms,
+                                   cudaStream_t stream);
+// Kernel lab: the default variant with one part left out (wrong results; for timing differences): 1 = K/V loads
+// after the first stages, 2 = the softmax, 3 = the P V GEMM.
+void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream);
 // Scratch for chunked batch-invariant attention: per (token, head, chunk) the chunk's unnormalized o (f32
 // [head_dim]) and its (m, l). capacity_floats bounds num_tokens · heads · chunks · (head_dim + 2).
 struct ChunkWorkspace {

@@ -276,6 +276,7 @@ cuda::AttentionArgs attn_args(const AttnProblem& p, const AttentionMetadata& m, 
   a.num_kv_heads = kv_heads;
   a.head_dim = d;
   a.block_size = 16;
+  a.kv_slots = p.cache.k.dim(0) * a.block_size;
   a.row = (heads + 2 * kv_heads) * d;
   a.scale = m.scale;
   return a;
@@ -360,7 +361,31 @@ void bench_prefill(CudaBackend& be) {
     const double flops = 4.0 * b * s * s * heads * d / 2;
     result("prefill_attn", std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal",
            flops / (ms * 1e-3) / 1e12, "TFLOP/s");
-    // Kernel lab: the key tile at head_dim 128.
+    // Kernel lab: the Hopper kernel with one block per query head and GQA-packed, then the FA2 kernel's key tiles.
+    const cuda::AttentionArgs a90 = attn_args(p, p.metas[0], b, s, s, heads, kv_heads, d);
+    if (cuda::prefill_attention_sm90_supported(a90)) {
+      for (int v = 0; v < 16; ++v) {
+        cuda::PrefillSm90Options o;
+        o.pack = v & 1;
+        o.intra_overlap = v & 2;
+        o.persistent = v & 4;
+        o.k_stages = v & 8 ? 3 : 2;
+        const double lab_ms =
+            time_ms(be, [&](int) { cuda::launch_prefill_attention_sm90(a90, o, be.num_sms(), be.stream()); }, 10);
+        result("prefill_lab",
+               std::to_string(b) + "x" + std::to_string(s) + "_sm90" + (o.pack ? "_packed" : "") +
+                   (o.intra_overlap ? "_intra" : "") + (o.persistent ? "_persistent" : "") + "_k" +
+                   std::to_string(o.k_stages),
+               flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
+      }
+      for (int ablate = 1; ablate <= 3; ++ablate) {  // where the time goes: one part left out
+        const double lab_ms = time_ms(
+            be, [&](int) { cuda::launch_prefill_attention_sm90_ablation(a90, ablate, be.num_sms(), be.stream()); }, 10);
+        static const char* const kPart[] = {"", "_no_kv_loads", "_no_softmax", "_no_pv_gemm"};
+        result("prefill_lab", std::to_string(b) + "x" + std::to_string(s) + "_sm90_ablate" + kPart[ablate],
+               flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
+      }
+    }
     for (int bn : {32, 64}) {
       const cuda::AttentionArgs a = attn_args(p, p.metas[0], b, s, s, heads, kv_heads, d);
       const double lab_ms = time_ms(be, [&](int) { cuda::launch_prefill_attention(a, be.stream(), bn); }, 10);

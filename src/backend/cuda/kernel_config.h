@@ -174,6 +174,17 @@ constexpr int kPrefillBlockN128 = 64;
 // head_dim 256: one m16 tile per warp (64-row blocks): O is 128 f32 registers per thread; shared memory
 // Q 32 KB + K/V 2 stages × 2 × 32 KB = 160 KB, one block per SM.
 constexpr int kPrefillMTiles256 = 1;
+// Hopper prefill (prefill_attention_sm90.cu), head_dim 128: GQA-packed blocks (one kv head, rows = (token, head)
+// pairs, each K/V tile loaded once per group) or one block per query head (K/V tiles re-read from L2 per head).
+constexpr bool kPrefillSm90Pack = false;
+// Hopper prefill: the softmax of S_{t+1} runs while P V of tile t is on the tensor cores (FlashAttention-3's
+// intra-warpgroup overlap), on top of the ping-pong between the two consumer warpgroups.
+constexpr bool kPrefillSm90IntraOverlap = true;
+// Hopper prefill: one block per SM walking the work items (longest first), so an item's Q and first K/V tiles load
+// while the previous item's last tiles and output store finish; else one block per item.
+constexpr bool kPrefillSm90Persistent = true;
+// Hopper prefill: K tiles in flight (V: 2). Three fill the 227 KB of shared memory (Q ×2 + 3 K + 2 V tiles of 32 KB).
+constexpr int kPrefillSm90KStages = 3;
 // Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
 // group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
 // Deterministic mode cuts every row's keys into chunks of kDetChunkKeys at absolute key positions (a multiple of

@@ -1,0 +1,566 @@
+// Prefill attention for Hopper (sm_90a), head_dim 128, built the FlashAttention-3 way: TMA loads completing on
+// mbarriers, wgmma with operands in shared memory, warp specialisation. A block has three warpgroups: warpgroup 0
+// is the producer (one warp issues the TMA copies of the Q tile and, stage by stage, of the K and V tiles, page by
+// page through the block table), warpgroups 1 and 2 are consumers that own 64 query rows each. Per key tile a
+// consumer computes S = Q Kᵀ (m64n128k16 wgmma, both operands in shared memory), masks and runs the online softmax
+// on S in registers (log2 domain, as prefill_attention.cu), and accumulates O += P V with P from registers and V
+// from shared memory (MN-major, the transposed-B form). The two consumers take turns on the tensor cores
+// (ping-pong on named barriers), so one's softmax overlaps the other's GEMMs; with INTRA a consumer's own softmax
+// of the next tile also overlaps its P V GEMM.
+//
+// Shared memory (128-byte swizzle, as TMA writes it and wgmma reads it): every tile is stored as two 64-column
+// halves, each [rows][128 B]; Q ×2 [2][128][128 B], then KS stages of K [2][kBN][128 B], kVStages of V (the same),
+// then the barriers (a stage's K and V each have a full and an empty barrier). Varlen batches, a causal mask offset by the prefix already in the cache, GQA (optionally
+// packed: a block serves one kv head and its rows are (token, head) pairs, as prefill_attention.cu's PACK), K/V
+// through block tables of any power-of-two block size ≥ 8. Key rows past the sequence are masked in S; in V they
+// are zeroed by the producer (a reused page can hold anything, and 0 · NaN would poison the row).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernel_config.h"
+#include "backend/cuda/mma_sm80.cuh"
+#include "backend/cuda/sm90.cuh"
+#include "core/check.h"
+
+namespace rl::cuda {
+namespace {
+
+constexpr int kD = 128;        // head_dim
+constexpr int kBM = 128;       // query rows per block (two consumer warpgroups of 64)
+constexpr int kBN = 128;       // keys per tile
+constexpr int kVStages = 2;    // V stages in flight (K: the KS template parameter, 2 or 3)
+constexpr int kThreads = 384;  // producer + two consumer warpgroups
+constexpr uint32_t kHalfRow = 128;                    // bytes of a 64-column half row
+constexpr uint32_t kQBytes = 2 * kBM * kHalfRow;      // 32 KB
+constexpr uint32_t kTileBytes = 2 * kBN * kHalfRow;   // one K or V tile, 32 KB
+// Q ×2, KS K stages, kVStages V stages, the barriers (Q full/empty ×2, tail; full and empty per stage), and slack
+// for the 1024-byte alignment.
+constexpr int smem_bytes(int ks) {
+  return 1024 + 2 * kQBytes + (ks + kVStages) * kTileBytes + 8 * (5 + 2 * ks + 2 * kVStages);
+}
+
+struct Sm90Params {
+  int log2_bs;   // block size = 1 << log2_bs
+  int box_rows;  // key rows per K/V TMA box: min(block size, kBN)
+  int m_blocks;  // 128-row blocks of the longest sequence's tile rows
+  int heads;     // query heads, or kv heads when packed
+};
+
+// One work item: 128 tile rows of one (head or kv head, sequence).
+struct WorkItem {
+  int s, y, m0, q_start, num_rows, seq_len_k, offset, num_tiles;
+};
+
+// KS: K stages (V has kVStages). ABLATE (kernel lab only, wrong results): 1 = K/V loaded for the first stages only
+// (the stages are reused: no load traffic), 2 = no softmax (P = S as is, no exponentials), 3 = no P V GEMM.
+template <bool PACK, bool INTRA, int KS, int ABLATE = 0>
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                                  const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
+                                  const Sm90Params p) {
+#if RL_SM90_ENABLED
+  using namespace sm90;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t skv = base + 2 * kQBytes, bars = skv + (KS + kVStages) * kTileBytes;
+  auto sk = [&](int st) { return skv + st * kTileBytes; };
+  auto sv = [&](int st) { return skv + (KS + st) * kTileBytes; };
+  auto sq = [&](int qb) { return base + qb * kQBytes; };
+  auto q_full = [&](int qb) { return bars + 8 * qb; };
+  auto q_empty = [&](int qb) { return bars + 16 + 8 * qb; };
+  const uint32_t tail_bar = bars + 32;
+  auto full_k = [&](int st) { return bars + 40 + 8 * st; };
+  auto empty_k = [&](int st) { return bars + 40 + 8 * (KS + st); };
+  auto full_v = [&](int st) { return bars + 40 + 8 * (2 * KS + st); };
+  auto empty_v = [&](int st) { return bars + 40 + 8 * (2 * KS + kVStages + st); };
+
+  // The warpgroup index through a shuffle: the compiler then knows it is warp-uniform, and so are the branches
+  // around the wgmma instructions (otherwise ptxas serializes them, warning C7520).
+  const int tid = threadIdx.x, warp = (tid / 32) % 4, lane = tid & 31;
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
+  const int G = PACK ? group : 1;  // tile rows per query token
+  // Work items, longest causal rows first across the batch: item i is m-block m_blocks − 1 − i / (heads · seqs),
+  // then head, then sequence. A block takes items blockIdx.x, blockIdx.x + gridDim.x, ... (a persistent grid of
+  // one block per SM: the next item's Q and first K/V tiles load while this one finishes; or one block per item).
+  const int per_m = p.heads * static_cast<int>(a.num_seqs), total = p.m_blocks * per_m;
+  // Fills w for item i; false when the m-block lies past the sequence's rows (nothing to do).
+  auto get_item = [&](int i, WorkItem& w) {
+    const int rest = i % per_m;
+    w.y = rest % p.heads;
+    w.s = rest / p.heads;
+    w.m0 = (p.m_blocks - 1 - i / per_m) * kBM;
+    w.q_start = a.cu_seqlens_q[w.s];
+    w.num_rows = (a.cu_seqlens_q[w.s + 1] - w.q_start) * G;
+    if (w.m0 >= w.num_rows) return false;
+    w.seq_len_k = a.seq_lens_k[w.s];
+    w.offset = w.seq_len_k - w.num_rows / G;  // position of query token t is offset + t
+    const int last_token = (min(w.m0 + kBM, w.num_rows) - 1) / G;
+    const int k_end = min(w.seq_len_k, w.offset + last_token + 1);
+    w.num_tiles = (k_end + kBN - 1) / kBN;
+    return true;
+  };
+
+  if (tid == 0) {
+    for (int qb = 0; qb < 2; ++qb) {
+      mbar_init(q_full(qb), 1);
+      mbar_init(q_empty(qb), 8);  // each consumer warp
+    }
+    mbar_init(tail_bar, 1);
+    for (int st = 0; st < KS; ++st) {
+      mbar_init(full_k(st), 1);
+      mbar_init(empty_k(st), 8);  // each consumer warp arrives once per tile
+    }
+    for (int st = 0; st < kVStages; ++st) {
+      mbar_init(full_v(st), 1);
+      mbar_init(empty_v(st), 8);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- producer ----
+    regs_dec<40>();
+    if (warp != 0) return;
+    if (lane == 0) {
+      prefetch_tensor_map(&tm_q);
+      prefetch_tensor_map(&tm_k);
+      prefetch_tensor_map(&tm_v);
+    }
+    const int bs_mask = (1 << p.log2_bs) - 1;
+    int g = 0, k = 0, tails = 0;  // tiles, items and tail tiles so far: stage and barrier phases
+    WorkItem w;
+    for (int i = blockIdx.x; i < total; i += gridDim.x) {
+      if (!get_item(i, w)) continue;
+      const int kvh = PACK ? w.y : w.y / group;
+      const int qb = k & 1;
+      if (k >= 2) mbar_wait(q_empty(qb), ((k >> 1) - 1) & 1);
+      if (lane == 0) {
+        mbar_arrive_expect_tx(q_full(qb), kQBytes);
+        for (int r = 0; r < 2; ++r) {    // the consumers' 64-row halves
+          for (int h = 0; h < 2; ++h) {  // column halves
+            const uint32_t dst = sq(qb) + h * kBM * kHalfRow + r * 64 * kHalfRow;
+            if (PACK) {
+              tma_load_3d(dst, &tm_q, h * 64, w.y * G, w.q_start + (w.m0 + r * 64) / G, q_full(qb));
+            } else {
+              tma_load_3d(dst, &tm_q, h * 64, w.y, w.q_start + w.m0 + r * 64, q_full(qb));
+            }
+          }
+        }
+      }
+      const int32_t* table = a.block_tables + static_cast<int64_t>(w.s) * a.max_blocks;
+      // K and V of a stage are released separately (K once S = Q Kᵀ is done, V once P V is), so the next K tile
+      // loads a whole tile period ahead of its use. The slots of a tile's pages are looked up before the waits.
+      for (int t = 0; t < w.num_tiles; ++t, ++g) {
+        const int kst = g % KS, vst = g % kVStages;
+        const uint32_t kph = (g / KS) & 1, vph = (g / kVStages) & 1;
+        const int n0 = t * kBN, valid = min(kBN, w.seq_len_k - n0);
+        const int boxes = (valid + p.box_rows - 1) / p.box_rows;
+        const uint32_t bytes = static_cast<uint32_t>(boxes * p.box_rows) * 2 * kHalfRow;
+        // Lane b looks up box b's slot (boxes ≤ 16 with block size ≥ 8) before the waits.
+        int slot = 0;
+        if (lane < boxes) {
+          const int key = n0 + lane * p.box_rows;
+          slot = (table[key >> p.log2_bs] << p.log2_bs) + (key & bs_mask);
+        }
+        const bool tail = valid < kBN;
+        const uint32_t k_dst = sk(kst), v_dst = sv(vst);
+        const uint32_t v_bar = tail ? tail_bar : full_v(vst);
+        if (ABLATE == 1 && g >= KS) {
+          mbar_wait(empty_k(kst), kph ^ 1);
+          if (lane == 0) mbar_arrive(full_k(kst));
+          mbar_wait(empty_v(vst), vph ^ 1);
+          if (lane == 0) mbar_arrive(full_v(vst));
+          continue;
+        }
+        // Lane 0 announces the bytes, then lane b issues box b's copies (both column halves): issued from one
+        // lane, a tile's 32 K and 32 V copies at block size 16 held the producer for a good part of a tile period.
+        if (g >= KS) mbar_wait(empty_k(kst), kph ^ 1);
+        if (lane == 0) mbar_arrive_expect_tx(full_k(kst), bytes);
+        __syncwarp();
+        if (lane < boxes) {
+          const uint32_t row_off = lane * p.box_rows * kHalfRow;
+          tma_load_3d(k_dst + row_off, &tm_k, 0, kvh, slot, full_k(kst));
+          tma_load_3d(k_dst + kBN * kHalfRow + row_off, &tm_k, 64, kvh, slot, full_k(kst));
+        }
+        if (g >= kVStages) mbar_wait(empty_v(vst), vph ^ 1);
+        if (lane == 0) mbar_arrive_expect_tx(v_bar, bytes);
+        __syncwarp();
+        if (lane < boxes) {
+          const uint32_t row_off = lane * p.box_rows * kHalfRow;
+          tma_load_3d(v_dst + row_off, &tm_v, 0, kvh, slot, v_bar);
+          tma_load_3d(v_dst + kBN * kHalfRow + row_off, &tm_v, 64, kvh, slot, v_bar);
+        }
+        if (tail) {
+          // The last tile of the sequence: once its V rows have landed, zero rows [valid, kBN) of both halves
+          // (stale slots of the last page, and rows no box covered), then release the stage's V to the consumers.
+          mbar_wait(tail_bar, tails & 1);
+          ++tails;
+          const int chunks = (kBN - valid) * 16;  // 16-byte chunks: 8 per half row, 2 halves
+          for (int c16 = lane; c16 < chunks; c16 += 32) {
+            const int row = valid + c16 / 16, h = (c16 / 8) & 1, c = c16 & 7;
+            const uint32_t addr = v_dst + h * kBN * kHalfRow + row * kHalfRow + c * 16;
+            asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0) : "memory");
+          }
+          fence_proxy_async();
+          __syncwarp();
+          if (lane == 0) mbar_arrive(full_v(vst));
+        }
+      }
+      ++k;
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  regs_inc<232>();
+  const int cw = wg - 1;  // consumer index: rows [m0 + 64 cw, +64) of each item's tile
+  const float scale_log2 = a.scale * 1.4426950408889634f;  // log2(e)
+  // Ping-pong: consumer c issues its GEMMs only while it holds the turn (named barrier 1 + c) and then passes it
+  // on, so one consumer's softmax runs while the other's GEMMs occupy the tensor cores. Per item consumer 0
+  // starts; each side syncs 1 + num_tiles times, and consumer 1 skips its last pass so the arrivals match
+  // (barrier 3 closes the item).
+  const int my_bar = 1 + cw, other_bar = 2 - cw;
+  int g = 0, k = 0;  // tiles and items so far: stage and barrier phases, as the producer counts them
+  WorkItem w;
+  for (int item = blockIdx.x; item < total; item += gridDim.x) {
+    if (!get_item(item, w)) continue;
+    const int m0 = w.m0, num_rows = w.num_rows, offset = w.offset, seq_len_k = w.seq_len_k;
+    const int num_tiles = w.num_tiles, q_start = w.q_start, kvh = PACK ? w.y : w.y / group;
+    auto row_token = [&](int i) { return PACK ? i / G : i; };
+    auto row_head = [&](int i) { return PACK ? kvh * G + i % G : w.y; };
+    auto stage_k = [&](int t) { return (g + t) % KS; };
+    auto phase_k = [&](int t) { return static_cast<uint32_t>((g + t) / KS) & 1u; };
+    auto stage_v = [&](int t) { return (g + t) % kVStages; };
+    auto phase_v = [&](int t) { return static_cast<uint32_t>((g + t) / kVStages) & 1u; };
+    const int qb = k & 1;
+    const int row_base = m0 + cw * 64;
+    const bool has_rows = row_base < num_rows;
+    const int wg_first_pos = offset + row_token(row_base);
+    const int wg_last_pos = offset + row_token(min(row_base + 63, num_rows - 1));
+    const int r0 = row_base + warp * 16 + lane / 4;  // this thread's rows r0 and r0 + 8
+    const int pos[2] = {offset + row_token(r0), offset + row_token(r0 + 8)};
+
+    // Tiles this warpgroup computes: a prefix of the block's tiles (the later ones lie past all of its rows).
+    const int my_tiles = has_rows ? min(num_tiles, wg_last_pos / kBN + 1) : 0;
+
+    float o[64], sc[64];
+    uint32_t pa[kBN / 16][4];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+    float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+    const uint32_t q_rows = sq(qb) + cw * 64 * kHalfRow;
+    // S = Q Kᵀ for the tile in stage st: 8 k-steps of 16 over head_dim (two 64-column halves, 32 bytes per step).
+    auto issue_s = [&](int st) {
+      const uint32_t k_tile = sk(st);
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint64_t da = desc_sw128(q_rows + (kk / 4) * kBM * kHalfRow + (kk % 4) * 32, 16, 1024);
+        const uint64_t db = desc_sw128(k_tile + (kk / 4) * kBN * kHalfRow + (kk % 4) * 32, 16, 1024);
+        wgmma_m64n128_ss(sc, da, db, kk > 0);
+      }
+    };
+    auto pass_turn = [&](int t) {
+      if (t + 1 < num_tiles || cw == 0) named_arrive(other_bar, 256);
+    };
+    auto pin_all = [&] {
+      pin(sc);
+      pin(o);
+#pragma unroll
+      for (int k2 = 0; k2 < kBN / 16; ++k2) pin(pa[k2]);
+    };
+    auto release_k = [&](int t) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_k(stage_k(t)));
+    };
+    auto release_v = [&](int t) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_v(stage_v(t)));
+    };
+    // Mask and online softmax of S (tile t) in place: sc becomes P (unnormalized, log2 domain); returns each row's
+    // correction factor for O (r = 0: row r0, r = 1: row r0 + 8; a quad of lanes shares a row).
+    auto softmax = [&](int t, float (&corr)[2]) {
+      const int n0 = t * kBN;
+      if (ABLATE == 2) {
+        corr[0] = corr[1] = 1.0f;
+        return;
+      }
+      // Causal + length mask, only where the tile crosses the diagonal or the sequence end.
+      if (n0 + kBN - 1 > wg_first_pos || n0 + kBN > seq_len_k) {
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = n0 + j * 8 + 2 * (lane & 3) + (e & 1);
+            if (key > pos[e >> 1] || key >= seq_len_k) sc[4 * j + e] = -INFINITY;
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(row_m[r], mx * scale_log2);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        corr[r] = fast_exp2(row_m[r] - m_use);
+        row_m[r] = m_new;
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) {
+          sc[4 * j + 2 * r] = fast_exp2(fmaf(sc[4 * j + 2 * r], scale_log2, -m_use));
+          sc[4 * j + 2 * r + 1] = fast_exp2(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -m_use));
+          sum += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
+        }
+        row_l[r] = row_l[r] * corr[r] + sum;
+      }
+    };
+    // O *= corr per row, then P to bf16 in the wgmma A-fragment layout (the accumulator layout of S, k = keys).
+    auto rescale_and_pack = [&](const float (&corr)[2]) {
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        o[4 * j + 0] *= corr[0];
+        o[4 * j + 1] *= corr[0];
+        o[4 * j + 2] *= corr[1];
+        o[4 * j + 3] *= corr[1];
+      }
+#pragma unroll
+      for (int k2 = 0; k2 < kBN / 16; ++k2) {
+        pa[k2][0] = pack_bf16x2(sc[8 * k2 + 0], sc[8 * k2 + 1]);
+        pa[k2][1] = pack_bf16x2(sc[8 * k2 + 2], sc[8 * k2 + 3]);
+        pa[k2][2] = pack_bf16x2(sc[8 * k2 + 4], sc[8 * k2 + 5]);
+        pa[k2][3] = pack_bf16x2(sc[8 * k2 + 6], sc[8 * k2 + 7]);
+      }
+    };
+    // One computed tile t, entered with P_t in pa: holding the turn, issue S of tile t + 1 (unless t is this
+    // consumer's last tile) and P V of tile t, pass the turn, then prepare P_{t+1}. INTRA: the softmax of S_{t+1}
+    // runs while P V of tile t is still on the tensor cores (FlashAttention-3's intra-warpgroup overlap; O is
+    // rescaled only after that GEMM is done); otherwise both GEMMs are waited for first. Every wait closes the
+    // iteration (a loop-carried accumulator copied on the back edge while its wgmma is in flight, or a wgmma under
+    // a condition, makes ptxas serialize the wgmmas: C7515); issue_next is a compile-time constant for the same
+    // reason.
+    auto compute_tile = [&](int t, auto issue_next) {
+      constexpr bool kNext = decltype(issue_next)::value;
+      mbar_wait(full_v(stage_v(t)), phase_v(t));
+      if (kNext) mbar_wait(full_k(stage_k(t + 1)), phase_k(t + 1));
+      named_sync(my_bar, 256);
+      pin_all();  // every update of the accumulators stays before the fence
+      wgmma_fence();
+      if constexpr (kNext) {
+        issue_s(stage_k(t + 1));
+        wgmma_commit();
+      }
+      // O += P V, V MN-major: its two 64-column halves kBN · 128 B apart (leading-dimension offset), 8-key groups
+      // 1024 B apart (stride offset).
+      const uint32_t v_tile = sv(stage_v(t));
+#pragma unroll
+      for (int k2 = 0; k2 < kBN / 16; ++k2) {
+        if (ABLATE != 3) wgmma_m64n128_rs_tb(o, pa[k2], desc_sw128(v_tile + k2 * 16 * kHalfRow, kBN * kHalfRow, 1024));
+      }
+      wgmma_commit();
+      pass_turn(t);
+      if constexpr (kNext) {
+        float corr[2];
+        if constexpr (INTRA) {
+          wgmma_wait<1>();  // S_{t+1} done, P V of tile t may still run
+          pin(sc);
+          release_k(t + 1);
+          softmax(t + 1, corr);
+          wgmma_wait<0>();
+          pin_all();
+        } else {
+          wgmma_wait<0>();
+          pin_all();
+          release_k(t + 1);
+          softmax(t + 1, corr);
+        }
+        release_v(t);
+        rescale_and_pack(corr);
+      } else {
+        wgmma_wait<0>();
+        pin_all();
+        release_v(t);
+      }
+    };
+
+    if (cw == 1) named_arrive(other_bar, 256);
+    mbar_wait(q_full(qb), (k >> 1) & 1);
+    mbar_wait(full_k(stage_k(0)), phase_k(0));
+    named_sync(my_bar, 256);
+    if (my_tiles > 0) {
+      pin(sc);
+      wgmma_fence();
+      issue_s(stage_k(0));
+      wgmma_commit();
+      named_arrive(other_bar, 256);
+      wgmma_wait<0>();
+      pin(sc);
+      release_k(0);
+      float corr[2];
+      softmax(0, corr);
+      rescale_and_pack(corr);
+      for (int t = 0; t + 1 < my_tiles; ++t) compute_tile(t, std::true_type{});
+      compute_tile(my_tiles - 1, std::false_type{});
+    } else {
+      named_arrive(other_bar, 256);
+    }
+    // Tiles past all of this consumer's rows: keep the stage and turn protocol, compute nothing.
+    for (int t = my_tiles; t < num_tiles; ++t) {
+      mbar_wait(full_k(stage_k(t)), phase_k(t));
+      mbar_wait(full_v(stage_v(t)), phase_v(t));
+      named_sync(my_bar, 256);
+      pass_turn(t);
+      release_k(t);
+      release_v(t);
+    }
+
+    // Q of this item is no longer read: the producer may load the item after next into its buffer.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(q_empty(qb));
+    // Both consumers are past this item's turn barriers before consumer 1's first arrival for the next item (two
+    // arrivals of its on barrier 1 in a row would complete it without consumer 0).
+    named_sync(3, 256);
+    // Normalize and store this thread's two rows (bf16 pairs).
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = row_l[r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int row = r0 + 8 * r;
+      if (!has_rows || row >= num_rows) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row_token(row)) * a.num_heads * kD +
+                      static_cast<int64_t>(row_head(row)) * kD + 2 * (lane & 3);
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(dst + j * 8) = pack_bf16x2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      }
+    }
+    g += num_tiles;
+    ++k;
+  }
+#endif
+}
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    RL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    RL_CHECK_MSG(q == cudaDriverEntryPointSuccess && f, "cuTensorMapEncodeTiled is not available from the driver");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A bf16 3-D tensor map (dims innermost first; strides of dims 1 and 2 in bytes) with 128-byte swizzle.
+CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, uint64_t stride1, uint64_t stride2,
+                     uint32_t b0, uint32_t b1, uint32_t b2) {
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {d0, d1, d2};
+  const cuuint64_t strides[2] = {stride1, stride2};
+  const cuuint32_t box[3] = {b0, b1, b2};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims,
+                                          strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  RL_CHECK_MSG(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (%d)", static_cast<int>(r));
+  return m;
+}
+
+template <bool PACK, bool INTRA, int KS, int ABLATE = 0>
+void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream) {
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE>;
+  constexpr int kSmemBytes = smem_bytes(KS);
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+  static bool configured = false;
+  if (!configured) {
+    RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    configured = true;
+  }
+  const int64_t group = a.num_heads / a.num_kv_heads, G = PACK ? group : 1;
+  // Q: (column, head, token) over the query part of the qkv rows; a box is 64 rows of one consumer.
+  const CUtensorMap tq = make_map(a.qkv, kD, a.num_heads, a.num_tokens, kD * 2, a.row * 2, 64,
+                                  static_cast<uint32_t>(G), static_cast<uint32_t>(64 / G));
+  Sm90Params p;
+  p.log2_bs = 0;
+  while ((int64_t(1) << p.log2_bs) < a.block_size) ++p.log2_bs;
+  p.box_rows = static_cast<int>(std::min<int64_t>(a.block_size, kBN));
+  p.m_blocks = static_cast<int>(ceil_div(a.max_seqlen_q * G, kBM));
+  p.heads = static_cast<int>(PACK ? a.num_kv_heads : a.num_heads);
+  const int64_t kv_stride = a.num_kv_heads * kD * 2;
+  const CUtensorMap tk = make_map(a.k_cache, kD, a.num_kv_heads, a.kv_slots, kD * 2, kv_stride, 64, 1,
+                                  static_cast<uint32_t>(p.box_rows));
+  const CUtensorMap tv = make_map(a.v_cache, kD, a.num_kv_heads, a.kv_slots, kD * 2, kv_stride, 64, 1,
+                                  static_cast<uint32_t>(p.box_rows));
+  const int64_t items = static_cast<int64_t>(p.m_blocks) * p.heads * a.num_seqs;
+  RL_CHECK_MSG(items < (int64_t(1) << 31), "Hopper prefill: %lld work items", static_cast<long long>(items));
+  const int64_t blocks = persistent ? std::min<int64_t>(items, num_sms) : items;
+  kernel<<<static_cast<unsigned int>(blocks), kThreads, kSmemBytes, stream>>>(tq, tk, tv, a, p);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+bool device_is_sm90() {
+  static const bool yes = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+    return major == 9 && minor == 0;  // the sm_90a machine code runs on compute capability 9.0 only
+  }();
+  return yes;
+}
+
+}  // namespace
+
+bool prefill_attention_sm90_supported(const AttentionArgs& a) {
+  static const bool disabled = [] {
+    const char* e = std::getenv("RIDGELINE_CUDA_PREFILL_SM90");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  return !disabled && device_is_sm90() && a.head_dim == kD && a.row % 8 == 0 && a.kv_slots > 0 &&
+         a.block_size >= 8 && (a.block_size & (a.block_size - 1)) == 0 && a.num_kv_heads > 0 &&
+         a.num_heads % a.num_kv_heads == 0;
+}
+
+void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Options& o, int num_sms,
+                                   cudaStream_t stream) {
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const bool packed = o.pack && group > 1 && 64 % group == 0;
+  // The instances the options select (packed x intra-overlap x K stages).
+  const int v = (packed ? 4 : 0) + (o.intra_overlap ? 2 : 0) + (o.k_stages == 3 ? 1 : 0);
+  switch (v) {
+    case 0: launch_sm90<false, false, 2>(a, o.persistent, num_sms, stream); break;
+    case 1: launch_sm90<false, false, 3>(a, o.persistent, num_sms, stream); break;
+    case 2: launch_sm90<false, true, 2>(a, o.persistent, num_sms, stream); break;
+    case 3: launch_sm90<false, true, 3>(a, o.persistent, num_sms, stream); break;
+    case 4: launch_sm90<true, false, 2>(a, o.persistent, num_sms, stream); break;
+    case 5: launch_sm90<true, false, 3>(a, o.persistent, num_sms, stream); break;
+    case 6: launch_sm90<true, true, 2>(a, o.persistent, num_sms, stream); break;
+    default: launch_sm90<true, true, 3>(a, o.persistent, num_sms, stream); break;
+  }
+}
+
+void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream) {
+  constexpr int ks = kPrefillSm90KStages;
+  switch (ablate) {
+    case 1: launch_sm90<false, true, ks, 1>(a, true, num_sms, stream); break;
+    case 2: launch_sm90<false, true, ks, 2>(a, true, num_sms, stream); break;
+    default: launch_sm90<false, true, ks, 3>(a, true, num_sms, stream); break;
+  }
+}
+
+}  // namespace rl::cuda
