@@ -10,3 +10,5 @@ foreach(_suite api concurrency hostile hostile_framing overload soak playground 
            COMMAND node --test ${CMAKE_CURRENT_SOURCE_DIR}/server/${_suite}.test.mjs)
   set_tests_properties(server_${_suite} PROPERTIES LABELS server TIMEOUT 180 ENVIRONMENT "${_srv_env}")
 endforeach()
+# Chromium can take a long time to come up on a loaded 2-core machine; the test waits up to 150 s for it.
+set_tests_properties(server_playground PROPERTIES TIMEOUT 300)
