@@ -254,6 +254,66 @@ TEST(CudaOps, LinearSiluMulFused) {
   }
 }
 
+// The skinny GEMM (gemm_skinny_sm90.cu: opt-in linear for 16 < M <= 64 on compute capability 9.0) against the CPU: both
+// stage counts and the lab's split counts (clamped to a chunk per split; 6 splits of N = 8200 make blocks walk
+// several tiles), row tails (N = 37, 200, 8200), K tails inside a 64-wide chunk (K = 136, 520, 1000), M from 1 to
+// 64, bias bf16 / f32 / none, y bf16 / f32. Split-K sums in a fixed order: a second run gives the same bits.
+TEST(CudaOps, LinearSkinnyGemm) {
+  int major = 0, minor = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cuda().device_index()), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cuda().device_index()), cudaSuccess);
+  const bool hopper = major == 9 && minor == 0;
+  const auto* aligned = reinterpret_cast<const uint16_t*>(uintptr_t{256});
+  EXPECT_EQ(cuda::skinny_gemm_supported(aligned, aligned, 64, 4096, 4096), hopper);
+  EXPECT_FALSE(cuda::skinny_gemm_supported(aligned, aligned, 65, 4096, 4096));
+  EXPECT_FALSE(cuda::skinny_gemm_supported(aligned, aligned, 32, 4096, 100));  // k % 8 != 0
+  EXPECT_FALSE(cuda::skinny_gemm_supported(aligned + 1, aligned, 32, 4096, 4096));
+  if (hopper) {
+    struct Shape {
+      int64_t n, k;
+    };
+    for (const Shape& s : {Shape{1000, 768}, Shape{37, 1000}, Shape{4096, 1024}, Shape{200, 136}, Shape{8200, 520}}) {
+      for (int64_t m : {1, 17, 40, 64}) {
+        auto x = random_bf16_values(m * s.k), w = random_bf16_values(s.n * s.k, -0.1f, 0.1f);
+        auto b = random_bf16_values(s.n);
+        auto g_x = make_f32(cpu(), x, {m, s.k}), g_w = make_bf16(cpu(), w, {s.n, s.k}), g_b = make_f32(cpu(), b, {s.n});
+        auto c_x = make_bf16(cuda(), x, {m, s.k}), c_w = make_bf16(cuda(), w, {s.n, s.k});
+        auto c_b16 = make_bf16(cuda(), b, {s.n}), c_b32 = make_f32(cuda(), b, {s.n});
+        auto g_y = make(cpu(), DType::kF32, {m, s.n}), g_y0 = make(cpu(), DType::kF32, {m, s.n});
+        cpu().linear(g_x.t, g_w.t, g_b.t, g_y.t);
+        cpu().linear(g_x.t, g_w.t, Tensor(), g_y0.t);
+        const auto ref = read_f32(cpu(), g_y.t), ref0 = read_f32(cpu(), g_y0.t);
+        for (int stages : {4, 8}) {
+          for (int splits : {1, 3, 6, 8}) {
+            const int bias_kind = (stages + splits + static_cast<int>(m)) % 3;  // 0 none, 1 bf16, 2 f32
+            const void* bias = bias_kind == 0 ? nullptr : bias_kind == 1 ? c_b16.t.data : c_b32.t.data;
+            const DType bias_dt = bias_kind == 2 ? DType::kF32 : DType::kBF16;
+            for (DType y_dt : {DType::kBF16, DType::kF32}) {
+              auto c_y = make(cuda(), y_dt, {m, s.n}), c_y2 = make(cuda(), y_dt, {m, s.n});
+              poison(c_y.t);
+              for (Owned* out : {&c_y, &c_y2}) {
+                cuda::launch_skinny_gemm(static_cast<const uint16_t*>(c_x.t.data),
+                                         static_cast<const uint16_t*>(c_w.t.data), bias, bias_dt, out->t.data, y_dt, m,
+                                         s.n, s.k, cuda().skinny_workspace(), cuda().num_sms(), cuda().stream(), stages,
+                                         splits);
+              }
+              const auto got = read_f32(cuda(), c_y.t);
+              EXPECT_LT(rel_err(got, bias ? ref : ref0), kBf16Tol)
+                  << "stages=" << stages << " splits=" << splits << " m=" << m << " n=" << s.n << " k=" << s.k;
+              EXPECT_EQ(got, read_f32(cuda(), c_y2.t)) << "stages=" << stages << " splits=" << splits << " m=" << m;
+            }
+          }
+        }
+      }
+    }
+  }
+  // linear itself with the skinny GEMM switched on (it is opt-in) at the batches it serves (cuBLASLt elsewhere).
+  cuda().set_skinny_gemm(true);
+  for (int64_t m : {17, 33, 64}) check_linear(m, 4096, 1024, DType::kBF16, m != 33, DType::kBF16);
+  check_linear(24, 1000, 768, DType::kF32, true, DType::kF32);
+  cuda().set_skinny_gemm(false);
+}
+
 TEST(CudaOps, LinearCublasLt) {
   check_linear(17, 1000, 768, DType::kBF16, true, DType::kBF16);
   check_linear(300, 512, 1024, DType::kF32, true, DType::kBF16);

@@ -69,6 +69,15 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_partials_), partial_floats * sizeof(float)));
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), cuda::kDecodeWorkspaceRows * sizeof(int)));
   RL_CUDA_CHECK(cudaMemset(decode_counters_, 0, cuda::kDecodeWorkspaceRows * sizeof(int)));
+  skinny_ws_.partial_floats = cuda::kSkinnyWorkspaceFloats;
+  skinny_ws_.num_counters = cuda::kSkinnyWorkspaceCounters;
+  RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&skinny_ws_.partial), skinny_ws_.partial_floats * sizeof(float)));
+  RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&skinny_ws_.counters), skinny_ws_.num_counters * sizeof(int)));
+  RL_CUDA_CHECK(cudaMemset(skinny_ws_.counters, 0, skinny_ws_.num_counters * sizeof(int)));
+  // Off by default: slower end to end than cuBLASLt at batch 32 and 64 (kernel_config.h, "Skinny GEMM").
+  if (const char* env = std::getenv("RIDGELINE_CUDA_SKINNY_GEMM"); env != nullptr && std::string(env) == "1") {
+    skinny_gemm_ = true;
+  }
   for (cudaEvent_t& e : events_) RL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
@@ -84,6 +93,8 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   cudaFree(decode_partials_);
   cudaFree(decode_counters_);
+  cudaFree(skinny_ws_.partial);
+  cudaFree(skinny_ws_.counters);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
   for (auto& [id, e] : markers_) cudaEventDestroy(e);
   if (marker_ref_) cudaEventDestroy(marker_ref_);
@@ -157,6 +168,10 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, c
   }
   if (m <= cuda::kGemvMaxM) {
     cuda::launch_gemv(xp, wp, bias.data, bias.dtype, y.data, y.dtype, m, n, k, stream_);
+    return;
+  }
+  if (skinny_gemm_ && m <= cuda::kSkinnyGemmMaxM && cuda::skinny_gemm_supported(xp, wp, m, n, k)) {
+    cuda::launch_skinny_gemm(xp, wp, bias.data, bias.dtype, y.data, y.dtype, m, n, k, skinny_ws_, num_sms_, stream_);
     return;
   }
   gemm_->run(bf16_ptr(x), bf16_ptr(w), y.data, y.dtype, m, n, k, stream_);

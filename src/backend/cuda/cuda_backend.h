@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "core/status.h"
 
 namespace rl {
@@ -124,6 +125,10 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_; }
   int num_sms() const { return num_sms_; }
+  // The skinny GEMM's split-K workspace (tests and the kernel lab launch it directly).
+  const cuda::SkinnyWorkspace& skinny_workspace() const { return skinny_ws_; }
+  // Whether linear runs the skinny GEMM where it serves (else cuBLASLt): the A/B switch of benchmarks and tests.
+  void set_skinny_gemm(bool on) { skinny_gemm_ = on; }
 
   // Which attention kernel attention() uses; kAuto picks split-KV decode, the Hopper prefill (head_dim 128 on
   // compute capability 9.0) or FA2 prefill (naive for other shapes). Tests and benchmarks force one to compare them.
@@ -143,6 +148,8 @@ class CudaBackend final : public Backend {
   void* gemm_workspace_ = nullptr;
   float* decode_partials_ = nullptr;  // [kDecodeWorkspaceRows * 128] o then [kDecodeWorkspaceRows] lse
   int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
+  cuda::SkinnyWorkspace skinny_ws_;   // split partials and per-tile counters of the skinny GEMM
+  bool skinny_gemm_ = false;  // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1)
   // Fences: a ring of events; fence f is events_[f % kNumFences], recorded at most kNumFences fences ago.
   static constexpr int kNumFences = 8;
   cudaEvent_t events_[kNumFences] = {};

@@ -96,6 +96,21 @@ void launch_gemv_invariant(const uint16_t* x, const uint16_t* w, const void* bia
 // the tile by M (kernel_config.h); 1-7 force one (kernel lab; every config computes the same bits).
 void launch_gemm_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
                            DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int config = 0);
+// Skinny GEMM for Hopper (gemm_skinny_sm90.cu): linear for M ≤ 64 with TMA + wgmma, swap-AB (weight rows on the
+// MMA's M side), split-K added in a fixed order. Same semantics as launch_gemv. The workspace holds the split
+// partials and one counter per 128-row tile (zero between launches).
+struct SkinnyWorkspace {
+  float* partial = nullptr;
+  int64_t partial_floats = 0;
+  int* counters = nullptr;
+  int64_t num_counters = 0;
+};
+// Whether the device and operands suit it: compute capability 9.0, 1 ≤ m ≤ 64, k % 8 == 0, 16-byte aligned x, w.
+bool skinny_gemm_supported(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k);
+// stages_override (kernel lab): 4 or 8 stages (0: kSkinnyGemmStages); splits_override > 0 forces the split count.
+void launch_skinny_gemm(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
+                        int64_t m, int64_t n, int64_t k, const SkinnyWorkspace& ws, int num_sms, cudaStream_t stream,
+                        int stages_override = 0, int splits_override = 0);
 // y[M, N] += bias[N] (after a cuBLASLt GEMM).
 void launch_add_bias(void* y, DType y_dt, const void* bias, DType bias_dt, int64_t m, int64_t n,
                      cudaStream_t stream);

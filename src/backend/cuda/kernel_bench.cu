@@ -120,6 +120,60 @@ void bench_linear(CudaBackend& be) {
   }
 }
 
+// The skinny GEMM (gemm_skinny_sm90.cu) at the decode batches it serves (M = 17..64) and at M = 16, next to
+// cuBLASLt (what served M > 16 before it) and the GEMV in the same run, weight bytes / time, on the projection
+// shapes of Llama-3.1-8B and Qwen3-0.6B; then the kernel lab's stages × splits sweep.
+void bench_skinny(CudaBackend& be) {
+  struct Shape {
+    int64_t k, n;
+  };
+  const Shape shapes[] = {{4096, 6144}, {4096, 4096}, {4096, 28672}, {14336, 4096}, {4096, 14336}, {4096, 128256},
+                          {1024, 4096}, {2048, 1024}, {1024, 6144},  {3072, 1024}};
+  for (const Shape& s : shapes) {
+    const size_t w_bytes = static_cast<size_t>(s.n * s.k * 2);
+    const std::vector<DeviceBuffer> ws = rotated_weights(be, s.n, s.k, 30);
+    const int copies = static_cast<int>(ws.size());
+    const std::string dims = std::to_string(s.k) + "x" + std::to_string(s.n);
+    for (int64_t m : {16, 32, 64}) {
+      DeviceBuffer x(&be, static_cast<size_t>(m * s.k * 2)), y(&be, static_cast<size_t>(m * s.n * 2));
+      be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, s.k}), 3, -1, 1);
+      auto timed = [&](const std::function<void(const void*)>& fn) {
+        return time_ms(be, [&](int i) { fn(ws[i % copies].data()); }, 50);
+      };
+      auto skinny = [&](int stages, int splits) {
+        return timed([&](const void* w) {
+          cuda::launch_skinny_gemm(static_cast<const uint16_t*>(x.data()), static_cast<const uint16_t*>(w), nullptr,
+                                   DType::kBF16, y.data(), DType::kBF16, m, s.n, s.k, be.skinny_workspace(),
+                                   be.num_sms(), be.stream(), stages, splits);
+        });
+      };
+      auto report = [&](const char* kernel, const std::string& shape, double ms) {
+        result(kernel, shape, w_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      };
+      const std::string shape = "m" + std::to_string(m) + "_" + dims;
+      report("skinny", shape, skinny(0, 0));
+      be.set_skinny_gemm(false);
+      report("cublaslt", shape, timed([&](const void* w) {
+               be.linear(Tensor(x.data(), DType::kBF16, {m, s.k}), Tensor(const_cast<void*>(w), DType::kBF16, {s.n, s.k}),
+                         Tensor(), Tensor(y.data(), DType::kBF16, {m, s.n}));
+             }));
+      if (m == 16) {
+        report("gemv", shape, timed([&](const void* w) {
+                 cuda::launch_gemv(static_cast<const uint16_t*>(x.data()), static_cast<const uint16_t*>(w), nullptr,
+                                   DType::kBF16, y.data(), DType::kBF16, m, s.n, s.k, be.stream());
+               }));
+      }
+      if (m != 64) continue;
+      for (int stages : {4, 8}) {
+        for (int splits : {1, 2, 3, 4, 6, 8}) {
+          report("skinny_lab", shape + "_st" + std::to_string(stages) + "_sp" + std::to_string(splits),
+                 skinny(stages, splits));
+        }
+      }
+    }
+  }
+}
+
 // The projection shapes of Llama-3.1-8B and Qwen3-0.6B (K → N; the LM heads included) at M = 1 and 16: the
 // production GEMV (variant 0) next to v2 (variant 1) and v3 without split-K (variant 14), weight bytes / time.
 void bench_gemv_shapes(CudaBackend& be) {
@@ -282,8 +336,13 @@ cuda::AttentionArgs attn_args(const AttnProblem& p, const AttentionMetadata& m, 
   return a;
 }
 
+__global__ void empty_kernel() {}
+
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
+  // What a lone launch between two events costs with no work at all: the floor under every per-launch figure.
+  const double empty_ms = time_ms(be, [&](int) { empty_kernel<<<1, 32, 0, be.stream()>>>(); }, 50);
+  result("launch_floor", "empty_kernel", empty_ms * 1e3, "us");
   for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {64, 4096}, {16, 32768}}) {
     const int64_t b = shape.first, ctx = shape.second;
     const size_t kv_bytes = static_cast<size_t>(b * ctx * kv_heads * d * 2 * 2);
@@ -294,6 +353,18 @@ void bench_decode(CudaBackend& be) {
       const double ms = time_ms(be, [&](int i) { be.attention(p.qkv, p.cache, p.metas[i % copies], p.out); }, 50);
       result(det ? "decode_attn_det" : "decode_attn", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128",
              kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+    }
+    // The same kernel 20 times back to back between the events (as a decode graph runs one layer's attention
+    // after another's, each launch overlapping its predecessor's end through programmatic dependent launch): the
+    // per-launch time without the event pair's fixed cost that a lone launch pays.
+    {
+      constexpr int kBackToBack = 20;
+      const double ms = time_ms(be, [&](int i) {
+        for (int j = 0; j < kBackToBack; ++j) be.attention(p.qkv, p.cache, p.metas[(i * kBackToBack + j) % copies], p.out);
+      }, 20) / kBackToBack;
+      result("decode_attn_b2b", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128",
+             kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      result("decode_attn_b2b_us", "B" + std::to_string(b) + "_S" + std::to_string(ctx), ms * 1e3, "us");
     }
     be.set_deterministic(false);
     // Kernel lab: split slots (own workspace); at B = 1 also a grid sized for a 128k context (as a CUDA graph
@@ -564,9 +635,10 @@ namespace rl {
 
 int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (!only.empty() && only != "copy" && only != "linear" && only != "decode" && only != "prefill" &&
-      only != "gemv" && only != "mla" && only != "sample") {
+      only != "gemv" && only != "skinny" && only != "mla" && only != "sample") {
     std::fprintf(stderr,
-                 "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, decode, prefill, mla, sample)\n",
+                 "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, skinny, decode, prefill, mla, "
+                 "sample)\n",
                  only.c_str());
     return 1;
   }
@@ -580,6 +652,7 @@ int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (only.empty() || only == "copy") bench_copy(cuda);
   if (only.empty() || only == "linear") bench_linear(cuda);
   if (only.empty() || only == "linear" || only == "gemv") bench_gemv_shapes(cuda);
+  if (only.empty() || only == "skinny") bench_skinny(cuda);
   if (only.empty() || only == "decode") bench_decode(cuda);
   if (only.empty() || only == "prefill") bench_prefill(cuda);
   if (only.empty() || only == "mla") bench_mla(cuda);

@@ -110,6 +110,34 @@ inline int gemv_stream_splits(int64_t tiles, int64_t k, int chunk, int num_sms, 
 // 2 steps × 3 stages: 206 TFLOP/s) and 9 (128 × 128, 4 warps, 2 blocks per SM: 204) — not the default until a
 // device run of InvariantGemmTileConfigsAgreeBitwise (which now covers them) has passed.
 
+// Skinny GEMM (sm_90a, gemm_skinny_sm90.cu): linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM in place of cuBLASLt, opt-in
+// (RIDGELINE_CUDA_SKINNY_GEMM=1). Blocks of 128 weight rows × 64 batch columns (wgmma m64n64, two consumer
+// warpgroups), weights and x streamed by TMA through kSkinnyGemmStages stages of 24 KB (8: 192 KB, one block per
+// SM, 128 KB of weights in flight per SM); split-K over kSkinnyMaxSplits k ranges at most, added in a fixed order by
+// the tile's last block. Why it is not the default (H200, 2026-12-03, same run, 2 alternating rounds): alone it
+// matches or beats cuBLASLt at M = 32 / 64 on the Llama-3.1-8B shapes (4096 → 14336 at M = 64: 3.05 against
+// 2.86 TB/s; the LM head 3.95 against 3.72), but Llama-3.1-8B decode ran slower with it: batch 32 5,606 / 5,615
+// tok/s against 5,644 / 5,838 with cuBLASLt, batch 64 9,503 / 9,531 against 9,878 / 9,897 (without programmatic
+// dependent launch it was slower still: 5,383 / 9,316).
+constexpr int64_t kSkinnyGemmMaxM = 64;
+constexpr int kSkinnyGemmStages = 8;
+constexpr int kSkinnyMaxSplits = 8;
+// A split streams at least this many 64-wide k chunks (fewer, and the partial sums cost more than they save).
+constexpr int kSkinnyMinChunksPerSplit = 16;
+// Split count: about half the resident blocks' worth of (tile, split) work, at most 3 splits, each at least
+// kSkinnyMinChunksPerSplit chunks long. Reason (H200, M = 64, 8 stages, weight TB/s by splits 1 / 2 / 3 / 4 / 6 / 8,
+// 2026-12-03): 4096 → 6144 (48 tiles) 1.98 / 1.86 / 1.42 / 1.43 / 1.12 / 1.01; 4096 → 4096 (32 tiles) 1.42 / 1.56 /
+// 1.52 / 1.46 / 1.05 / 0.96; 1024 → 4096 (32 tiles, 16 chunks) 0.60 / 0.54 / 0.52 / 0.50. The tile's last block
+// adds the partials after the others are done, so every split adds to the tail; filling every SM did not pay.
+inline int skinny_gemm_splits(int tiles, int chunks, int resident) {
+  int s = std::max(1, std::min(3, resident / std::max(1, 2 * tiles)));
+  while (s > 1 && (chunks / s < kSkinnyMinChunksPerSplit || static_cast<int64_t>(tiles) * s > resident)) --s;
+  return s;
+}
+// Workspace: 16 MiB of partials (tiles × splits ≤ 512 blocks of 32 KB) and a counter per tile (N ≤ 8M rows).
+constexpr int64_t kSkinnyWorkspaceFloats = int64_t(1) << 22;
+constexpr int64_t kSkinnyWorkspaceCounters = int64_t(1) << 16;
+
 // cuBLASLt workspace: 32 MiB is what cuBLAS recommends for Hopper split-K / stream-K kernels.
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 

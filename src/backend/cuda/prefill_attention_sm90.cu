@@ -15,7 +15,6 @@
 // through block tables of any power-of-two block size ≥ 8. Key rows past the sequence are masked in S; in V they
 // are zeroed by the producer (a reused page can hold anything, and 0 · NaN would poison the row).
 #include <cuda.h>
-#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <type_traits>
@@ -28,6 +27,7 @@
 #include "backend/cuda/kernel_config.h"
 #include "backend/cuda/mma_sm80.cuh"
 #include "backend/cuda/sm90.cuh"
+#include "backend/cuda/tma_map.h"
 #include "core/check.h"
 
 namespace rl::cuda {
@@ -453,32 +453,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    RL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    RL_CHECK_MSG(q == cudaDriverEntryPointSuccess && f, "cuTensorMapEncodeTiled is not available from the driver");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
 // A bf16 3-D tensor map (dims innermost first; strides of dims 1 and 2 in bytes) with 128-byte swizzle.
 CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, uint64_t stride1, uint64_t stride2,
                      uint32_t b0, uint32_t b1, uint32_t b2) {
-  CUtensorMap m;
-  const cuuint64_t dims[3] = {d0, d1, d2};
-  const cuuint64_t strides[2] = {stride1, stride2};
-  const cuuint32_t box[3] = {b0, b1, b2};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims,
-                                          strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  RL_CHECK_MSG(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (%d)", static_cast<int>(r));
-  return m;
+  const uint64_t dims[3] = {d0, d1, d2}, strides[2] = {stride1, stride2};
+  const uint32_t box[3] = {b0, b1, b2};
+  return make_bf16_tensor_map(base, 3, dims, strides, box);
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0>
@@ -511,17 +491,6 @@ void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStrea
   const int64_t blocks = persistent ? std::min<int64_t>(items, num_sms) : items;
   kernel<<<static_cast<unsigned int>(blocks), kThreads, kSmemBytes, stream>>>(tq, tk, tv, a, p);
   RL_CUDA_CHECK_LAUNCH();
-}
-
-bool device_is_sm90() {
-  static const bool yes = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
-    return major == 9 && minor == 0;  // the sm_90a machine code runs on compute capability 9.0 only
-  }();
-  return yes;
 }
 
 }  // namespace
