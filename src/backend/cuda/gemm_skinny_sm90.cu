@@ -35,6 +35,7 @@ namespace {
 constexpr int kBK = 64;             // k per stage: one 128-byte swizzle row of bf16
 constexpr int kTileRows = 128;      // weight rows per block: two consumer warpgroups of 64
 constexpr int kBN = 64;             // batch rows (wgmma N)
+static_assert(kBN == kSkinnyGemmMaxM, "the dispatch bound is the batch tile");
 constexpr int kThreads = 384;       // producer warpgroup + two consumers
 constexpr int kConsumerThreads = 256;
 constexpr int kAccRegs = kBN / 2;   // m64n64 f32 accumulator registers per thread
