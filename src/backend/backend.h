@@ -134,6 +134,25 @@ class Backend {
     kv_write(qkv, rope.layout, slot_mapping, cache);
   }
 
+  // A whole batch-1 decode step's dense layers as one kernel (ops.h DenseStack). dense_stack_unsupported: empty
+  // when this backend runs the stack (a model checks it once, after loading), else why not. The model takes it
+  // only outside deterministic mode: its reductions are not the batched kernels' (not batch-invariant).
+  virtual std::string dense_stack_unsupported(const DenseStack& s) const {
+    (void)s;
+    return "the backend has no dense-stack kernel";
+  }
+  virtual size_t dense_stack_scratch_bytes(const DenseStack& s) const {
+    (void)s;
+    return 0;
+  }
+  // The longest context (keys, the new one included) at which the stack beats the layer kernels.
+  virtual int64_t dense_stack_max_context() const { return 0; }
+  virtual void dense_stack_decode(const DenseStack& s, const DenseStackStep& step) {
+    (void)s;
+    (void)step;
+    RL_CHECK_MSG(false, "dense_stack_decode: not supported by this backend");
+  }
+
   // out[i] = x[indices[i]]. x: [T, H]; indices: i32 [n]; out: [n, H]
   virtual void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) = 0;
   // Fills t (f32 or bf16) with uniform values in [lo, hi) from a counter-based generator keyed by seed:

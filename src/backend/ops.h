@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -40,6 +41,31 @@ struct KvLayer {
   int64_t block_size() const { return k.shape[1]; }
   int64_t num_kv_heads() const { return k.shape[2]; }
   int64_t head_dim() const { return k.shape[3]; }
+};
+
+// A stack of dense Llama-style decoder layers (pre-RMSNorm, RoPE attention with optional q/k norm and qkv / o
+// biases, SiLU-gated MLP without biases), as Backend::dense_stack_decode runs it. Tensors are the layers' own.
+struct DenseStackLayer {
+  Tensor attn_norm, qkv, qkv_bias, q_norm, k_norm, o, o_bias, ffn_norm, gate_up, down;
+  float attn_eps = 1e-6f, ffn_eps = 1e-6f;
+};
+struct DenseStack {
+  std::vector<DenseStackLayer> layers;
+  QkvLayout layout;
+  int64_t hidden = 0, inter = 0;
+  float scale = 1.0f;        // softmax scale
+  float qk_eps = 1e-6f;      // eps of the q/k norms
+  const float* inv_freq = nullptr;  // [head_dim / 2], f32, backend memory
+};
+// One batch-1 decode step through the stack. residual: [1, hidden], the embedding in, the last layer's output
+// out. qkv, attn, inter: [1, row], [1, H D], [1, I] scratch; scratch: dense_stack_scratch_bytes() of backend memory,
+// zero before the first step (each step leaves it so). positions, slots, seq_lens: i32 [1]; block_table: i32
+// [1, max_blocks]; kv: the layers' caches.
+struct DenseStackStep {
+  Tensor residual, qkv, attn, inter;
+  void* scratch = nullptr;
+  Tensor positions, slots, seq_lens, block_table;
+  const KvLayer* kv = nullptr;  // [layers]
 };
 
 // Per-step attention metadata (vLLM v1 style, flattened: prefill chunks and decode tokens mix in one batch).

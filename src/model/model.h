@@ -57,6 +57,10 @@ class Model {
   // Runs the decoder over the batch, writing this step's K/V into kv (one KvLayer per layer) and returning the
   // f32 logits [num_logits, vocab_size] in backend memory, valid until the next call.
   virtual Tensor forward(const ForwardBatch& batch, std::span<const KvLayer> kv) = 0;
+  // > 0: a single-sequence decode step whose context (AttentionMetadata::max_seqlen_k) is at most this many keys
+  // runs another kernel schedule (the Decoder's dense stack), so a runner keeps separate decode graphs for such
+  // steps and gives them max_seqlen_k = this bound. 0: one schedule for every context.
+  virtual int64_t short_decode_context() const { return 0; }
 };
 
 using ModelBuilder =

@@ -32,6 +32,10 @@ ModelRunner::ModelRunner(Model* model, KvStorage* kv, const RunnerLimits& limits
   // Graph buckets pad up to max_num_seqs rows, so the workspace must hold that many tokens and logits.
   model->reserve(std::max(limits_.max_num_tokens, s), std::max(limits_.max_num_logits, s));
   if (!limits_.enforce_eager && limits_.max_num_tokens >= 1) graphs_ = DecodeGraphs::create(&be, s);
+  short_context_ = model->short_decode_context();
+  if (graphs_ && short_context_ > 0 && short_context_ < limits_.max_model_len) {
+    short_graphs_ = DecodeGraphs::create(&be, 1);
+  }
 }
 
 ModelRunner::~ModelRunner() {
@@ -188,23 +192,28 @@ int64_t ModelRunner::launch(const std::vector<SeqStep>& seqs, std::span<const Sa
   // Pending ids are resolved in place in the staged input ids, from the previous step's sampled ids.
   const Tensor ids(static_cast<int32_t*>(d_staging_.data()) + off_.ids, DType::kI32, {t});
   const Tensor prev = sampler->sampled_ids();
-  if (bucket > 0) {
-    // The graph's decode grid is sized for max_model_len; the kernel reads each sequence's length on the device.
-    const ForwardBatch b = make_batch(t, num_rows, num_rows, 1, limits_.max_model_len, true);
+  // A single short sequence: the short graphs, captured with max_seqlen_k = short_context_.
+  const bool short_step = bucket == 1 && short_graphs_ && max_k <= short_context_;
+  std::unique_ptr<DecodeGraphs>& graphs = short_step ? short_graphs_ : graphs_;
+  if (bucket > 0 && graphs) {
+    // The graph's decode grid is sized for max_model_len (or the short bound); the kernel reads each sequence's
+    // length on the device.
+    const ForwardBatch b = make_batch(t, num_rows, num_rows, 1, short_step ? short_context_ : limits_.max_model_len,
+                                      true);
     const auto body = [&] {
       be.resolve_pending_ids(ids, prev);
       Tensor logits = model_->forward(b, kv_->layers());
       sampler->sample(logits, num_rows);
     };
-    if (graphs_->captured(bucket)) {
-      graphs_->replay(bucket);
+    if (graphs->captured(bucket)) {
+      graphs->replay(bucket);
       ++num_graph_steps_;
     } else {
       body();  // eager first: warms up lazily loaded kernels and GEMM plans
-      const Status st = graphs_->capture(bucket, body);
+      const Status st = graphs->capture(bucket, body);
       if (!st.is_ok()) {
         log_warn(st.message() + "; decode steps run eagerly");
-        graphs_.reset();
+        graphs.reset();
       }
     }
   } else {

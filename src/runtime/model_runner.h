@@ -92,6 +92,9 @@ class ModelRunner {
   int32_t* h_staging_[2] = {nullptr, nullptr};  // pinned, by parity
   DeviceBuffer d_staging_;
   std::unique_ptr<DecodeGraphs> graphs_;  // null on CPU or with enforce_eager
+  // Single-sequence steps of at most short_context_ keys (Model::short_decode_context) replay these instead.
+  std::unique_ptr<DecodeGraphs> short_graphs_;
+  int64_t short_context_ = 0;
   int64_t num_graph_steps_ = 0;
 };
 

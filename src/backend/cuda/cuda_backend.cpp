@@ -80,6 +80,10 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   for (cudaEvent_t& e : events_) RL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
+  if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_STACK"); env != nullptr && std::string(env) == "0") {
+    dense_stack_ = false;
+  }
+  if (const char* env = std::getenv("RIDGELINE_CUDA_STACK_LAB")) stack_lab_ = std::atoi(env);
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
   }

@@ -117,6 +117,15 @@ class CudaBackend final : public Backend {
   // over K, no split-K) instead of the split-K GEMV and cuBLASLt; attention computes every row, decode rows
   // included, with the prefill kernel family (one pass over 64-key tiles from key 0, no batch-dependent KV split).
   // Norms and the element-wise ops are row-local in both modes.
+  // The batch-1 dense stack in one persistent kernel (cuda_stack_ops.cpp, decode_stack.cu). On by default on
+  // sm_90; RIDGELINE_CUDA_DECODE_STACK=0 at creation or set_dense_stack(false) turns it off (the A/B switch).
+  std::string dense_stack_unsupported(const DenseStack& s) const override;
+  size_t dense_stack_scratch_bytes(const DenseStack& s) const override;
+  int64_t dense_stack_max_context() const override;
+  void dense_stack_decode(const DenseStack& s, const DenseStackStep& step) override;
+  void set_dense_stack(bool on) { dense_stack_ = on; }
+  // Steps run through dense_stack_decode so far (tests check that the stack served them).
+  int64_t dense_stack_launches() const { return dense_stack_launches_; }
   void set_deterministic(bool on) override { deterministic_ = on; }
   std::string attention_slow_path(const QkvLayout& layout, int64_t block_size) const override;
   bool deterministic() const override { return deterministic_; }
@@ -170,6 +179,9 @@ class CudaBackend final : public Backend {
   // RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE=0 (the A/B switch) or the fused decode path is on (which includes it).
   bool fused_rope_kv_write_ = true;
   int64_t chunk_scratch_limit_ = -1;
+  bool dense_stack_ = true;
+  int stack_lab_ = 0;  // RIDGELINE_CUDA_STACK_LAB: decode_stack.h's lab bits (timing ablations only)
+  int64_t dense_stack_launches_ = 0;
 };
 
 // Fails (as a value) when there is no CUDA device with that index.

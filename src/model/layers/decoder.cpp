@@ -82,6 +82,49 @@ void Decoder::finish_load(WeightLoader& w, const std::vector<float>& inv_freq) {
     inv_freq_ = DeviceBuffer(backend_, inv_freq.size() * sizeof(float));
     backend_->upload(inv_freq_.data(), inv_freq.data(), inv_freq.size() * sizeof(float));
   }
+  prepare_dense_stack();
+}
+
+void Decoder::prepare_dense_stack() {
+  auto no = [&](std::string why) { stack_note_ = std::move(why); };
+  if (tp_) return no("tensor parallelism");
+  if (pos_embed.data || !inv_freq_.data()) return no("not a RoPE model");
+  if (!mtp.empty()) return no("multi-token-prediction modules");
+  if (blocks.empty()) return no("no layers");
+  DenseStack s;
+  const DecoderBlock& b0 = blocks.front();
+  s.layout = b0.attn.layout;
+  s.hidden = config_.hidden_size;
+  s.scale = b0.attn.spec.scale;
+  s.qk_eps = b0.attn.spec.norm_eps;
+  s.inv_freq = static_cast<const float*>(inv_freq_.data());
+  for (const DecoderBlock& b : blocks) {
+    const AttentionSpec& a = b.attn.spec;
+    if (b.mla || b.moe || !b.mlp) return no("a layer is not dense attention + MLP");
+    if (!a.rope || a.window > 0 || a.sinks) return no("a layer's attention has a window, sinks or no RoPE");
+    if (a.scale != s.scale || a.norm_eps != s.qk_eps || b.attn.layout.row() != s.layout.row() ||
+        b.attn.layout.num_heads != s.layout.num_heads || b.attn.layout.head_dim != s.layout.head_dim) {
+      return no("the layers' attention shapes differ");
+    }
+    const Mlp& m = *b.mlp;
+    if (m.act.kind != Activation::kSiluGated || m.gate_up_bias.data || m.down_bias.data) {
+      return no("an MLP is not SiLU-gated without biases");
+    }
+    if (s.inter == 0) s.inter = m.inter;
+    if (m.inter != s.inter) return no("the layers' MLP widths differ");
+    if (b.attn_norm.kind != Norm::Kind::kRms || b.ffn_norm.kind != Norm::Kind::kRms) return no("a norm is not RMSNorm");
+    s.layers.push_back({.attn_norm = b.attn_norm.weight, .qkv = b.attn.qkv, .qkv_bias = b.attn.qkv_bias,
+                        .q_norm = b.attn.q_norm, .k_norm = b.attn.k_norm, .o = b.attn.o, .o_bias = b.attn.o_bias,
+                        .ffn_norm = b.ffn_norm.weight, .gate_up = m.gate_up, .down = m.down,
+                        .attn_eps = b.attn_norm.params.eps, .ffn_eps = b.ffn_norm.params.eps});
+  }
+  std::string why = backend_->dense_stack_unsupported(s);
+  if (!why.empty()) return no(why);
+  // Zeroed once: the kernel leaves its counters at zero after every step.
+  stack_scratch_ = DeviceBuffer(backend_, backend_->dense_stack_scratch_bytes(s), DeviceBuffer::Zeroed{});
+  stack_ = std::move(s);
+  stack_max_context_ = backend_->dense_stack_max_context();
+  stack_note_.clear();
 }
 
 std::vector<KvLayerSpec> Decoder::kv_spec() const {
@@ -138,7 +181,27 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
   auto fused_input = [&](const Norm& norm) { return fuse && !pending && norm.kind == Norm::Kind::kRms; };
   ResidualFusion add_out;
   if (fuse) add_out.residual = residual;
-  for (size_t i = 0; i < blocks.size(); ++i) {
+  // Batch-1 decode through the backend's dense stack: every layer in one kernel, the residual stream complete
+  // afterwards. Only up to the backend's context bound (short_decode_context) and not in deterministic mode (its
+  // reductions differ from the batched kernels').
+  const bool stack = stack_ && t == 1 && b.attn.all_decode && b.attn.num_seqs == 1 &&
+                     b.attn.max_seqlen_k <= stack_max_context_ && !be.deterministic();
+  if (stack) {
+    DenseStackStep st;
+    const QkvLayout& lay = stack_->layout;
+    st.residual = residual;
+    st.qkv = act(p.qkv, 1, lay.row());
+    st.attn = act(p.attn, 1, lay.num_heads * lay.head_dim);
+    st.inter = act(p.inter, 1, stack_->inter);
+    st.scratch = stack_scratch_.data();
+    st.positions = b.positions;
+    st.slots = b.slots(0);
+    st.seq_lens = b.attn.seq_lens_k;
+    st.block_table = b.block_tables(0);
+    st.kv = kv.data();
+    be.dense_stack_decode(*stack_, st);
+  }
+  for (size_t i = 0; i < (stack ? 0 : blocks.size()); ++i) {
     const DecoderBlock& L = blocks[i];
     const QkvLayout& lay = L.attn.layout;
     if (L.mla) {

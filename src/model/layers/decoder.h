@@ -61,6 +61,10 @@ class Decoder final : public Model {
   uint64_t workspace_bytes(int64_t max_num_tokens, int64_t max_num_logits) const override;
   void reserve(int64_t max_num_tokens, int64_t max_num_logits) override;
   Tensor forward(const ForwardBatch& batch, std::span<const KvLayer> kv) override;
+  // Why batch-1 decode steps do not run the backend's dense stack (Backend::dense_stack_decode, one kernel for all
+  // layers); empty when they do (outside deterministic mode). Decided once, in finish_load.
+  const std::string& dense_stack_note() const { return stack_note_; }
+  int64_t short_decode_context() const override { return stack_ ? stack_max_context_ : 0; }
 
  private:
   struct Plan;  // offsets of every buffer in the workspace
@@ -78,6 +82,12 @@ class Decoder final : public Model {
   DeviceBuffer inv_freq_;
   int64_t max_tokens_ = 0, max_logits_ = 0;
   DeviceBuffer workspace_;
+  // The layers as a dense stack, when the architecture and the backend allow it (prepare_dense_stack).
+  void prepare_dense_stack();
+  std::optional<DenseStack> stack_;
+  DeviceBuffer stack_scratch_;
+  std::string stack_note_;
+  int64_t stack_max_context_ = 0;
 };
 
 }  // namespace rl

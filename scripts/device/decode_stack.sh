@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The dense stack (decode_stack.cu: a batch-1 decode step's dense layers as one persistent kernel, issue 12): its model
+# test (rl_tests_ops, CudaDenseStack) and memcheck on one shape, then batch-1 decode of Qwen3-0.6B and Llama-3.1-8B
+# with the stack and without it (RIDGELINE_CUDA_DECODE_STACK=0: the layer kernels), alternating, ROUNDS rounds (default
+# 2), a 1000-token prompt each way (past the stack's 512-key bound: both must run the layer kernels), and the lab
+# ablations (RIDGELINE_CUDA_STACK_LAB, decode_stack.h: 1 no attention, 2 no GEMV arithmetic, 4 block instead of grid
+# barriers). Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says, for the test's fixtures). Prints a short
+# table last; full logs in $OUT/decode_stack_logs.tgz. About 90 s on the H200.
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+device_env
+T="$bin/rl_tests_ops"
+sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+t0=$(date +%s)
+timeout 120 "$T" --gtest_filter='*CudaDenseStack*' --gtest_color=no > "$L/stack_test.log" 2>&1
+echo "stack test rc=$? $(( $(date +%s) - t0 ))s"
+timeout 150 "$sanitizer" --tool memcheck --error-exitcode 3 "$T" --gtest_filter='*CudaDenseStack*llama3' \
+  > "$L/memcheck.log" 2>&1
+echo "memcheck rc=$? $(( $(date +%s) - t0 ))s"
+run() {  # tag off|LAB args...: one bench latency with the stack off, or on with the given lab bits (0: production)
+  local t=$1 mode=$2
+  shift 2
+  if [ "$mode" = off ]; then
+    RIDGELINE_CUDA_DECODE_STACK=0 lat "$t" "$@"
+  else
+    RIDGELINE_CUDA_STACK_LAB=$mode lat "$t" "$@"
+  fi
+}
+tags=()
+for r in $(seq 1 "${ROUNDS:-2}"); do
+  for mode in off 0; do
+    run "q_${mode}_$r" $mode "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256
+    run "l_${mode}_$r" $mode "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256
+    tags+=("q_${mode}_$r" "l_${mode}_$r")
+  done
+done
+for mode in off 0; do
+  run "q1000_$mode" $mode "${QWEN06B[@]}" --batch 1 --input-len 1000 --output-len 128
+  run "l1000_$mode" $mode "${LLAMA8B[@]}" --batch 1 --input-len 1000 --output-len 128
+  tags+=("q1000_$mode" "l1000_$mode")
+done
+for lab in 1 2 4; do
+  run "q_lab$lab" $lab "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256
+  tags+=("q_lab$lab")
+done
+run l_lab4 4 "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256
+tags+=(l_lab4)
+tar czf "$final_out/decode_stack_logs.tgz" -C "$L" .
+echo "== summary (q: Qwen3-0.6B, l: Llama-3.1-8B; off: layer kernels; 0: the stack; labN: ablation) =="
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$L/stack_test.log" | head -8
+grep -E "ERROR SUMMARY" "$L/memcheck.log"
+for t in "${tags[@]}"; do
+  [ -f "$L/lat_$t.json" ] || { echo "$t: no result"; continue; }
+  python3 -c "import json; j = json.load(open('$L/lat_$t.json'));
+print('$t', round(j['decode_tokens_per_s'], 1), 'tok/s, TPOT', round(j['tpot_ms'], 4), 'ms')"
+done

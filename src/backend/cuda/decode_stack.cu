@@ -1,0 +1,658 @@
+// The batch-1 decode step's dense layers as one persistent kernel (issue 12: a small model's step was ~230 dependent
+// kernels of 3-7 µs each around 0.3 ms of weight streaming; between kernels the weight stream stopped).
+//
+// One block per SM, all resident. Per block, one producer warp streams weight tiles (8 rows × up to 1024 columns,
+// 16 KB) with the bulk-copy engine into a ring of kStages shared-memory stages, in the order the block's consumers
+// will use them, across every phase of every layer: a tile's stage is refilled as soon as the consumers release it,
+// never waiting for activations. Eight consumer warps run the phases of each layer, with a grid-wide barrier
+// (a counter in global memory: one release-add per block, one thread polling with acquire loads) between phases:
+//   1. x = RMSNorm(residual) into shared memory; qkv = W_qkv x (+ bias)
+//   2. attention, one (KV head, key split) unit per block: the group's q heads normed and rotated, the new K/V
+//      normed, rotated and written to the cache by the split holding the new position, then each warp's keys (4 at
+//      a time, loaded from the paged cache) under an online softmax, the warps merged in order; with several splits
+//      the unit's last finisher merges the splits in split order (the result does not depend on which block
+//      finishes last)
+//   3. x = attention output; residual += W_o x (+ bias)
+//   4. x = RMSNorm(residual); inter = silu(W_gate x) · (W_up x)
+//   5. x = inter; residual += W_down x
+// Every rounding is the unfused path's: bf16 normed inputs, projections rounded before the residual add, q and k
+// rounded after RoPE, the K/V cache bf16. Block b takes a phase's row groups g ≡ b + rotation (mod grid), the
+// rotation moving by one every phase so the blocks with one group more change from phase to phase.
+// The attention phase is latency-bound (a split's keys are loaded after the barrier), so the model runs the stack
+// only up to kStackMaxContext keys (decode_stack.h; the runner keeps separate graphs for such steps).
+#include <cstdio>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_launch.cuh"
+#include "backend/cuda/decode_stack.h"
+#include "backend/cuda/sm90.cuh"
+#include "backend/cuda/tma_map.h"
+
+namespace rl::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // consumer warps; the producer is warp kWarps
+constexpr int kConsumers = kWarps * 32;
+constexpr int kThreads = kConsumers + 32;
+constexpr int kRows = kWarps;  // weight rows per tile, one per consumer warp
+constexpr int kChunk = 1024;   // columns per tile row
+constexpr int kRowBytes = kChunk * 2;
+constexpr int kStageBytes = kRows * kRowBytes;
+constexpr int kStages = 11;
+constexpr int kMaxVec = 16384;       // longest input vector (hidden, H D, I) held in shared memory
+constexpr int kMaxGroupDims = 1024;  // query heads per KV head × head_dim
+constexpr int kMaxSplits = 64;
+// Shared memory: the stages, then one region that holds the phase's input vector (bf16) or, during attention, the
+// warps' softmax states, then the query heads (f32), the reduction slots and the mbarriers.
+constexpr int kStateFloats = kWarps * kMaxGroupDims + kWarps * 16 * 2;
+constexpr int kUnionBytes = kMaxVec * 2 > kStateFloats * 4 ? kMaxVec * 2 : kStateFloats * 4;
+constexpr int kUnionOffset = kStages * kStageBytes;
+constexpr int kQOffset = kUnionOffset + kUnionBytes;
+constexpr int kRedOffset = kQOffset + kMaxGroupDims * 4;
+constexpr int kBarOffset = kRedOffset + 64 * 4;
+constexpr int kSmemBytes = kBarOffset + 2 * kStages * 8 + 16;
+static_assert(kSmemBytes <= 227 * 1024, "one block per SM must fit");
+
+// The device code exists for sm_90a only (dispatched there by stack_supported); other targets get a trapping kernel.
+#if RL_SM90_ENABLED
+
+// Named barrier 1: the consumer warps (the producer never joins).
+__device__ __forceinline__ void consumers_sync() {
+  sm90::named_sync(1, kConsumers);
+}
+
+// Counter layout at the end of the scratch: [0] grid barrier arrivals, [1] blocks done, [2 + kvh] split arrivals.
+struct Sync {
+  uint32_t* barrier;
+  uint32_t* done;
+  uint32_t* heads;
+};
+
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+// All blocks' consumers meet: the n-th barrier of the launch waits for n · gridDim.x arrivals (one release-add
+// per block after a block barrier, then one thread polls with acquire loads). A block that waits 20 s means a block
+// never became resident: trap rather than hang.
+__device__ void grid_sync(const Sync& s, uint32_t& n, int lab) {
+  consumers_sync();
+  ++n;
+  if (lab & kStackLabNoGridSync) return;
+  if (threadIdx.x == 0) {
+    if (lab & kStackLabFenceBarrier) {
+      __threadfence();
+      atomicAdd(s.barrier, 1u);
+    } else {
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(s.barrier) : "memory");
+    }
+    const uint32_t target = n * gridDim.x;
+    const uint64_t t0 = global_ns();
+    while (load_acquire(s.barrier) < target) {
+      if (global_ns() - t0 > 20000000000ull) {
+        printf("decode_stack: block %d waited 20 s at grid barrier %u\n", blockIdx.x, n);
+        __trap();
+      }
+    }
+    if (lab & kStackLabFenceBarrier) __threadfence();
+  }
+  consumers_sync();
+}
+
+// Sum over the consumer threads; every consumer gets it. red: 8 floats; the caller syncs before red is reused.
+__device__ float consumers_sum(float v, float* red) {
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  consumers_sync();
+  float t = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) t += red[w];
+  return t;
+}
+
+// x (bf16, n elements, n % 8 == 0) into shared memory, read past L1 (other blocks wrote it in this launch).
+__device__ void load_vec(uint16_t* xs, const uint16_t* src, int n, int lab) {
+  for (int c = threadIdx.x; c < ((lab & kStackLabNoPrologue) ? 0 : n / 8); c += kConsumers) {
+    reinterpret_cast<uint4*>(xs)[c] = __ldcg(reinterpret_cast<const uint4*>(src) + c);
+  }
+  consumers_sync();
+}
+
+// xs = bf16(w · (x · rsqrt(mean(x²) + eps))), as rms_norm_kernel.
+__device__ void load_normed(uint16_t* xs, const uint16_t* src, const void* w, bool w_f32, int n, float eps,
+                            float* red, int lab) {
+  if (lab & kStackLabNoPrologue) {
+    consumers_sync();
+    return;
+  }
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < n / 8; c += kConsumers) {
+    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src) + c);
+    float v[8];
+    unpack8(raw, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
+    reinterpret_cast<uint4*>(xs)[c] = raw;
+  }
+  const float inv = rsqrtf(consumers_sum(ss, red) / static_cast<float>(n) + eps);
+  for (int c = threadIdx.x; c < n / 8; c += kConsumers) {  // each thread rewrites the chunks it stored
+    float v[8];
+    unpack8(reinterpret_cast<const uint4*>(xs)[c], v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = load_param(w, w_f32, c * 8 + i) * (v[i] * inv);
+    reinterpret_cast<uint4*>(xs)[c] = pack8(v);
+  }
+  consumers_sync();
+}
+
+// The weight phases of a layer, in the order both roles walk them.
+enum Phase { kQkv = 0, kOut = 1, kGateUp = 2, kDown = 3, kNumPhases = 4 };
+
+struct Gemv {
+  const uint16_t* w;
+  int64_t k;
+  int64_t rows;  // output rows (gated: I, each from a gate row and an up row)
+  bool gated;
+  __device__ int64_t groups() const {
+    return gated ? (rows + kRows / 2 - 1) / (kRows / 2) : (rows + kRows - 1) / kRows;
+  }
+  __device__ int64_t chunks() const { return (k + kChunk - 1) / kChunk; }
+  // Weight row of tile row r in group g, or -1 past the end.
+  __device__ int64_t weight_row(int64_t g, int r) const {
+    if (gated) {
+      const int64_t i = g * (kRows / 2) + (r % (kRows / 2));
+      return i < rows ? i + (r < kRows / 2 ? 0 : rows) : -1;
+    }
+    const int64_t i = g * kRows + r;
+    return i < rows ? i : -1;
+  }
+};
+
+__device__ Gemv phase_gemv(const StackParams& p, const StackLayer& L, int ph) {
+  const int64_t q = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  const int64_t kv = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
+  switch (ph) {
+    case kQkv:
+      return {L.qkv, p.hidden, q + 2 * kv, false};
+    case kOut:
+      return {L.o, q, p.hidden, false};
+    case kGateUp:
+      return {L.gate_up, p.hidden, p.inter, true};
+    default:
+      return {L.down, p.inter, p.hidden, false};
+  }
+}
+
+// First group of block b in a phase (groups g ≡ b + rotation mod grid).
+__device__ __forceinline__ int64_t first_group(int layer, int ph) {
+  const int rot = (layer * kNumPhases + ph) % gridDim.x;
+  return (blockIdx.x + gridDim.x - rot) % gridDim.x;
+}
+
+struct Ring {
+  uint8_t* stages;
+  uint32_t full0, empty0;  // shared addresses of the first full / empty mbarrier (8 bytes apart)
+};
+
+// The producer warp: every tile of every phase of every layer this block will consume, in order.
+__device__ void produce(const StackParams& p, const Ring& ring) {
+  const int lane = threadIdx.x & 31;
+  uint32_t t = 0;
+  for (int layer = 0; layer < p.num_layers; ++layer) {
+    for (int ph = 0; ph < kNumPhases; ++ph) {
+      const Gemv g = phase_gemv(p, p.layers[layer], ph);
+      const int64_t groups = g.groups(), chunks = g.chunks();
+      for (int64_t grp = first_group(layer, ph); grp < groups; grp += gridDim.x) {
+        const int64_t row = lane < kRows ? g.weight_row(grp, lane) : -1;
+        const int valid = __popc(__ballot_sync(0xffffffffu, row >= 0));
+        for (int64_t c = 0; c < chunks; ++c, ++t) {
+          const uint32_t s = t % kStages, n = t / kStages;
+          if (n > 0) sm90::mbar_wait(ring.empty0 + 8 * s, (n - 1) & 1);
+          const int64_t k0 = c * kChunk;
+          const uint32_t bytes = static_cast<uint32_t>((g.k - k0 < kChunk ? g.k - k0 : kChunk) * 2);
+          if (lane == 0) sm90::mbar_arrive_expect_tx(ring.full0 + 8 * s, bytes * valid);
+          __syncwarp();
+          if (row >= 0) {
+            sm90::bulk_load(sm90::smem_addr(ring.stages + s * kStageBytes + lane * kRowBytes), g.w + row * g.k + k0,
+                            bytes, ring.full0 + 8 * s);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A consumer phase's GEMV: warp w takes tile row w of every tile; the row's dot product over its chunks, then the
+// epilogue. x: the phase's input in shared memory.
+template <int kPh>
+__device__ void consume(const StackParams& p, const StackLayer& L, int layer, const Ring& ring, const uint16_t* xs,
+                        float* red, uint32_t& t) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const Gemv g = phase_gemv(p, L, kPh);
+  const int64_t groups = g.groups(), chunks = g.chunks();
+  int parity_buf = 0;
+  for (int64_t grp = first_group(layer, kPh); grp < groups; grp += gridDim.x) {
+    float acc = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c, ++t) {
+      const uint32_t s = t % kStages;
+      sm90::mbar_wait(ring.full0 + 8 * s, (t / kStages) & 1);
+      const int64_t k0 = c * kChunk;
+      const int len = static_cast<int>(g.k - k0 < kChunk ? g.k - k0 : kChunk);
+      const uint16_t* wr = reinterpret_cast<const uint16_t*>(ring.stages + s * kStageBytes + warp * kRowBytes);
+#pragma unroll
+      for (int j = 0; j < kChunk / 256; ++j) {
+        const int e = lane * 8 + 256 * j;
+        if (e < len && !(p.lab & kStackLabNoGemvMath)) {
+          float a[8], b[8];
+          unpack8(*reinterpret_cast<const uint4*>(wr + e), a);
+          unpack8(*reinterpret_cast<const uint4*>(xs + k0 + e), b);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc = fmaf(a[i], b[i], acc);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) sm90::mbar_arrive(ring.empty0 + 8 * s);
+    }
+    acc = warp_sum(acc);
+    if constexpr (kPh == kGateUp) {
+      // Warps 0-3 hold gate rows, 4-7 the matching up rows; two slot sets alternate so a fast warp's next write
+      // never meets warp 0's read of this group.
+      float* slot = red + 16 + 8 * parity_buf;
+      if (lane == 0) slot[warp] = acc;
+      consumers_sync();
+      if (warp == 0 && lane < kRows / 2) {
+        const int64_t i = grp * (kRows / 2) + lane;
+        if (i < g.rows) {
+          const float gv = slot[lane], uv = slot[lane + kRows / 2];
+          p.inter_buf[i] = f32_to_bf16_bits(gv / (1.0f + __expf(-gv)) * uv);
+        }
+      }
+      parity_buf ^= 1;
+    } else {
+      const int64_t row = grp * kRows + warp;
+      if (lane == 0 && row < g.rows) {
+        if constexpr (kPh == kQkv) {
+          const float v = acc + (L.qkv_bias ? load_param(L.qkv_bias, p.bias_f32, row) : 0.0f);
+          p.qkv[row] = f32_to_bf16_bits(v);
+        } else {
+          const void* bias = kPh == kOut ? L.o_bias : nullptr;
+          const float v = acc + (bias ? load_param(bias, p.bias_f32, row) : 0.0f);
+          const float r = bf16_bits_to_f32(__ldcg(p.residual + row));
+          p.residual[row] = f32_to_bf16_bits(r + bf16_bits_to_f32(f32_to_bf16_bits(v)));
+        }
+      }
+    }
+  }
+}
+
+// RMSNorm (optional) and neox RoPE of one head held as kDpl consecutive elements per lane (lane l: elements
+// [l kDpl, (l + 1) kDpl); the rotation partner of lane l is lane l ^ 16). Rounded to bf16 as the unfused path stores
+// it.
+template <int kDpl>
+__device__ void norm_rope(float (&x)[kDpl], const void* nw, bool nw_f32, float eps, const float* inv_freq, float pos) {
+  const int lane = threadIdx.x & 31;
+  constexpr int kD = kDpl * 32;
+  if (nw) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDpl; ++i) ss += x[i] * x[i];
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(kD) + eps);
+#pragma unroll
+    for (int i = 0; i < kDpl; ++i) x[i] = load_param(nw, nw_f32, lane * kDpl + i) * (x[i] * inv);
+  }
+  const bool lo = lane < 16;
+#pragma unroll
+  for (int i = 0; i < kDpl; ++i) {
+    const float partner = __shfl_xor_sync(0xffffffffu, x[i], 16);
+    const int f = (lane & 15) * kDpl + i;
+    float sn, cs;
+    sincosf(pos * inv_freq[f], &sn, &cs);
+    const float r = lo ? x[i] * cs - partner * sn : x[i] * cs + partner * sn;
+    x[i] = bf16_bits_to_f32(f32_to_bf16_bits(r));
+  }
+}
+
+template <int kDpl>
+__device__ __forceinline__ void load_row(float (&x)[kDpl], const uint16_t* src) {
+  if constexpr (kDpl == 8) {
+    unpack8(__ldcg(reinterpret_cast<const uint4*>(src)), x);
+  } else if constexpr (kDpl == 4) {
+    const uint2 v = __ldcg(reinterpret_cast<const uint2*>(src));
+    x[0] = __uint_as_float(v.x << 16), x[1] = __uint_as_float(v.x & 0xffff0000u);
+    x[2] = __uint_as_float(v.y << 16), x[3] = __uint_as_float(v.y & 0xffff0000u);
+  } else {
+    const uint32_t v = __ldcg(reinterpret_cast<const unsigned int*>(src));
+    x[0] = __uint_as_float(v << 16), x[1] = __uint_as_float(v & 0xffff0000u);
+  }
+}
+
+template <int kDpl>
+__device__ __forceinline__ void store_row(uint16_t* dst, const float (&x)[kDpl]) {
+#pragma unroll
+  for (int i = 0; i < kDpl; ++i) dst[i] = f32_to_bf16_bits(x[i]);
+}
+
+// One online-softmax step of a warp over kN keys (scores already scaled to log2; masked keys at -inf with zero
+// values) for the group's query heads.
+template <int kDpl, int kG, int kN>
+__device__ __forceinline__ void softmax_step(const float (&q)[kG][kDpl], const float (&kf)[kN][kDpl],
+                                             const float (&vf)[kN][kDpl], const bool (&ok)[kN], int gq, float scale,
+                                             float (&m)[kG], float (&l)[kG], float (&acc)[kG][kDpl]) {
+#pragma unroll
+  for (int h = 0; h < kG; ++h) {
+    if (h >= gq) break;
+    float sc[kN];
+    float mx = m[h];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      float d = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kDpl; ++i) d = fmaf(q[h][i], kf[j][i], d);
+      sc[j] = ok[j] ? warp_sum(d) * scale : -INFINITY;
+      mx = fmaxf(mx, sc[j]);
+    }
+    if (mx == -INFINITY) continue;  // no key yet
+    const float corr = exp2f(m[h] - mx);
+    float psum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDpl; ++i) acc[h][i] *= corr;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      const float pj = exp2f(sc[j] - mx);
+      psum += pj;
+#pragma unroll
+      for (int i = 0; i < kDpl; ++i) acc[h][i] = fmaf(pj, vf[j][i], acc[h][i]);
+    }
+    l[h] = l[h] * corr + psum;
+    m[h] = mx;
+  }
+}
+
+// Offset of key `key`'s row of KV head kvh in a layer's cache (elements).
+__device__ __forceinline__ int64_t kv_offset(const StackParams& p, int key, int kvh) {
+  const int64_t page = p.block_table[key / p.block_size];
+  return ((page * p.block_size + key % p.block_size) * p.num_kv_heads + kvh) * p.head_dim;
+}
+
+constexpr int kMinKeysPerSplit = 16;  // see key_splits
+
+// Key split of the step: the most splits that keep one unit per block and at least kMinKeysPerSplit keys each
+// (short contexts: a split is one 4-key batch per warp or less); every split holds at least one key. Unit u: KV head
+// u % KVH, split u / KVH.
+struct Splits {
+  int count, per;
+};
+__device__ Splits key_splits(int len, int num_kv_heads, int max_splits) {
+  int want = static_cast<int>(gridDim.x) / num_kv_heads;
+  want = want < 1 ? 1 : (want > max_splits ? max_splits : want);
+  const int cap = (len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  if (want > cap) want = cap;
+  const int per = (len + want - 1) / want;
+  return {(len + per - 1) / per, per};
+}
+
+// The attention phase (see the file comment). kG: most query heads per KV head for this head_dim.
+template <int kDpl, int kG>
+__device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sync, uint8_t* smem, int len, int pos,
+                       int slot, const Splits& sp) {
+  constexpr int kD = kDpl * 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int kvh_n = p.num_kv_heads, gq = p.num_heads / kvh_n;
+  const int64_t q_size = static_cast<int64_t>(p.num_heads) * kD, kv_row = static_cast<int64_t>(kvh_n) * kD;
+  float* state = reinterpret_cast<float*>(smem + kUnionOffset);  // [kWarps][gq][kD] accumulators
+  float* ml = state + kWarps * kMaxGroupDims;                    // [kWarps][16][2] max and sum
+  float* qs = reinterpret_cast<float*>(smem + kQOffset);         // [gq][kD]
+  int* flag = reinterpret_cast<int*>(smem + kRedOffset) + 48;
+  const float fpos = static_cast<float>(pos);
+  const int units = (p.lab & kStackLabNoAttention) ? 0 : kvh_n * sp.count;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const int kvh = u % kvh_n, s = u / kvh_n;
+    const int k0 = s * sp.per, k1 = min(len, k0 + sp.per);
+    // The group's query heads, and (the split holding the new position) the new key and value into the cache.
+    for (int task = warp; task <= gq; task += kWarps) {
+      float x[kDpl];
+      if (task < gq) {
+        const int64_t h = static_cast<int64_t>(kvh) * gq + task;
+        load_row<kDpl>(x, p.qkv + h * kD + lane * kDpl);
+        norm_rope<kDpl>(x, L.q_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos);
+#pragma unroll
+        for (int i = 0; i < kDpl; ++i) qs[task * kD + lane * kDpl + i] = x[i];
+      } else if (k1 == len) {
+        const int64_t kd = static_cast<int64_t>(slot) * kv_row + kvh * kD + lane * kDpl;
+        load_row<kDpl>(x, p.qkv + q_size + kvh * kD + lane * kDpl);
+        norm_rope<kDpl>(x, L.k_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos);
+        store_row<kDpl>(L.k_cache + kd, x);
+        load_row<kDpl>(x, p.qkv + q_size + kv_row + kvh * kD + lane * kDpl);
+        store_row<kDpl>(L.v_cache + kd, x);
+      }
+    }
+    consumers_sync();  // q in shared memory; the new K/V row in the cache (read back below by this block)
+    float q[kG][kDpl], acc[kG][kDpl], m[kG], l[kG];
+#pragma unroll
+    for (int h = 0; h < kG; ++h) {
+      m[h] = -INFINITY;
+      l[h] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kDpl; ++i) {
+        q[h][i] = h < gq ? qs[h * kD + lane * kDpl + i] : 0.0f;
+        acc[h][i] = 0.0f;
+      }
+    }
+    for (int kb = k0 + 4 * warp; kb < k1; kb += 4 * kWarps) {
+      float kf[4][kDpl], vf[4][kDpl];
+      bool ok[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ok[j] = kb + j < k1;
+        const int64_t off = kv_offset(p, ok[j] ? kb + j : kb, kvh) + lane * kDpl;  // past the split: a valid row
+        load_row<kDpl>(kf[j], L.k_cache + off);
+        load_row<kDpl>(vf[j], L.v_cache + off);
+      }
+      softmax_step<kDpl, kG, 4>(q, kf, vf, ok, gq, p.scale_log2, m, l, acc);
+    }
+#pragma unroll
+    for (int h = 0; h < kG; ++h) {
+      if (h >= gq) break;
+#pragma unroll
+      for (int i = 0; i < kDpl; ++i) state[(warp * gq + h) * kD + lane * kDpl + i] = acc[h][i];
+      if (lane == 0) {
+        ml[(warp * 16 + h) * 2] = m[h];
+        ml[(warp * 16 + h) * 2 + 1] = l[h];
+      }
+    }
+    consumers_sync();
+    // The warps merged in warp order: unnormalised output, its maximum and its sum per (head, element).
+    float* part = static_cast<float*>(p.scratch);  // [H][max_splits][kD + 2]
+    for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
+      const int h = e / kD, d = e % kD;
+      float mx = -INFINITY;
+      for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ml[(w * 16 + h) * 2]);
+      float sum = 0.0f, o = 0.0f;
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = ml[(w * 16 + h) * 2] == -INFINITY ? 0.0f : exp2f(ml[(w * 16 + h) * 2] - mx);
+        sum += ml[(w * 16 + h) * 2 + 1] * f;
+        o += state[(w * gq + h) * kD + d] * f;
+      }
+      const int64_t head = static_cast<int64_t>(kvh) * gq + h;
+      if (sp.count == 1) {
+        p.attn[head * kD + d] = f32_to_bf16_bits(o / sum);
+      } else {
+        float* dst = part + (head * p.max_splits + s) * (kD + 2);
+        dst[d] = o;
+        if (d == 0) {
+          dst[kD] = mx;
+          dst[kD + 1] = sum;
+        }
+      }
+    }
+    if (sp.count > 1) {
+      consumers_sync();
+      if (threadIdx.x == 0) {
+        __threadfence();
+        const uint32_t before = atomicAdd(sync.heads + kvh, 1u);
+        *flag = before == static_cast<uint32_t>(sp.count - 1);
+        if (*flag) {
+          atomicExch(sync.heads + kvh, 0u);
+          __threadfence();
+        }
+      }
+      consumers_sync();
+      if (*flag) {  // the last split of this KV head merges all of them in split order
+        for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
+          const int h = e / kD, d = e % kD;
+          const int64_t head = static_cast<int64_t>(kvh) * gq + h;
+          const float* src = part + head * p.max_splits * (kD + 2);
+          float mx = -INFINITY;
+          for (int j = 0; j < sp.count; ++j) mx = fmaxf(mx, __ldcg(src + j * (kD + 2) + kD));
+          float sum = 0.0f, o = 0.0f;
+          for (int j = 0; j < sp.count; ++j) {
+            const float f = exp2f(__ldcg(src + j * (kD + 2) + kD) - mx);
+            sum += __ldcg(src + j * (kD + 2) + kD + 1) * f;
+            o += __ldcg(src + j * (kD + 2) + d) * f;
+          }
+          p.attn[head * kD + d] = f32_to_bf16_bits(o / sum);
+        }
+      }
+    }
+    consumers_sync();  // shared memory is reused by the next unit
+  }
+}
+
+#endif  // RL_SM90_ENABLED
+
+__global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_constant__ StackParams p) {
+#if RL_SM90_ENABLED
+  extern __shared__ __align__(1024) uint8_t smem[];
+  Ring ring;
+  ring.stages = smem;
+  ring.full0 = sm90::smem_addr(smem + kBarOffset);
+  ring.empty0 = ring.full0 + 8 * kStages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      sm90::mbar_init(ring.full0 + 8 * s, 1);
+      sm90::mbar_init(ring.empty0 + 8 * s, kWarps);
+    }
+    sm90::mbar_init_fence();
+  }
+  __syncthreads();  // the last block-wide barrier: the roles split here
+  if (threadIdx.x >= kConsumers) {
+    produce(p, ring);  // weights only: no pdl_wait needed
+    return;
+  }
+  pdl_wait();  // the residual stream (embedding) and the step's inputs
+  const int split_cap = static_cast<int>(p.max_splits);
+  uint32_t* counters = reinterpret_cast<uint32_t*>(
+      static_cast<char*>(p.scratch) +
+      static_cast<size_t>(p.num_heads) * split_cap * (p.head_dim + 2) * sizeof(float));
+  const Sync sync{counters, counters + 1, counters + 2};
+  const int len = p.seq_lens[0], pos = p.positions[0], slot = p.slots[0];
+  if (pos != len - 1 || slot < 0 || slot >= p.num_slots || (len - 1) / p.block_size >= p.max_blocks) __trap();
+  const Splits sp = key_splits(len, p.num_kv_heads, split_cap);
+  uint16_t* xs = reinterpret_cast<uint16_t*>(smem + kUnionOffset);
+  float* red = reinterpret_cast<float*>(smem + kRedOffset);
+  uint32_t t = 0, barriers = 0;
+  for (int layer = 0; layer < p.num_layers; ++layer) {
+    const StackLayer& L = p.layers[layer];
+    if (layer == p.num_layers - 1) pdl_launch_dependents();
+    load_normed(xs, p.residual, L.attn_norm, p.norm_f32, p.hidden, L.attn_eps, red, p.lab);
+    consume<kQkv>(p, L, layer, ring, xs, red, t);
+    grid_sync(sync, barriers, p.lab);
+    if (p.head_dim == 64) {
+      attend<2, 8>(p, L, sync, smem, len, pos, slot, sp);
+    } else if (p.head_dim == 128) {
+      attend<4, 8>(p, L, sync, smem, len, pos, slot, sp);
+    } else {
+      attend<8, 4>(p, L, sync, smem, len, pos, slot, sp);
+    }
+    grid_sync(sync, barriers, p.lab);
+    load_vec(xs, p.attn, p.num_heads * p.head_dim, p.lab);
+    consume<kOut>(p, L, layer, ring, xs, red, t);
+    grid_sync(sync, barriers, p.lab);
+    load_normed(xs, p.residual, L.ffn_norm, p.norm_f32, p.hidden, L.ffn_eps, red, p.lab);
+    consume<kGateUp>(p, L, layer, ring, xs, red, t);
+    grid_sync(sync, barriers, p.lab);
+    load_vec(xs, p.inter_buf, p.inter, p.lab);
+    consume<kDown>(p, L, layer, ring, xs, red, t);
+    if (layer + 1 < p.num_layers) grid_sync(sync, barriers, p.lab);
+  }
+  // Leave the counters at zero for the next launch: the last block to finish has seen every block pass every
+  // barrier.
+  consumers_sync();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(sync.done, 1u) == gridDim.x - 1) {
+      atomicExch(sync.barrier, 0u);
+      atomicExch(sync.done, 0u);
+    }
+  }
+#else
+  __trap();  // dispatched only on sm_90 (stack_supported)
+#endif
+}
+
+int device_sms() {
+  int dev = 0, sms = 0;
+  RL_CUDA_CHECK(cudaGetDevice(&dev));
+  RL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+int max_splits_for(const StackShape& s, int sms) {
+  int m = sms / static_cast<int>(s.num_kv_heads);
+  return m < 1 ? 1 : (m > kMaxSplits ? kMaxSplits : m);
+}
+
+}  // namespace
+
+bool stack_supported(const StackShape& s, std::string* why) {
+  auto no = [&](const char* reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (!device_is_sm90()) return no("needs compute capability 9.0 (sm_90a)");
+  if (s.num_layers < 1 || s.num_layers > kStackMaxLayers) return no("more layers than the kernel's table holds");
+  if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) return no("head_dim is not 64, 128 or 256");
+  if (s.num_kv_heads < 1 || s.num_heads % s.num_kv_heads != 0) return no("query heads are not a multiple of KV heads");
+  const int64_t gq = s.num_heads / s.num_kv_heads;
+  if (gq > (s.head_dim == 256 ? 4 : 8)) return no("more than 8 query heads per KV head (4 at head_dim 256)");
+  const int64_t q = s.num_heads * s.head_dim;
+  for (int64_t n : {s.hidden, q, s.inter}) {
+    if (n < 8 || n % 8 != 0 || n > kMaxVec) return no("a projection's input is not a multiple of 8 up to 16384");
+  }
+  static const bool smem_ok = [] {
+    return cudaFuncSetAttribute(decode_stack_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) ==
+           cudaSuccess;
+  }();
+  if (!smem_ok) return no("the device cannot give a block the kernel's shared memory");
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel, kThreads, kSmemBytes) !=
+          cudaSuccess ||
+      per_sm < 1) {
+    return no("a block of the kernel does not fit on an SM");
+  }
+  return true;
+}
+
+size_t stack_scratch_bytes(const StackShape& s) {
+  const size_t partials =
+      static_cast<size_t>(s.num_heads) * max_splits_for(s, device_sms()) * (s.head_dim + 2) * sizeof(float);
+  return partials + (2 + static_cast<size_t>(s.num_kv_heads)) * sizeof(uint32_t);
+}
+
+void launch_decode_stack(StackParams p, cudaStream_t stream) {
+  const int sms = device_sms();
+  StackShape s;
+  s.num_kv_heads = p.num_kv_heads;
+  p.max_splits = max_splits_for(s, sms);
+  launch_pdl(decode_stack_kernel, dim3(sms), dim3(kThreads), kSmemBytes, stream, p);
+}
+
+}  // namespace rl::cuda

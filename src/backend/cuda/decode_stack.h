@@ -1,0 +1,83 @@
+// The batch-1 decode step's dense layers as one persistent kernel (decode_stack.cu): every Llama-style layer's
+// RMSNorm, qkv projection, q/k norm + RoPE + KV write, attention, o_proj, RMSNorm, gate_up + SwiGLU and down_proj,
+// layer after layer, with the weights streaming through a ring of shared-memory stages that never waits for the
+// activations. Host-side view: the parameters (by value, ~7 KB), the support check and the launch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace rl::cuda {
+
+constexpr int kStackMaxLayers = 64;
+// The stack serves decode steps of at most this many keys. Measured on the H200 (docs/benchmarks.md, session 12):
+// it beats the layer kernels at 128-384 keys (Qwen3-0.6B, Llama-3.1-8B) and loses at 3,800 (its attention phase
+// is one split per block, latency-bound past a few hundred keys per split).
+constexpr int64_t kStackMaxContext = 512;
+
+// One layer's device pointers. Linear weights are bf16 [out, in] row-major; norm weights and biases are bf16 or
+// f32 (StackParams::norm_f32 / bias_f32); null biases and q/k norms are absent.
+struct StackLayer {
+  const void* attn_norm = nullptr;
+  const uint16_t* qkv = nullptr;  // [(H + 2 KVH) D, hidden]
+  const void* qkv_bias = nullptr;
+  const void* q_norm = nullptr;  // [D]
+  const void* k_norm = nullptr;
+  const uint16_t* o = nullptr;  // [hidden, H D]
+  const void* o_bias = nullptr;
+  const void* ffn_norm = nullptr;
+  const uint16_t* gate_up = nullptr;  // [2 I, hidden]: gate rows, then up rows
+  const uint16_t* down = nullptr;     // [hidden, I]
+  uint16_t* k_cache = nullptr;        // bf16 [num_slots, KVH D]
+  uint16_t* v_cache = nullptr;
+  float attn_eps = 1e-6f, ffn_eps = 1e-6f;
+};
+
+struct StackParams {
+  StackLayer layers[kStackMaxLayers];
+  int num_layers = 0, hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, inter = 0;
+  bool norm_f32 = false, bias_f32 = false, qk_norm_f32 = false;
+  float qk_eps = 1e-6f;
+  float scale_log2 = 0;  // softmax scale · log2(e)
+  const float* inv_freq = nullptr;  // [head_dim / 2]
+  // Activations, bf16: the residual stream [hidden] (in: the embedding; out: after the last layer) and scratch.
+  uint16_t* residual = nullptr;
+  uint16_t* qkv = nullptr;    // [(H + 2 KVH) D]
+  uint16_t* attn = nullptr;   // [H D]
+  uint16_t* inter_buf = nullptr;  // [I]
+  void* scratch = nullptr;    // stack_scratch_bytes(): split-KV partials and the grid's counters (zero at first use;
+                              // every launch leaves its counters at zero)
+  // The step's one sequence: position, KV slot, context length (position + 1) and block-table row.
+  const int32_t* positions = nullptr;
+  const int32_t* slots = nullptr;
+  const int32_t* seq_lens = nullptr;
+  const int32_t* block_table = nullptr;
+  int64_t num_slots = 0;
+  int block_size = 0;
+  int max_blocks = 0;  // entries of the block-table row
+  int max_splits = 0;  // set by launch_decode_stack
+  // Lab only (RIDGELINE_CUDA_STACK_LAB, read at backend creation; 0 in production): ablations that break the
+  // results, to time the kernel's parts. Bits: kStackLab*.
+  int lab = 0;
+};
+
+constexpr int kStackLabNoAttention = 1;   // the attention phase does nothing
+constexpr int kStackLabNoGemvMath = 2;    // the GEMV phases wait for and release their tiles without the math
+constexpr int kStackLabNoGridSync = 4;    // grid barriers become block barriers
+constexpr int kStackLabNoPrologue = 8;    // no input vector loads (and no norms) after the barriers
+constexpr int kStackLabFenceBarrier = 16; // grid barriers with __threadfence + relaxed atomics (the first version)
+
+struct StackShape {
+  int64_t num_layers = 0, hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, inter = 0;
+};
+
+// Whether the current device and this shape can run the kernel; if not, *why says what is missing.
+bool stack_supported(const StackShape& s, std::string* why);
+// Bytes of StackParams::scratch for this shape on the current device.
+size_t stack_scratch_bytes(const StackShape& s);
+void launch_decode_stack(StackParams p, cudaStream_t stream);
+
+}  // namespace rl::cuda
