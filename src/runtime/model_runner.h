@@ -66,8 +66,10 @@ class ModelRunner {
   Model& model() { return *model_; }
   // Steps that replayed a CUDA graph (for tests and statistics).
   int64_t num_graph_steps() const { return num_graph_steps_; }
-  // Kernels in the decode graph of the bucket that holds num_seqs sequences; 0 when none was captured.
+  // Kernels in the decode graph of the bucket that holds num_seqs sequences (one sequence: its short-context graph
+  // when that one was captured); 0 when none was captured.
   int64_t decode_graph_kernels(int64_t num_seqs) const {
+    if (num_seqs == 1 && short_graphs_ && short_graphs_->captured(1)) return short_graphs_->num_kernels(1);
     return graphs_ ? graphs_->num_kernels(graphs_->bucket_for(num_seqs)) : 0;
   }
 
