@@ -627,15 +627,17 @@ bool stack_supported(const StackShape& s, std::string* why) {
   for (int64_t n : {s.hidden, q, s.inter}) {
     if (n < 8 || n % 8 != 0 || n > kMaxVec) return no("a projection's input is not a multiple of 8 up to 16384");
   }
-  static const bool smem_ok = [] {
-    return cudaFuncSetAttribute(decode_stack_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) ==
-           cudaSuccess;
-  }();
-  if (!smem_ok) return no("the device cannot give a block the kernel's shared memory");
+  // Per device (the attribute belongs to the current device's context): set each time a model checks its stack.
+  if (cudaFuncSetAttribute(decode_stack_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();  // not left for a later launch check to report
+    return no("the device cannot give a block the kernel's shared memory");
+  }
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel, kThreads, kSmemBytes) !=
           cudaSuccess ||
       per_sm < 1) {
+    (void)cudaGetLastError();
     return no("a block of the kernel does not fit on an SM");
   }
   return true;
