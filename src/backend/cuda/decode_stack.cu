@@ -605,8 +605,9 @@ int device_sms() {
   return sms;
 }
 
-int max_splits_for(const StackShape& s, int sms) {
-  int m = sms / static_cast<int>(s.num_kv_heads);
+// Key splits per KV head the scratch holds: one unit per block at most (key_splits caps at the same).
+int max_splits_for(int64_t num_kv_heads, int sms) {
+  int m = sms / static_cast<int>(num_kv_heads);
   return m < 1 ? 1 : (m > kMaxSplits ? kMaxSplits : m);
 }
 
@@ -645,15 +646,13 @@ bool stack_supported(const StackShape& s, std::string* why) {
 
 size_t stack_scratch_bytes(const StackShape& s) {
   const size_t partials =
-      static_cast<size_t>(s.num_heads) * max_splits_for(s, device_sms()) * (s.head_dim + 2) * sizeof(float);
+      static_cast<size_t>(s.num_heads) * max_splits_for(s.num_kv_heads, device_sms()) * (s.head_dim + 2) * sizeof(float);
   return partials + (2 + static_cast<size_t>(s.num_kv_heads)) * sizeof(uint32_t);
 }
 
 void launch_decode_stack(StackParams p, cudaStream_t stream) {
   const int sms = device_sms();
-  StackShape s;
-  s.num_kv_heads = p.num_kv_heads;
-  p.max_splits = max_splits_for(s, sms);
+  p.max_splits = max_splits_for(p.num_kv_heads, sms);
   launch_pdl(decode_stack_kernel, dim3(sms), dim3(kThreads), kSmemBytes, stream, p);
 }
 
