@@ -236,6 +236,16 @@ const StackCase kCases[] = {
       "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 1536,
       "num_hidden_layers": 2, "vocab_size": 1200, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
       "max_position_embeddings": 4096, "tie_word_embeddings": true, "hidden_act": "silu"})"},
+    // The two remaining kernel instantiations (decode_stack.cu, kernel_for): head_dim 128 with 8 query heads per KV
+    // head, head_dim 64 with 4.
+    {"llama_gqa8", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+      "num_attention_heads": 16, "num_key_value_heads": 2, "intermediate_size": 4096,
+      "num_hidden_layers": 2, "vocab_size": 1100, "rms_norm_eps": 1e-05, "rope_theta": 500000,
+      "max_position_embeddings": 8192, "tie_word_embeddings": false, "hidden_act": "silu"})"},
+    {"qwen2_hd64_gqa4", R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 512,
+      "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 1408,
+      "num_hidden_layers": 2, "vocab_size": 900, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+      "max_position_embeddings": 32768, "tie_word_embeddings": true, "hidden_act": "silu"})"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaDenseStack, ::testing::ValuesIn(kCases),

@@ -9,16 +9,17 @@
 //   1. x = RMSNorm(residual) into shared memory; qkv = W_qkv x (+ bias)
 //   2. attention, one (KV head, key split) unit per block: the group's q heads normed and rotated, the new K/V
 //      normed, rotated and written to the cache by the split holding the new position, then each warp's keys (4 at
-//      a time, loaded from the paged cache) under an online softmax, the warps merged in order; with several splits
-//      the unit's last finisher merges the splits in split order (the result does not depend on which block
-//      finishes last)
+//      a time, loaded from the paged cache; the first batch's cached rows loaded before the barrier) under an online
+//      softmax, the warps merged in order; with several splits the unit's last finisher (an acquire-release count)
+//      loads every split's partials at once and merges them in split order (the result does not depend on which
+//      block finishes last)
 //   3. x = attention output; residual += W_o x (+ bias)
 //   4. x = RMSNorm(residual); inter = silu(W_gate x) · (W_up x)
 //   5. x = inter; residual += W_down x
 // Every rounding is the unfused path's: bf16 normed inputs, projections rounded before the residual add, q and k
 // rounded after RoPE, the K/V cache bf16. Block b takes a phase's row groups g ≡ b + rotation (mod grid), the
 // rotation moving by one every phase so the blocks with one group more change from phase to phase.
-// The attention phase is latency-bound (a split's keys are loaded after the barrier), so the model runs the stack
+// The attention phase is latency-bound (past its first batch, a split's keys are loaded after the barrier), so the model runs the stack
 // only up to kStackMaxContext keys (decode_stack.h; the runner keeps separate graphs for such steps).
 #include <cstdio>
 
@@ -320,6 +321,34 @@ __device__ void norm_rope(float (&x)[kDpl], const void* nw, bool nw_f32, float e
   }
 }
 
+// A lane's kDpl bf16 elements of a row, as loaded (converted later by unpack_row).
+template <int kDpl>
+struct RawRow {
+  uint32_t w[kDpl / 2];
+};
+template <int kDpl>
+__device__ __forceinline__ RawRow<kDpl> load_raw(const uint16_t* src) {
+  RawRow<kDpl> r;
+  if constexpr (kDpl == 8) {
+    const uint4 v = __ldcg(reinterpret_cast<const uint4*>(src));
+    r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+  } else if constexpr (kDpl == 4) {
+    const uint2 v = __ldcg(reinterpret_cast<const uint2*>(src));
+    r.w[0] = v.x, r.w[1] = v.y;
+  } else {
+    r.w[0] = __ldcg(reinterpret_cast<const unsigned int*>(src));
+  }
+  return r;
+}
+template <int kDpl>
+__device__ __forceinline__ void unpack_row(float (&x)[kDpl], const RawRow<kDpl>& r) {
+#pragma unroll
+  for (int i = 0; i < kDpl / 2; ++i) {
+    x[2 * i] = __uint_as_float(r.w[i] << 16);
+    x[2 * i + 1] = __uint_as_float(r.w[i] & 0xffff0000u);
+  }
+}
+
 template <int kDpl>
 __device__ __forceinline__ void load_row(float (&x)[kDpl], const uint16_t* src) {
   if constexpr (kDpl == 8) {
@@ -399,10 +428,20 @@ __device__ Splits key_splits(int len, int num_kv_heads, int max_splits) {
   return {(len + per - 1) / per, per};
 }
 
-// The attention phase (see the file comment). kG: most query heads per KV head for this head_dim.
+// Add with release and acquire semantics at GPU scope (no sequentially consistent fence: __threadfence costs more).
+__device__ __forceinline__ uint32_t atom_add_acq_rel(uint32_t* p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
+// The attention phase (see the file comment), starting with the grid barrier that waits for the step's q/k/v. kG:
+// most query heads per KV head for this head_dim. A block has one unit at most (key_splits). Before the barrier, each
+// warp loads its first batch of cached keys and values (positions before the new one, written by earlier steps), so
+// that load overlaps the barrier instead of following the q load.
 template <int kDpl, int kG>
-__device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sync, uint8_t* smem, int len, int pos,
-                       int slot, const Splits& sp) {
+__device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sync, uint32_t& barriers, uint8_t* smem,
+                       int len, int pos, int slot, const Splits& sp) {
   constexpr int kD = kDpl * 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kvh_n = p.num_kv_heads, gq = p.num_heads / kvh_n;
@@ -413,9 +452,25 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
   int* flag = reinterpret_cast<int*>(smem + kRedOffset) + 48;
   const float fpos = static_cast<float>(pos);
   const int units = (p.lab & kStackLabNoAttention) ? 0 : kvh_n * sp.count;
-  for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const int kvh = u % kvh_n, s = u / kvh_n;
-    const int k0 = s * sp.per, k1 = min(len, k0 + sp.per);
+  const int u = blockIdx.x;
+  const int kvh = u % kvh_n, s = u / kvh_n;
+  const int k0 = s * sp.per, k1 = min(len, k0 + sp.per);
+  const int kb0 = k0 + 4 * warp;
+  // At head_dim 256 the preloaded rows would not fit beside the key loop's registers (168 a thread): no preload.
+  constexpr bool kPreload = kDpl <= 4;
+  RawRow<kDpl> pre_k[4], pre_v[4];
+  if (kPreload && u < units) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (kb0 + j < k1 && kb0 + j < len - 1) {
+        const int64_t off = kv_offset(p, kb0 + j, kvh) + lane * kDpl;
+        pre_k[j] = load_raw<kDpl>(L.k_cache + off);
+        pre_v[j] = load_raw<kDpl>(L.v_cache + off);
+      }
+    }
+  }
+  grid_sync(sync, barriers, p.lab);
+  if (u < units) {
     // The group's query heads, and (the split holding the new position) the new key and value into the cache.
     for (int task = warp; task <= gq; task += kWarps) {
       float x[kDpl];
@@ -446,7 +501,27 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
         acc[h][i] = 0.0f;
       }
     }
-    for (int kb = k0 + 4 * warp; kb < k1; kb += 4 * kWarps) {
+    if (kPreload && kb0 < k1) {  // the first batch: preloaded, except the new position's row (written above)
+      float kf[4][kDpl], vf[4][kDpl];
+      bool ok[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ok[j] = kb0 + j < k1;
+        if (!ok[j]) {  // past the split: masked, zero values
+#pragma unroll
+          for (int i = 0; i < kDpl; ++i) kf[j][i] = vf[j][i] = 0.0f;
+        } else if (kb0 + j < len - 1) {
+          unpack_row<kDpl>(kf[j], pre_k[j]);
+          unpack_row<kDpl>(vf[j], pre_v[j]);
+        } else {
+          const int64_t off = kv_offset(p, kb0 + j, kvh) + lane * kDpl;
+          load_row<kDpl>(kf[j], L.k_cache + off);
+          load_row<kDpl>(vf[j], L.v_cache + off);
+        }
+      }
+      softmax_step<kDpl, kG, 4>(q, kf, vf, ok, gq, p.scale_log2, m, l, acc);
+    }
+    for (int kb = kPreload ? kb0 + 4 * kWarps : kb0; kb < k1; kb += 4 * kWarps) {
       float kf[4][kDpl], vf[4][kDpl];
       bool ok[4];
 #pragma unroll
@@ -496,16 +571,52 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
     if (sp.count > 1) {
       consumers_sync();
       if (threadIdx.x == 0) {
-        __threadfence();
-        const uint32_t before = atomicAdd(sync.heads + kvh, 1u);
+        // Release: this block's partials (ordered before by the barrier above); acquire: the other splits'.
+        const uint32_t before = atom_add_acq_rel(sync.heads + kvh, 1u);
         *flag = before == static_cast<uint32_t>(sp.count - 1);
-        if (*flag) {
-          atomicExch(sync.heads + kvh, 0u);
-          __threadfence();
-        }
+        // The reset reaches the next layer's arrivals through the grid barriers in between.
+        if (*flag) atomicExch(sync.heads + kvh, 0u);
       }
       consumers_sync();
-      if (*flag) {  // the last split of this KV head merges all of them in split order
+      const int stride = kD + 2, per_head = sp.count * stride;
+      if (*flag && gq * per_head <= kStateFloats) {
+        // The last split of this KV head merges all of them in split order, from shared memory: every partial is
+        // loaded at once (one round trip to L2) into the accumulator area, which the warps' merge above has freed.
+        float* stage = state;
+        const int pairs = gq * per_head / 2;  // stride is even, so a head's partials are whole 8-byte pairs
+        constexpr int kPer = kDpl * kG <= 16 ? 8 : 2;  // loads in flight a thread (registers: kThreads)
+        for (int base = 0; base < pairs; base += kPer * kConsumers) {
+          uint2 v[kPer];
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) {
+            const int c = base + i * kConsumers + threadIdx.x;
+            if (c < pairs) {
+              const int h = (2 * c) / per_head, r = 2 * c - h * per_head;
+              const int64_t head = static_cast<int64_t>(kvh) * gq + h;
+              v[i] = __ldcg(reinterpret_cast<const uint2*>(part + head * p.max_splits * stride + r));
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) {
+            const int c = base + i * kConsumers + threadIdx.x;
+            if (c < pairs) reinterpret_cast<uint2*>(stage)[c] = v[i];
+          }
+        }
+        consumers_sync();
+        for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
+          const int h = e / kD, d = e % kD;
+          const float* src = stage + h * per_head;
+          float mx = -INFINITY;
+          for (int j = 0; j < sp.count; ++j) mx = fmaxf(mx, src[j * stride + kD]);
+          float sum = 0.0f, o = 0.0f;
+          for (int j = 0; j < sp.count; ++j) {
+            const float f = exp2f(src[j * stride + kD] - mx);
+            sum += src[j * stride + kD + 1] * f;
+            o += src[j * stride + d] * f;
+          }
+          p.attn[(static_cast<int64_t>(kvh) * gq + h) * kD + d] = f32_to_bf16_bits(o / sum);
+        }
+      } else if (*flag) {  // the same, reading the partials from L2 (they do not fit in shared memory)
         for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
           const int h = e / kD, d = e % kD;
           const int64_t head = static_cast<int64_t>(kvh) * gq + h;
@@ -522,12 +633,14 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
         }
       }
     }
-    consumers_sync();  // shared memory is reused by the next unit
   }
 }
 
 #endif  // RL_SM90_ENABLED
 
+// One kernel per attention shape (kDpl = head_dim / 32; kG: most query heads per KV head), so that each gets the
+// registers its own attention phase needs (a thread has 168 at most: see kThreads).
+template <int kDpl, int kG>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_constant__ StackParams p) {
 #if RL_SM90_ENABLED
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -564,14 +677,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
     if (layer == p.num_layers - 1) pdl_launch_dependents();
     load_normed(xs, p.residual, L.attn_norm, p.norm_f32, p.hidden, L.attn_eps, red, p.lab);
     consume<kQkv>(p, L, layer, ring, xs, red, t);
-    grid_sync(sync, barriers, p.lab);
-    if (p.head_dim == 64) {
-      attend<2, 8>(p, L, sync, smem, len, pos, slot, sp);
-    } else if (p.head_dim == 128) {
-      attend<4, 8>(p, L, sync, smem, len, pos, slot, sp);
-    } else {
-      attend<8, 4>(p, L, sync, smem, len, pos, slot, sp);
-    }
+    attend<kDpl, kG>(p, L, sync, barriers, smem, len, pos, slot, sp);  // begins with the barrier after qkv
     grid_sync(sync, barriers, p.lab);
     load_vec(xs, p.attn, p.num_heads * p.head_dim, p.lab);
     consume<kOut>(p, L, layer, ring, xs, red, t);
@@ -611,6 +717,15 @@ int max_splits_for(int64_t num_kv_heads, int sms) {
   return m < 1 ? 1 : (m > kMaxSplits ? kMaxSplits : m);
 }
 
+using StackKernel = void (*)(StackParams);
+
+// The instantiation for a head_dim and a query-head group size (stack_supported has checked both).
+StackKernel kernel_for(int64_t head_dim, int64_t gq) {
+  if (head_dim == 64) return gq <= 4 ? decode_stack_kernel<2, 4> : decode_stack_kernel<2, 8>;
+  if (head_dim == 128) return gq <= 4 ? decode_stack_kernel<4, 4> : decode_stack_kernel<4, 8>;
+  return decode_stack_kernel<8, 4>;
+}
+
 }  // namespace
 
 bool stack_supported(const StackShape& s, std::string* why) {
@@ -629,13 +744,14 @@ bool stack_supported(const StackShape& s, std::string* why) {
     if (n < 8 || n % 8 != 0 || n > kMaxVec) return no("a projection's input is not a multiple of 8 up to 16384");
   }
   // Per device (the attribute belongs to the current device's context): set each time a model checks its stack.
-  if (cudaFuncSetAttribute(decode_stack_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
+  const StackKernel kernel = kernel_for(s.head_dim, gq);
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
       cudaSuccess) {
     (void)cudaGetLastError();  // not left for a later launch check to report
     return no("the device cannot give a block the kernel's shared memory");
   }
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_stack_kernel, kThreads, kSmemBytes) !=
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmemBytes) !=
           cudaSuccess ||
       per_sm < 1) {
     (void)cudaGetLastError();
@@ -653,7 +769,7 @@ size_t stack_scratch_bytes(const StackShape& s) {
 void launch_decode_stack(StackParams p, cudaStream_t stream) {
   const int sms = device_sms();
   p.max_splits = max_splits_for(p.num_kv_heads, sms);
-  launch_pdl(decode_stack_kernel, dim3(sms), dim3(kThreads), kSmemBytes, stream, p);
+  launch_pdl(kernel_for(p.head_dim, p.num_heads / p.num_kv_heads), dim3(sms), dim3(kThreads), kSmemBytes, stream, p);
 }
 
 }  // namespace rl::cuda
