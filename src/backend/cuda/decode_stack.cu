@@ -216,7 +216,11 @@ __device__ void produce(const StackParams& p, const Ring& ring) {
         const int valid = __popc(__ballot_sync(0xffffffffu, row >= 0));
         for (int64_t c = 0; c < chunks; ++c, ++t) {
           const uint32_t s = t % kStages, n = t / kStages;
-          if (n > 0) sm90::mbar_wait(ring.empty0 + 8 * s, (n - 1) & 1);
+          if (n > 0) {
+            sm90::mbar_wait(ring.empty0 + 8 * s, (n - 1) & 1);
+            // The consumers read the stage with generic loads; the bulk copy below writes it in the async proxy.
+            sm90::fence_proxy_async();
+          }
           const int64_t k0 = c * kChunk;
           const uint32_t bytes = static_cast<uint32_t>((g.k - k0 < kChunk ? g.k - k0 : kChunk) * 2);
           if (lane == 0) sm90::mbar_arrive_expect_tx(ring.full0 + 8 * s, bytes * valid);
