@@ -19,8 +19,9 @@
 // Every rounding is the unfused path's: bf16 normed inputs, projections rounded before the residual add, q and k
 // rounded after RoPE, the K/V cache bf16. Block b takes a phase's row groups g ≡ b + rotation (mod grid), the
 // rotation moving by one every phase so the blocks with one group more change from phase to phase.
-// The attention phase is latency-bound (past its first batch, a split's keys are loaded after the barrier), so the model runs the stack
-// only up to kStackMaxContext keys (decode_stack.h; the runner keeps separate graphs for such steps).
+// The attention phase is latency-bound (past its first batch, a split's keys are loaded after the barrier), so the
+// model runs the stack only up to kStackMaxContext keys (decode_stack.h; the runner keeps separate graphs for such
+// steps).
 #include <cstdio>
 
 #include "backend/cuda/cuda_check.h"
@@ -741,6 +742,8 @@ bool stack_supported(const StackShape& s, std::string* why) {
   if (s.num_layers < 1 || s.num_layers > kStackMaxLayers) return no("more layers than the kernel's table holds");
   if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) return no("head_dim is not 64, 128 or 256");
   if (s.num_kv_heads < 1 || s.num_heads % s.num_kv_heads != 0) return no("query heads are not a multiple of KV heads");
+  // attend() gives each block one (KV head, split) unit at most.
+  if (s.num_kv_heads > device_sms()) return no("more KV heads than the device has SMs");
   const int64_t gq = s.num_heads / s.num_kv_heads;
   if (gq > (s.head_dim == 256 ? 4 : 8)) return no("more than 8 query heads per KV head (4 at head_dim 256)");
   const int64_t q = s.num_heads * s.head_dim;
@@ -765,8 +768,8 @@ bool stack_supported(const StackShape& s, std::string* why) {
 }
 
 size_t stack_scratch_bytes(const StackShape& s) {
-  const size_t partials =
-      static_cast<size_t>(s.num_heads) * max_splits_for(s.num_kv_heads, device_sms()) * (s.head_dim + 2) * sizeof(float);
+  const size_t splits = static_cast<size_t>(max_splits_for(s.num_kv_heads, device_sms()));
+  const size_t partials = static_cast<size_t>(s.num_heads) * splits * (s.head_dim + 2) * sizeof(float);
   return partials + (2 + static_cast<size_t>(s.num_kv_heads)) * sizeof(uint32_t);
 }
 
