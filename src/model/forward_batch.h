@@ -16,7 +16,7 @@ struct ForwardBatch {
   Tensor input_ids;         // i32 [num_tokens]
   Tensor positions;         // i32 [num_tokens]
   Tensor slot_mapping;      // i32 [num_tokens]: KV write slot of each token
-  Tensor logits_indices;    // i32 [num_logits]: token rows whose logits are wanted
+  Tensor logits_indices;    // i32 [num_logits]: token rows whose logits are wanted, strictly increasing
   AttentionMetadata attn;   // cu_seqlens_q, seq_lens_k, block_tables (+ host mirrors)
   // Hybrid KV: KV group g >= 1's slot mapping [num_tokens] and block tables [num_seqs, >= max_blocks_per_seq]
   // at index g - 1; group 0's are slot_mapping and attn.block_tables. Each layer uses its KvLayer::group's.

@@ -75,6 +75,8 @@ __global__ void argmax_rows_kernel(const float* logits, int64_t vocab, int32_t* 
 // Probabilities are accumulated in 2^-40 fixed point so the top-p histogram is exact and order-independent.
 constexpr double kMassScale = 1099511627776.0;
 
+constexpr int kScanUnroll = 8;  // loads in flight a thread in sample_kernel's passes over its slice
+
 __device__ __forceinline__ float ld(const float* row, int64_t i) {
   const float v = row[i];
   return v != v ? -INFINITY : v;  // NaN never wins and is never kept
@@ -224,8 +226,19 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
   const int tid = threadIdx.x;
 
   // 0. A numerically broken model (NaN or +Inf among the raw logits) fails the row (ops.h, kSampleNonFinite).
+  //    The slice's passes load kScanUnroll elements a thread before using any: one load in flight at a time left
+  //    each pass waiting on L2 latency.
   bool raw_bad = false;
-  for (int64_t i = lo + tid; i < hi; i += blockDim.x) raw_bad |= !(row[i] < INFINITY);
+  for (int64_t base = lo + tid; base < hi; base += static_cast<int64_t>(blockDim.x) * kScanUnroll) {
+    float x[kScanUnroll];
+#pragma unroll
+    for (int j = 0; j < kScanUnroll; ++j) {
+      const int64_t i = base + static_cast<int64_t>(j) * blockDim.x;
+      x[j] = i < hi ? row[i] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kScanUnroll; ++j) raw_bad |= !(x[j] < INFINITY);
+  }
   if (cluster_or(__syncthreads_or(raw_bad), &x_raw_bad)) {
     if (tid == 0 && rank == 0) {
       b.out_tokens[r_id] = kSampleNonFinite;
@@ -328,13 +341,21 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
   float local_max = -INFINITY;
   int local_arg = INT_MAX;
   bool broken = false;  // +Inf or NaN after the processors (an infinite bias)
-  for (int64_t i = lo + tid; i < hi; i += blockDim.x) {
-    const float x = row[i];
-    broken |= !(x < INFINITY);
-    const float v = x != x ? -INFINITY : x;
-    if (v > local_max) {
-      local_max = v;
-      local_arg = static_cast<int>(i);
+  for (int64_t base = lo + tid; base < hi; base += static_cast<int64_t>(blockDim.x) * kScanUnroll) {
+    float x[kScanUnroll];
+#pragma unroll
+    for (int j = 0; j < kScanUnroll; ++j) {
+      const int64_t i = base + static_cast<int64_t>(j) * blockDim.x;
+      x[j] = i < hi ? row[i] : -INFINITY;  // past the slice: never wins, never broken
+    }
+#pragma unroll
+    for (int j = 0; j < kScanUnroll; ++j) {  // in increasing index order: ties keep the lowest id
+      broken |= !(x[j] < INFINITY);
+      const float v = x[j] != x[j] ? -INFINITY : x[j];
+      if (v > local_max) {
+        local_max = v;
+        local_arg = static_cast<int>(base + static_cast<int64_t>(j) * blockDim.x);
+      }
     }
   }
   const bool processed_bad = cluster_or(__syncthreads_or(broken), &x_processed_bad);

@@ -240,8 +240,10 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
     if (tp_) all_reduce(ffn);  // the intermediate columns' partial down_proj sums
   }
   pre_norm(final_norm);
-  Tensor last = act(p.last, n, h);
-  be.gather_rows(normed, b.logits_indices, last);
+  // The logits rows are strictly increasing token rows (ModelRunner::stage), so n == t means every row in order
+  // (decode steps): the gather would copy normed onto itself, and is one kernel less a step without it.
+  Tensor last = n == t ? normed : act(p.last, n, h);
+  if (n != t) be.gather_rows(normed, b.logits_indices, last);
   Tensor logits_f32(ws + p.logits_f32, DType::kF32, {n, config_.vocab_size});
   if (tp_) {
     // Vocab-parallel lm_head: this rank's [n, vocab / N] slice, gathered rank after rank, then put back in
