@@ -3,8 +3,8 @@
 # test (rl_tests_ops, CudaDenseStack) and memcheck on one shape, then batch-1 decode of Qwen3-0.6B and Llama-3.1-8B
 # with the stack and without it (RIDGELINE_CUDA_DECODE_STACK=0: the layer kernels), alternating, ROUNDS rounds (default
 # 2), a 1000-token prompt each way (past the stack's 512-key bound: both must run the layer kernels), and the lab
-# ablations (RIDGELINE_CUDA_STACK_LAB, decode_stack.h: 1 no attention, 2 no GEMV arithmetic, 4 block instead of grid
-# barriers). Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says, for the test's fixtures). Prints a short
+# ablations (RIDGELINE_CUDA_STACK_LAB, decode_stack.h: 1 no attention, 2 no GEMV arithmetic, 4 inputs read without
+# waiting for their tags). Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says, for the test's fixtures). Prints a short
 # table last; full logs in $OUT/decode_stack_logs.tgz. About 90 s on the H200.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"

@@ -58,11 +58,11 @@ struct DenseStack {
   const float* inv_freq = nullptr;  // [head_dim / 2], f32, backend memory
 };
 // One batch-1 decode step through the stack. residual: [1, hidden], the embedding in, the last layer's output
-// out. qkv, attn, inter: [1, row], [1, H D], [1, I] scratch; scratch: dense_stack_scratch_bytes() of backend memory,
-// zero before the first step (each step leaves it so). positions, slots, seq_lens: i32 [1]; block_table: i32
-// [1, max_blocks]; kv: the layers' caches.
+// out. scratch: dense_stack_scratch_bytes() of backend memory (the activations between the layers' phases live
+// there), zero before the first step and used by this stack only. positions, slots, seq_lens: i32 [1];
+// block_table: i32 [1, max_blocks]; kv: the layers' caches.
 struct DenseStackStep {
-  Tensor residual, qkv, attn, inter;
+  Tensor residual;
   void* scratch = nullptr;
   Tensor positions, slots, seq_lens, block_table;
   const KvLayer* kv = nullptr;  // [layers]

@@ -77,14 +77,11 @@ void CudaBackend::dense_stack_decode(const DenseStack& s, const DenseStackStep& 
   const QkvLayout& l = s.layout;
   RL_CHECK(step.kv && step.scratch);
   RL_CHECK(step.residual.dtype == DType::kBF16 && step.residual.numel() == s.hidden);
-  RL_CHECK(step.qkv.dtype == DType::kBF16 && step.qkv.numel() >= l.row());
-  RL_CHECK(step.attn.dtype == DType::kBF16 && step.attn.numel() >= l.num_heads * l.head_dim);
-  RL_CHECK(step.inter.dtype == DType::kBF16 && step.inter.numel() >= s.inter);
   for (const Tensor* t : {&step.positions, &step.slots, &step.seq_lens}) {
     RL_CHECK(t->dtype == DType::kI32 && t->numel() >= 1);
   }
   RL_CHECK(step.block_table.dtype == DType::kI32 && step.block_table.ndim == 2 && step.block_table.dim(0) >= 1);
-  for (const Tensor* t : {&step.residual, &step.qkv, &step.attn, &step.inter}) RL_CHECK(aligned16(t->data));
+  RL_CHECK(aligned16(step.residual.data) && aligned16(step.scratch));
   cuda::StackParams p;
   RL_CHECK(s.layers.size() <= static_cast<size_t>(cuda::kStackMaxLayers));
   p.num_layers = static_cast<int>(s.layers.size());
@@ -101,9 +98,6 @@ void CudaBackend::dense_stack_decode(const DenseStack& s, const DenseStackStep& 
   p.scale_log2 = s.scale * 1.4426950408889634f;
   p.inv_freq = s.inv_freq;
   p.residual = static_cast<uint16_t*>(step.residual.data);
-  p.qkv = static_cast<uint16_t*>(step.qkv.data);
-  p.attn = static_cast<uint16_t*>(step.attn.data);
-  p.inter_buf = static_cast<uint16_t*>(step.inter.data);
   p.scratch = step.scratch;
   p.positions = step.positions.i32();
   p.slots = step.slots.i32();

@@ -4,12 +4,14 @@
 // One block per SM, all resident. Per block, one producer warp streams weight tiles (8 rows × up to 1024 columns,
 // 16 KB) with the bulk-copy engine into a ring of kStages shared-memory stages, in the order the block's consumers
 // will use them, across every phase of every layer: a tile's stage is refilled as soon as the consumers release it,
-// never waiting for activations. Eight consumer warps run the phases of each layer, with a grid-wide barrier
-// (a counter in global memory: one release-add per block, one thread polling with acquire loads) between phases:
+// never waiting for activations. Eight consumer warps run the phases of each layer. No grid-wide barrier separates
+// the phases: each output element is written as a tagged word (bf16 value + a 16-bit tag naming the launch, layer
+// and output), and a phase starts by polling the words of its input until each carries the tag it waits for
+// (see Tagged), so a block starts as soon as the elements it reads are there:
 //   1. x = RMSNorm(residual) into shared memory; qkv = W_qkv x (+ bias)
 //   2. attention, one (KV head, key split) unit per block: the group's q heads normed and rotated, the new K/V
 //      normed, rotated and written to the cache by the split holding the new position, then each warp's keys (4 at
-//      a time, loaded from the paged cache; the first batch's cached rows loaded before the barrier) under an online
+//      a time, loaded from the paged cache; the first batch's cached rows loaded before waiting for q/k/v) under an online
 //      softmax, the warps merged in order; with several splits the unit's last finisher (an acquire-release count)
 //      loads every split's partials at once and merges them in split order (the result does not depend on which
 //      block finishes last)
@@ -19,7 +21,7 @@
 // Every rounding is the unfused path's: bf16 normed inputs, projections rounded before the residual add, q and k
 // rounded after RoPE, the K/V cache bf16. Block b takes a phase's row groups g ≡ b + rotation (mod grid), the
 // rotation moving by one every phase so the blocks with one group more change from phase to phase.
-// The attention phase is latency-bound (past its first batch, a split's keys are loaded after the barrier), so the
+// The attention phase is latency-bound (past its first batch, a split's keys are loaded after q/k/v), so the
 // model runs the stack only up to kStackMaxContext keys (decode_stack.h; the runner keeps separate graphs for such
 // steps).
 #include <cstdio>
@@ -56,6 +58,40 @@ constexpr int kBarOffset = kRedOffset + 64 * 4;
 constexpr int kSmemBytes = kBarOffset + 2 * kStages * 8 + 16;
 static_assert(kSmemBytes <= 227 * 1024, "one block per SM must fit");
 
+// Byte offsets in the scratch (host and device compute the same layout): the split partials, the counters, the
+// tagged words (16-byte aligned for vector loads).
+struct ScratchLayout {
+  size_t counters, qkv, attn, res_o, res_d, inter, total;
+  __host__ __device__ ScratchLayout(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t hidden, int64_t inter_n,
+                                    int64_t max_splits) {
+    auto align = [](size_t b) { return (b + 255) & ~static_cast<size_t>(255); };
+    counters = static_cast<size_t>(heads * max_splits * (head_dim + 2)) * sizeof(float);
+    qkv = align(counters + static_cast<size_t>(2 + kv_heads) * sizeof(uint32_t));
+    attn = align(qkv + static_cast<size_t>((heads + 2 * kv_heads) * head_dim) * 4);
+    res_o = align(attn + static_cast<size_t>(heads * head_dim) * 4);
+    res_d = align(res_o + static_cast<size_t>(hidden) * 4);
+    inter = align(res_d + static_cast<size_t>(hidden) * 4);
+    total = align(inter + static_cast<size_t>(inter_n) * 4);
+  }
+};
+
+// The tagged activations (see the comment on kTagsPerLayer) and the counters, in the scratch.
+struct Tagged {
+  uint32_t* qkv;       // [(H + 2 KVH) D]
+  uint32_t* attn;      // [H D]
+  uint32_t* res_o;     // [hidden]: the residual after o_proj
+  uint32_t* res_d;     // [hidden]: the residual after down_proj (the last layer writes StackParams::residual instead)
+  uint32_t* inter;     // [I]
+  uint32_t* counters;  // see Sync
+};
+
+// The kernel's parameters: the model's (decode_stack.h) and, set at launch from the scratch, the tagged
+// activations (in the constant bank like the rest, so they take no registers).
+struct KernelArgs {
+  StackParams p;
+  Tagged tg;
+};
+
 // The device code exists for sm_90a only (dispatched there by stack_supported); other targets get a trapping kernel.
 #if RL_SM90_ENABLED
 
@@ -64,49 +100,128 @@ __device__ __forceinline__ void consumers_sync() {
   sm90::named_sync(1, kConsumers);
 }
 
-// Counter layout at the end of the scratch: [0] grid barrier arrivals, [1] blocks done, [2 + kvh] split arrivals.
+// Counters after the split partials in the scratch: [0] the launch count (the tags' epoch), [1] blocks done,
+// [2 + kvh] split arrivals of a KV head (cumulative over the launch's layers).
 struct Sync {
-  uint32_t* barrier;
+  uint32_t* epoch;
   uint32_t* done;
   uint32_t* heads;
 };
 
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
+// Tagged activations: every element a phase hands to the next is one 32-bit word, its bf16 bits in the low half and
+// a tag in the high half, stored with one relaxed store. A reader polls the words it needs until each carries the
+// tag of the (launch, layer, output) it waits for; a word is single-copy atomic, so a word with the right tag holds
+// its value, with no fence or barrier between writer and reader. Tags never repeat on a word between two writes to
+// it (each output's words are rewritten for every layer, and consecutive tags of one output differ by
+// kTagsPerLayer), and 0 is never a tag, so the zeroed scratch of the first launch reads as not ready.
+constexpr uint32_t kTagsPerLayer = 5;  // qkv, attention output, residual after o_proj, SwiGLU output, residual after down
+enum TagSlot { kTagQkv = 0, kTagAttn = 1, kTagResO = 2, kTagInter = 3, kTagResDown = 4 };
+
+// The tag of an output of a layer; base: the launch's first tag - 1 (from the launch count).
+__device__ __forceinline__ uint32_t tag_of(uint32_t base, int layer, int slot) {
+  return (base + static_cast<uint32_t>(layer) * kTagsPerLayer + static_cast<uint32_t>(slot)) % 65535u + 1u;
+}
+
+// kN (2, 4 or 8) tagged words from L2 (relaxed loads at GPU scope: single-copy atomic per word).
+template <int kN>
+__device__ __forceinline__ void load_words(uint32_t (&w)[kN], const uint32_t* p) {
+  if constexpr (kN == 2) {
+    asm volatile("ld.relaxed.gpu.global.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p) : "memory");
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; j += 4) {
+      asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(w[j]), "=r"(w[j + 1]), "=r"(w[j + 2]), "=r"(w[j + 3])
+                   : "l"(p + j)
+                   : "memory");
+    }
+  }
+}
+template <int kN>
+__device__ __forceinline__ bool all_tagged(const uint32_t (&w)[kN], uint32_t tag) {
+  bool ok = true;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) ok &= (w[i] >> 16) == tag;
+  return ok;
 }
 __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
   return t;
 }
+__device__ __noinline__ void stuck(uint32_t tag) {
+  printf("decode_stack: block %d waited 20 s for tag %u\n", blockIdx.x, tag);
+  __trap();
+}
+// Reloads w from p until every word carries tag (w: a first load). A block that waits 20 s means another block
+// never became resident or never wrote: trap rather than hang.
+// Between polls the thread sleeps (fewer loads on the lines other blocks are writing): 32 ns first, doubling up to
+// backoff_ns; 0 polls back to back.
+template <int kN>
+__device__ __forceinline__ void wait_words(uint32_t (&w)[kN], const uint32_t* p, uint32_t tag, int backoff_ns) {
+  if (all_tagged(w, tag)) return;
+  const uint64_t t0 = global_ns();
+  unsigned ns = 32;
+  do {
+    if (global_ns() - t0 > 20000000000ull) stuck(tag);
+    if (backoff_ns > 0) {
+      __nanosleep(ns);
+      if (ns < static_cast<unsigned>(backoff_ns)) ns *= 2;
+    }
+    load_words(w, p);
+  } while (!all_tagged(w, tag));
+}
+// The wait_words backoff of this launch, or -1 (lab: read inputs without waiting).
+__device__ __forceinline__ int poll_backoff(const StackParams& p) {
+  return (p.lab & kStackLabNoWait) ? -1 : p.poll_backoff_ns;
+}
+__device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_tagged(uint32_t* p, uint16_t bits, uint32_t tag) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"((tag << 16) | bits) : "memory");
+}
 
-// All blocks' consumers meet: the n-th barrier of the launch waits for n · gridDim.x arrivals (one release-add
-// per block after a block barrier, then one thread polls with acquire loads). A block that waits 20 s means a block
-// never became resident: trap rather than hang.
-__device__ void grid_sync(const Sync& s, uint32_t& n, int lab) {
-  consumers_sync();
-  ++n;
-  if (lab & kStackLabNoGridSync) return;
-  if (threadIdx.x == 0) {
-    if (lab & kStackLabFenceBarrier) {
-      __threadfence();
-      atomicAdd(s.barrier, 1u);
-    } else {
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(s.barrier) : "memory");
+
+// The phase input (n elements, n % 8 == 0) into shared memory as bf16: from tagged words, each waited for until it
+// carries `tag`, or from a plain bf16 vector (`plain`: the embedding before layer 0). kRound: 8-element chunks a
+// thread has in flight (every load of a round is issued before the first wait). The consumers meet once before the
+// first store (xs may still be read by the previous phase's warps). Returns this thread's sum of squares of what it
+// stored.
+template <int kRound>
+__device__ float gather_input(uint16_t* xs, const uint32_t* tagged, const uint16_t* plain, uint32_t tag, int n,
+                              int backoff_ns) {
+  float ss = 0.0f;
+  const int chunks = n / 8;  // ≥ 1: every thread runs the same rounds, so the barrier below is warp-uniform
+  for (int base = 0; base < chunks; base += kRound * kConsumers) {
+    uint32_t w[kRound][8];
+    uint4 x[kRound];
+#pragma unroll
+    for (int i = 0; i < kRound; ++i) {
+      const int c = base + i * kConsumers + static_cast<int>(threadIdx.x);
+      if (c < chunks && plain) x[i] = __ldcg(reinterpret_cast<const uint4*>(plain) + c);
+      if (c < chunks && !plain) load_words(w[i], tagged + 8 * c);
     }
-    const uint32_t target = n * gridDim.x;
-    const uint64_t t0 = global_ns();
-    while (load_acquire(s.barrier) < target) {
-      if (global_ns() - t0 > 20000000000ull) {
-        printf("decode_stack: block %d waited 20 s at grid barrier %u\n", blockIdx.x, n);
-        __trap();
+    if (base == 0) consumers_sync();
+#pragma unroll
+    for (int i = 0; i < kRound; ++i) {
+      const int c = base + i * kConsumers + static_cast<int>(threadIdx.x);
+      if (c >= chunks) break;
+      if (!plain) {
+        if (backoff_ns >= 0) wait_words(w[i], tagged + 8 * c, tag, backoff_ns);
+        x[i] = make_uint4(__byte_perm(w[i][0], w[i][1], 0x5410), __byte_perm(w[i][2], w[i][3], 0x5410),
+                          __byte_perm(w[i][4], w[i][5], 0x5410), __byte_perm(w[i][6], w[i][7], 0x5410));
       }
+      float f[8];
+      unpack8(x[i], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss += f[e] * f[e];
+      reinterpret_cast<uint4*>(xs)[c] = x[i];
     }
-    if (lab & kStackLabFenceBarrier) __threadfence();
   }
-  consumers_sync();
+  return ss;
 }
 
 // Sum over the consumer threads; every consumer gets it. red: 8 floats; the caller syncs before red is reused.
@@ -120,30 +235,23 @@ __device__ float consumers_sum(float v, float* red) {
   return t;
 }
 
-// x (bf16, n elements, n % 8 == 0) into shared memory, read past L1 (other blocks wrote it in this launch).
-__device__ void load_vec(uint16_t* xs, const uint16_t* src, int n, int lab) {
-  for (int c = threadIdx.x; c < ((lab & kStackLabNoPrologue) ? 0 : n / 8); c += kConsumers) {
-    reinterpret_cast<uint4*>(xs)[c] = __ldcg(reinterpret_cast<const uint4*>(src) + c);
-  }
+// x (n elements) into shared memory (see gather_input).
+template <int kRound>
+__device__ void load_vec(uint16_t* xs, const uint32_t* tagged, uint32_t tag, int n, const StackParams& p,
+                         bool wait = true) {
+  if (!(p.lab & kStackLabNoPrologue)) gather_input<kRound>(xs, tagged, nullptr, tag, n, wait ? poll_backoff(p) : -1);
   consumers_sync();
 }
 
-// xs = bf16(w · (x · rsqrt(mean(x²) + eps))), as rms_norm_kernel.
-__device__ void load_normed(uint16_t* xs, const uint16_t* src, const void* w, bool w_f32, int n, float eps,
-                            float* red, int lab) {
-  if (lab & kStackLabNoPrologue) {
+// xs = bf16(w · (x · rsqrt(mean(x²) + eps))), as rms_norm_kernel; x from tagged words or plain (see gather_input).
+template <int kRound>
+__device__ void load_normed(uint16_t* xs, const uint32_t* tagged, const uint16_t* plain, uint32_t tag, const void* w,
+                            bool w_f32, int n, float eps, float* red, const StackParams& p) {
+  if (p.lab & kStackLabNoPrologue) {
     consumers_sync();
     return;
   }
-  float ss = 0.0f;
-  for (int c = threadIdx.x; c < n / 8; c += kConsumers) {
-    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src) + c);
-    float v[8];
-    unpack8(raw, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
-    reinterpret_cast<uint4*>(xs)[c] = raw;
-  }
+  const float ss = gather_input<kRound>(xs, tagged, plain, tag, n, poll_backoff(p));
   const float inv = rsqrtf(consumers_sum(ss, red) / static_cast<float>(n) + eps);
   for (int c = threadIdx.x; c < n / 8; c += kConsumers) {  // each thread rewrites the chunks it stored
     float v[8];
@@ -240,7 +348,7 @@ __device__ void produce(const StackParams& p, const Ring& ring) {
 // epilogue. x: the phase's input in shared memory.
 template <int kPh>
 __device__ void consume(const StackParams& p, const StackLayer& L, int layer, const Ring& ring, const uint16_t* xs,
-                        float* red, uint32_t& t) {
+                        float* red, const Tagged& tg, uint32_t base, uint32_t& t) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const Gemv g = phase_gemv(p, L, kPh);
   const int64_t groups = g.groups(), chunks = g.chunks();
@@ -278,7 +386,7 @@ __device__ void consume(const StackParams& p, const StackLayer& L, int layer, co
         const int64_t i = grp * (kRows / 2) + lane;
         if (i < g.rows) {
           const float gv = slot[lane], uv = slot[lane + kRows / 2];
-          p.inter_buf[i] = f32_to_bf16_bits(gv / (1.0f + __expf(-gv)) * uv);
+          st_tagged(tg.inter + i, f32_to_bf16_bits(gv / (1.0f + __expf(-gv)) * uv), tag_of(base, layer, kTagInter));
         }
       }
       parity_buf ^= 1;
@@ -287,12 +395,22 @@ __device__ void consume(const StackParams& p, const StackLayer& L, int layer, co
       if (lane == 0 && row < g.rows) {
         if constexpr (kPh == kQkv) {
           const float v = acc + (L.qkv_bias ? load_param(L.qkv_bias, p.bias_f32, row) : 0.0f);
-          p.qkv[row] = f32_to_bf16_bits(v);
+          st_tagged(tg.qkv + row, f32_to_bf16_bits(v), tag_of(base, layer, kTagQkv));
         } else {
+          // The residual row before this projection: waited for by this phase's or the previous one's input norm.
           const void* bias = kPh == kOut ? L.o_bias : nullptr;
           const float v = acc + (bias ? load_param(bias, p.bias_f32, row) : 0.0f);
-          const float r = bf16_bits_to_f32(__ldcg(p.residual + row));
-          p.residual[row] = f32_to_bf16_bits(r + bf16_bits_to_f32(f32_to_bf16_bits(v)));
+          const uint32_t old = kPh == kOut ? (layer == 0 ? __ldcg(p.residual + row) : ld_relaxed(tg.res_d + row))
+                                           : ld_relaxed(tg.res_o + row);
+          const uint16_t sum = f32_to_bf16_bits(bf16_bits_to_f32(static_cast<uint16_t>(old)) +
+                                                bf16_bits_to_f32(f32_to_bf16_bits(v)));
+          if (kPh == kOut) {
+            st_tagged(tg.res_o + row, sum, tag_of(base, layer, kTagResO));
+          } else if (layer + 1 < p.num_layers) {
+            st_tagged(tg.res_d + row, sum, tag_of(base, layer, kTagResDown));
+          } else {
+            p.residual[row] = sum;  // the stack's output, read by the next kernel
+          }
         }
       }
     }
@@ -368,6 +486,16 @@ __device__ __forceinline__ void load_row(float (&x)[kDpl], const uint16_t* src) 
   }
 }
 
+// A lane's kDpl elements of a row of tagged words, waited for until they carry tag.
+template <int kDpl>
+__device__ __forceinline__ void load_row_tagged(float (&x)[kDpl], const uint32_t* src, uint32_t tag, int backoff_ns) {
+  uint32_t w[kDpl];
+  load_words(w, src);
+  if (backoff_ns >= 0) wait_words(w, src, tag, backoff_ns);
+#pragma unroll
+  for (int i = 0; i < kDpl; ++i) x[i] = __uint_as_float(w[i] << 16);
+}
+
 template <int kDpl>
 __device__ __forceinline__ void store_row(uint16_t* dst, const float (&x)[kDpl]) {
 #pragma unroll
@@ -440,13 +568,12 @@ __device__ __forceinline__ uint32_t atom_add_acq_rel(uint32_t* p, uint32_t v) {
   return old;
 }
 
-// The attention phase (see the file comment), starting with the grid barrier that waits for the step's q/k/v. kG:
-// most query heads per KV head for this head_dim. A block has one unit at most (key_splits). Before the barrier, each
-// warp loads its first batch of cached keys and values (positions before the new one, written by earlier steps), so
-// that load overlaps the barrier instead of following the q load.
+// The attention phase (see the file comment). kG: most query heads per KV head for this head_dim. A block has one
+// unit at most (key_splits). Each warp first loads its first batch of cached keys and values (positions before the
+// new one, written by earlier steps), so that load overlaps the wait for the step's q/k/v instead of following it.
 template <int kDpl, int kG>
-__device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sync, uint32_t& barriers, uint8_t* smem,
-                       int len, int pos, int slot, const Splits& sp) {
+__device__ void attend(const StackParams& p, const StackLayer& L, int layer, const Sync& sync, const Tagged& tg,
+                       uint32_t base, uint8_t* smem, int len, int pos, int slot, const Splits& sp) {
   constexpr int kD = kDpl * 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kvh_n = p.num_kv_heads, gq = p.num_heads / kvh_n;
@@ -456,6 +583,7 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
   float* qs = reinterpret_cast<float*>(smem + kQOffset);         // [gq][kD]
   int* flag = reinterpret_cast<int*>(smem + kRedOffset) + 48;
   const float fpos = static_cast<float>(pos);
+  const uint32_t qkv_tag = tag_of(base, layer, kTagQkv);
   const int units = (p.lab & kStackLabNoAttention) ? 0 : kvh_n * sp.count;
   const int u = blockIdx.x;
   const int kvh = u % kvh_n, s = u / kvh_n;
@@ -474,23 +602,23 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
       }
     }
   }
-  grid_sync(sync, barriers, p.lab);
   if (u < units) {
     // The group's query heads, and (the split holding the new position) the new key and value into the cache.
     for (int task = warp; task <= gq; task += kWarps) {
       float x[kDpl];
       if (task < gq) {
         const int64_t h = static_cast<int64_t>(kvh) * gq + task;
-        load_row<kDpl>(x, p.qkv + h * kD + lane * kDpl);
+        load_row_tagged<kDpl>(x, tg.qkv + h * kD + lane * kDpl, qkv_tag, poll_backoff(p));
         norm_rope<kDpl>(x, L.q_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos);
 #pragma unroll
         for (int i = 0; i < kDpl; ++i) qs[task * kD + lane * kDpl + i] = x[i];
       } else if (k1 == len) {
         const int64_t kd = static_cast<int64_t>(slot) * kv_row + kvh * kD + lane * kDpl;
-        load_row<kDpl>(x, p.qkv + q_size + kvh * kD + lane * kDpl);
+        load_row_tagged<kDpl>(x, tg.qkv + q_size + kvh * kD + lane * kDpl, qkv_tag, poll_backoff(p));
         norm_rope<kDpl>(x, L.k_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos);
         store_row<kDpl>(L.k_cache + kd, x);
-        load_row<kDpl>(x, p.qkv + q_size + kv_row + kvh * kD + lane * kDpl);
+        load_row_tagged<kDpl>(x, tg.qkv + q_size + kv_row + kvh * kD + lane * kDpl, qkv_tag,
+                                poll_backoff(p));
         store_row<kDpl>(L.v_cache + kd, x);
       }
     }
@@ -563,7 +691,7 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
       }
       const int64_t head = static_cast<int64_t>(kvh) * gq + h;
       if (sp.count == 1) {
-        p.attn[head * kD + d] = f32_to_bf16_bits(o / sum);
+        st_tagged(tg.attn + head * kD + d, f32_to_bf16_bits(o / sum), tag_of(base, layer, kTagAttn));
       } else {
         float* dst = part + (head * p.max_splits + s) * (kD + 2);
         dst[d] = o;
@@ -576,11 +704,11 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
     if (sp.count > 1) {
       consumers_sync();
       if (threadIdx.x == 0) {
-        // Release: this block's partials (ordered before by the barrier above); acquire: the other splits'.
+        // Release: this block's partials (ordered before by the block barrier above); acquire: the other splits'.
+        // The count runs over the launch's layers (reset by the launch's last block), so no reset has to reach
+        // the next layer's arrivals.
         const uint32_t before = atom_add_acq_rel(sync.heads + kvh, 1u);
-        *flag = before == static_cast<uint32_t>(sp.count - 1);
-        // The reset reaches the next layer's arrivals through the grid barriers in between.
-        if (*flag) atomicExch(sync.heads + kvh, 0u);
+        *flag = (before + 1) % static_cast<uint32_t>(sp.count) == 0;
       }
       consumers_sync();
       const int stride = kD + 2, per_head = sp.count * stride;
@@ -590,11 +718,11 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
         float* stage = state;
         const int pairs = gq * per_head / 2;  // stride is even, so a head's partials are whole 8-byte pairs
         constexpr int kPer = kDpl * kG <= 16 ? 8 : 2;  // loads in flight a thread (registers: kThreads)
-        for (int base = 0; base < pairs; base += kPer * kConsumers) {
+        for (int c0 = 0; c0 < pairs; c0 += kPer * kConsumers) {
           uint2 v[kPer];
 #pragma unroll
           for (int i = 0; i < kPer; ++i) {
-            const int c = base + i * kConsumers + threadIdx.x;
+            const int c = c0 + i * kConsumers + threadIdx.x;
             if (c < pairs) {
               const int h = (2 * c) / per_head, r = 2 * c - h * per_head;
               const int64_t head = static_cast<int64_t>(kvh) * gq + h;
@@ -603,7 +731,7 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
           }
 #pragma unroll
           for (int i = 0; i < kPer; ++i) {
-            const int c = base + i * kConsumers + threadIdx.x;
+            const int c = c0 + i * kConsumers + threadIdx.x;
             if (c < pairs) reinterpret_cast<uint2*>(stage)[c] = v[i];
           }
         }
@@ -619,7 +747,7 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
             sum += src[j * stride + kD + 1] * f;
             o += src[j * stride + d] * f;
           }
-          p.attn[(static_cast<int64_t>(kvh) * gq + h) * kD + d] = f32_to_bf16_bits(o / sum);
+          st_tagged(tg.attn + (static_cast<int64_t>(kvh) * gq + h) * kD + d, f32_to_bf16_bits(o / sum), tag_of(base, layer, kTagAttn));
         }
       } else if (*flag) {  // the same, reading the partials from L2 (they do not fit in shared memory)
         for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
@@ -634,7 +762,7 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
             sum += __ldcg(src + j * (kD + 2) + kD + 1) * f;
             o += __ldcg(src + j * (kD + 2) + d) * f;
           }
-          p.attn[head * kD + d] = f32_to_bf16_bits(o / sum);
+          st_tagged(tg.attn + head * kD + d, f32_to_bf16_bits(o / sum), tag_of(base, layer, kTagAttn));
         }
       }
     }
@@ -646,8 +774,10 @@ __device__ void attend(const StackParams& p, const StackLayer& L, const Sync& sy
 // One kernel per attention shape (kDpl = head_dim / 32; kG: most query heads per KV head), so that each gets the
 // registers its own attention phase needs (a thread has 168 at most: see kThreads).
 template <int kDpl, int kG>
-__global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_constant__ StackParams p) {
+__global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_constant__ KernelArgs a) {
 #if RL_SM90_ENABLED
+  const StackParams& p = a.p;
+  const Tagged& tg = a.tg;
   extern __shared__ __align__(1024) uint8_t smem[];
   Ring ring;
   ring.stages = smem;
@@ -667,41 +797,47 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
   }
   pdl_wait();  // the residual stream (embedding) and the step's inputs
   const int split_cap = static_cast<int>(p.max_splits);
-  uint32_t* counters = reinterpret_cast<uint32_t*>(
-      static_cast<char*>(p.scratch) +
-      static_cast<size_t>(p.num_heads) * split_cap * (p.head_dim + 2) * sizeof(float));
-  const Sync sync{counters, counters + 1, counters + 2};
+  const Sync sync{tg.counters, tg.counters + 1, tg.counters + 2};
+  // This launch's tags follow the previous launch's (the launch count is advanced by the last block to finish).
+  const uint64_t launch = ld_relaxed(sync.epoch);
+  const uint32_t base = static_cast<uint32_t>(launch * kTagsPerLayer * static_cast<uint64_t>(p.num_layers) % 65535u);
   const int len = p.seq_lens[0], pos = p.positions[0], slot = p.slots[0];
   if (pos != len - 1 || slot < 0 || slot >= p.num_slots || (len - 1) / p.block_size >= p.max_blocks) __trap();
   const Splits sp = key_splits(len, p.num_kv_heads, split_cap);
   uint16_t* xs = reinterpret_cast<uint16_t*>(smem + kUnionOffset);
   float* red = reinterpret_cast<float*>(smem + kRedOffset);
-  uint32_t t = 0, barriers = 0;
+  const int q_dim = p.num_heads * p.head_dim;
+  // Input chunks in flight a thread: 2 where the attention phase leaves the registers (no spills), else 1.
+  constexpr int kRound = kDpl * kG <= 16 ? 2 : 1;
+  uint32_t t = 0;
   for (int layer = 0; layer < p.num_layers; ++layer) {
     const StackLayer& L = p.layers[layer];
     if (layer == p.num_layers - 1) pdl_launch_dependents();
-    load_normed(xs, p.residual, L.attn_norm, p.norm_f32, p.hidden, L.attn_eps, red, p.lab);
-    consume<kQkv>(p, L, layer, ring, xs, red, t);
-    attend<kDpl, kG>(p, L, sync, barriers, smem, len, pos, slot, sp);  // begins with the barrier after qkv
-    grid_sync(sync, barriers, p.lab);
-    load_vec(xs, p.attn, p.num_heads * p.head_dim, p.lab);
-    consume<kOut>(p, L, layer, ring, xs, red, t);
-    grid_sync(sync, barriers, p.lab);
-    load_normed(xs, p.residual, L.ffn_norm, p.norm_f32, p.hidden, L.ffn_eps, red, p.lab);
-    consume<kGateUp>(p, L, layer, ring, xs, red, t);
-    grid_sync(sync, barriers, p.lab);
-    load_vec(xs, p.inter_buf, p.inter, p.lab);
-    consume<kDown>(p, L, layer, ring, xs, red, t);
-    if (layer + 1 < p.num_layers) grid_sync(sync, barriers, p.lab);
+    // Each phase starts by waiting for the words of its input (tagged by the phase before; layer 0 reads the
+    // embedding, complete at launch).
+    const uint32_t prev_res = layer == 0 ? 0u : tag_of(base, layer - 1, kTagResDown);
+    load_normed<kRound>(xs, tg.res_d, layer == 0 ? p.residual : nullptr, prev_res, L.attn_norm, p.norm_f32, p.hidden,
+                        L.attn_eps, red, p);
+    consume<kQkv>(p, L, layer, ring, xs, red, tg, base, t);
+    attend<kDpl, kG>(p, L, layer, sync, tg, base, smem, len, pos, slot, sp);
+    // (Lab: with no attention work nothing writes the attention output, so nothing waits for it.)
+    load_vec<kRound>(xs, tg.attn, tag_of(base, layer, kTagAttn), q_dim, p, !(p.lab & kStackLabNoAttention));
+    consume<kOut>(p, L, layer, ring, xs, red, tg, base, t);
+    load_normed<kRound>(xs, tg.res_o, nullptr, tag_of(base, layer, kTagResO), L.ffn_norm, p.norm_f32, p.hidden,
+                        L.ffn_eps, red, p);
+    consume<kGateUp>(p, L, layer, ring, xs, red, tg, base, t);
+    load_vec<kRound>(xs, tg.inter, tag_of(base, layer, kTagInter), p.inter, p);
+    consume<kDown>(p, L, layer, ring, xs, red, tg, base, t);
   }
-  // Leave the counters at zero for the next launch: the last block to finish has seen every block pass every
-  // barrier.
+  // The last block to finish (every block has read the launch count and made its last split arrival) leaves the
+  // arrival counters at zero and advances the launch count for the next launch's tags.
   consumers_sync();
   if (threadIdx.x == 0) {
     __threadfence();
     if (atomicAdd(sync.done, 1u) == gridDim.x - 1) {
-      atomicExch(sync.barrier, 0u);
+      for (int h = 0; h < p.num_kv_heads; ++h) atomicExch(sync.heads + h, 0u);
       atomicExch(sync.done, 0u);
+      atomicAdd(sync.epoch, 1u);
     }
   }
 #else
@@ -722,7 +858,7 @@ int max_splits_for(int64_t num_kv_heads, int sms) {
   return m < 1 ? 1 : (m > kMaxSplits ? kMaxSplits : m);
 }
 
-using StackKernel = void (*)(StackParams);
+using StackKernel = void (*)(KernelArgs);
 
 // The instantiation for a head_dim and a query-head group size (stack_supported has checked both).
 StackKernel kernel_for(int64_t head_dim, int64_t gq) {
@@ -768,15 +904,21 @@ bool stack_supported(const StackShape& s, std::string* why) {
 }
 
 size_t stack_scratch_bytes(const StackShape& s) {
-  const size_t splits = static_cast<size_t>(max_splits_for(s.num_kv_heads, device_sms()));
-  const size_t partials = static_cast<size_t>(s.num_heads) * splits * (s.head_dim + 2) * sizeof(float);
-  return partials + (2 + static_cast<size_t>(s.num_kv_heads)) * sizeof(uint32_t);
+  const int64_t splits = max_splits_for(s.num_kv_heads, device_sms());
+  return ScratchLayout(s.num_heads, s.num_kv_heads, s.head_dim, s.hidden, s.inter, splits).total;
 }
 
 void launch_decode_stack(StackParams p, cudaStream_t stream) {
   const int sms = device_sms();
   p.max_splits = max_splits_for(p.num_kv_heads, sms);
-  launch_pdl(kernel_for(p.head_dim, p.num_heads / p.num_kv_heads), dim3(sms), dim3(kThreads), kSmemBytes, stream, p);
+  const int lab_backoff = (p.lab >> kStackLabBackoffShift) & 255;
+  p.poll_backoff_ns = lab_backoff ? 16 * lab_backoff : kStackPollBackoffNs;
+  const ScratchLayout lay(p.num_heads, p.num_kv_heads, p.head_dim, p.hidden, p.inter, p.max_splits);
+  char* scratch = static_cast<char*>(p.scratch);
+  auto words = [&](size_t off) { return reinterpret_cast<uint32_t*>(scratch + off); };
+  const KernelArgs a{p, Tagged{words(lay.qkv), words(lay.attn), words(lay.res_o), words(lay.res_d), words(lay.inter),
+                               words(lay.counters)}};
+  launch_pdl(kernel_for(p.head_dim, p.num_heads / p.num_kv_heads), dim3(sms), dim3(kThreads), kSmemBytes, stream, a);
 }
 
 }  // namespace rl::cuda

@@ -43,13 +43,11 @@ struct StackParams {
   float qk_eps = 1e-6f;
   float scale_log2 = 0;  // softmax scale · log2(e)
   const float* inv_freq = nullptr;  // [head_dim / 2]
-  // Activations, bf16: the residual stream [hidden] (in: the embedding; out: after the last layer) and scratch.
+  // The residual stream, bf16 [hidden]: in, the embedding; out, after the last layer. Between phases the
+  // activations live in the scratch as tagged words (decode_stack.cu).
   uint16_t* residual = nullptr;
-  uint16_t* qkv = nullptr;    // [(H + 2 KVH) D]
-  uint16_t* attn = nullptr;   // [H D]
-  uint16_t* inter_buf = nullptr;  // [I]
-  void* scratch = nullptr;    // stack_scratch_bytes(): split-KV partials and the grid's counters (zero at first use;
-                              // every launch leaves its counters at zero)
+  void* scratch = nullptr;  // stack_scratch_bytes(): split-KV partials, counters and the tagged activations (zero
+                            // at first use; every launch leaves its arrival counters at zero)
   // The step's one sequence: position, KV slot, context length (position + 1) and block-table row.
   const int32_t* positions = nullptr;
   const int32_t* slots = nullptr;
@@ -59,6 +57,7 @@ struct StackParams {
   int block_size = 0;
   int max_blocks = 0;  // entries of the block-table row
   int max_splits = 0;  // set by launch_decode_stack
+  int poll_backoff_ns = 0;  // set by launch_decode_stack (kStackPollBackoffNs, or the lab's)
   // Lab only (RIDGELINE_CUDA_STACK_LAB, read at backend creation; 0 in production): ablations that break the
   // results, to time the kernel's parts. Bits: kStackLab*.
   int lab = 0;
@@ -66,9 +65,14 @@ struct StackParams {
 
 constexpr int kStackLabNoAttention = 1;   // the attention phase does nothing
 constexpr int kStackLabNoGemvMath = 2;    // the GEMV phases wait for and release their tiles without the math
-constexpr int kStackLabNoGridSync = 4;    // grid barriers become block barriers
-constexpr int kStackLabNoPrologue = 8;    // no input vector loads (and no norms) after the barriers
-constexpr int kStackLabFenceBarrier = 16; // grid barriers with __threadfence + relaxed atomics (the first version)
+constexpr int kStackLabNoWait = 4;        // inputs read without waiting for their tags (other blocks' outputs)
+constexpr int kStackLabNoPrologue = 8;    // no input vector loads (and no norms) at the start of a phase
+constexpr int kStackLabBackoffShift = 8;  // bits 8-15, if not 0: the poll backoff's cap in 16 ns units
+
+// A block polling for another block's output sleeps between polls, 32 ns first, doubling up to this cap
+// (decode_stack.cu, wait_words). Measured on the H200 (docs/benchmarks.md, session 14): polling back to back slowed
+// Qwen3-0.6B by 2 % against the grid barriers it replaced, a fixed 256 ns sleep did not.
+constexpr int kStackPollBackoffNs = 256;
 
 struct StackShape {
   int64_t num_layers = 0, hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, inter = 0;

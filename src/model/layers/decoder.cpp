@@ -188,11 +188,7 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
                      b.attn.max_seqlen_k <= stack_max_context_ && !be.deterministic();
   if (stack) {
     DenseStackStep st;
-    const QkvLayout& lay = stack_->layout;
     st.residual = residual;
-    st.qkv = act(p.qkv, 1, lay.row());
-    st.attn = act(p.attn, 1, lay.num_heads * lay.head_dim);
-    st.inter = act(p.inter, 1, stack_->inter);
     st.scratch = stack_scratch_.data();
     st.positions = b.positions;
     st.slots = b.slots(0);
