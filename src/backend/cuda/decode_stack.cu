@@ -11,9 +11,9 @@
 //   1. x = RMSNorm(residual) into shared memory; qkv = W_qkv x (+ bias)
 //   2. attention, one (KV head, key split) unit per block: the group's q heads normed and rotated, the new K/V
 //      normed, rotated and written to the cache by the split holding the new position, then each warp's keys (4 at
-//      a time, loaded from the paged cache; the first batch's cached rows loaded before waiting for q/k/v) under an online
-//      softmax, the warps merged in order; with several splits the unit's last finisher (an acquire-release count)
-//      loads every split's partials at once and merges them in split order (the result does not depend on which
+//      a time, loaded from the paged cache; the first batch's cached rows loaded before waiting for q/k/v) under an
+//      online softmax, the warps merged in order; with several splits the unit's last finisher (an acquire-release
+//      count) loads every split's partials at once and merges them in split order (the result does not depend on which
 //      block finishes last)
 //   3. x = attention output; residual += W_o x (+ bias)
 //   4. x = RMSNorm(residual); inter = silu(W_gate x) · (W_up x)
@@ -114,7 +114,8 @@ struct Sync {
 // its value, with no fence or barrier between writer and reader. Tags never repeat on a word between two writes to
 // it (each output's words are rewritten for every layer, and consecutive tags of one output differ by
 // kTagsPerLayer), and 0 is never a tag, so the zeroed scratch of the first launch reads as not ready.
-constexpr uint32_t kTagsPerLayer = 5;  // qkv, attention output, residual after o_proj, SwiGLU output, residual after down
+// Per layer: qkv, attention output, residual after o_proj, SwiGLU output, residual after down_proj.
+constexpr uint32_t kTagsPerLayer = 5;
 enum TagSlot { kTagQkv = 0, kTagAttn = 1, kTagResO = 2, kTagInter = 3, kTagResDown = 4 };
 
 // The tag of an output of a layer; base: the launch's first tag - 1 (from the launch count).
@@ -747,7 +748,8 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
             sum += src[j * stride + kD + 1] * f;
             o += src[j * stride + d] * f;
           }
-          st_tagged(tg.attn + (static_cast<int64_t>(kvh) * gq + h) * kD + d, f32_to_bf16_bits(o / sum), tag_of(base, layer, kTagAttn));
+          st_tagged(tg.attn + (static_cast<int64_t>(kvh) * gq + h) * kD + d, f32_to_bf16_bits(o / sum),
+                    tag_of(base, layer, kTagAttn));
         }
       } else if (*flag) {  // the same, reading the partials from L2 (they do not fit in shared memory)
         for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
