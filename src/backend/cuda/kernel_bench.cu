@@ -385,6 +385,26 @@ void bench_decode(CudaBackend& be) {
       result("decode_lab", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_splits" + std::to_string(splits),
              kv_bytes / (lab_ms * 1e-3) / 1e12, "TB/s");
     }
+    if (b == 64) {
+      // Batch 64 at short and mid contexts under the grid a 4k max_model_len sizes (as a captured decode graph
+      // runs them: the split count of a 4k context), one page per warp (production) against two and four: where
+      // a batch-64 decode step's attention grows with the context (docs/cuda.md).
+      for (int64_t short_ctx : {80, 192, 512}) {
+        const size_t short_bytes = static_cast<size_t>(b * short_ctx * kv_heads * d * 2 * 2);
+        const int short_copies = static_cast<int>(kL2Rotate / short_bytes + 1);
+        AttnProblem sp = make_attn(be, b, 1, short_ctx, heads, kv_heads, d, short_copies);
+        for (int min_pages : {4, 8, 16}) {
+          const double sms = time_ms(be, [&](int i) {
+            const cuda::AttentionArgs a = attn_args(sp, sp.metas[i % short_copies], b, 1, 4096, heads, kv_heads, d);
+            cuda::launch_decode_attention(a, ws, be.num_sms(), be.stream(), 0, min_pages);
+          }, 50);
+          const std::string shape =
+              "B64_S" + std::to_string(short_ctx) + "_grid_for_4k_minpages" + std::to_string(min_pages);
+          result("decode_lab", shape, short_bytes / (sms * 1e-3) / 1e12, "TB/s");
+          result("decode_lab_us", shape, sms * 1e3, "us");
+        }
+      }
+    }
     if (b != 1) continue;
     // Short contexts under the grid a 4k max_model_len sizes (32 split slots, as a captured decode graph runs
     // them): pages per split at least 4 (one per warp, production) against at least 8 (two per warp).
