@@ -580,6 +580,12 @@ int64_t Engine::decode_graph_kernels(int64_t num_seqs) const {
   return runner_ ? runner_->decode_graph_kernels(num_seqs) : 0;
 }
 
+size_t Engine::prefault_kv_cache(int64_t num_seqs, int64_t tokens_per_seq) {
+  RL_CHECK_MSG(step_index_ == 0, "prefault_kv_cache: only before the first step");
+  const int64_t bs = kv_->block_size();
+  return kv_->prefault(1 + num_seqs * ((tokens_per_seq + bs - 1) / bs));  // block 0 is never handed out
+}
+
 Engine::StepTiming Engine::step_timing() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return timing_;

@@ -121,6 +121,10 @@ class Engine {
   Backend& backend() { return *backend_; }
   int32_t max_model_len() const { return sched_config_.max_model_len; }
   int64_t num_kv_blocks() const { return kv_->num_blocks(); }
+  // Makes the KV blocks of num_seqs fresh sequences of tokens_per_seq tokens each resident (KvStorage::prefault;
+  // the free queue hands out unused blocks in id order), before the first request only: it writes zeros. The
+  // benchmarks call it, so that no page of the pool is first touched inside a measured step. Returns the bytes.
+  size_t prefault_kv_cache(int64_t num_seqs, int64_t tokens_per_seq);
   DType kv_dtype() const { return kv_dtype_; }  // the KV cache's element type (select_kv_dtype)
   int32_t max_num_seqs() const { return sched_config_.max_num_seqs; }
   std::vector<TokenId> eos_token_ids() const;

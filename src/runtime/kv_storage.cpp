@@ -1,5 +1,7 @@
 #include "runtime/kv_storage.h"
 
+#include <algorithm>
+
 namespace rl {
 
 int64_t KvStorage::bytes_per_block(const ModelConfig& c, int64_t block_size, DType dtype, const KvGroupPlan* plan) {
@@ -9,7 +11,8 @@ int64_t KvStorage::bytes_per_block(const ModelConfig& c, int64_t block_size, DTy
 
 KvStorage::KvStorage(Backend* backend, const ModelConfig& c, int64_t num_blocks, int64_t block_size, DType dtype,
                      const KvGroupPlan* plan)
-    : plan_(plan ? *plan : plan_kv_groups(c.kv_spec, false, 1)), num_blocks_(num_blocks), block_size_(block_size) {
+    : backend_(backend), plan_(plan ? *plan : plan_kv_groups(c.kv_spec, false, 1)), num_blocks_(num_blocks),
+      block_size_(block_size) {
   RL_CHECK(static_cast<int64_t>(c.kv_spec.size()) == c.num_hidden_layers);
   RL_CHECK(plan_.layer_slot.size() == c.kv_spec.size() && plan_.num_groups() <= kMaxKvGroups);
   const size_t es = dtype_size(dtype);
@@ -40,6 +43,20 @@ KvStorage::KvStorage(Backend* backend, const ModelConfig& c, int64_t num_blocks,
     }
     layers_.push_back(layer);
   }
+}
+
+size_t KvStorage::prefault(int64_t num_blocks) {
+  num_blocks = std::clamp<int64_t>(num_blocks, 0, num_blocks_);
+  size_t bytes = 0;
+  for (const KvLayer& l : layers_) {
+    for (const Tensor* t : {&l.k, &l.v}) {
+      if (t->data == nullptr) continue;
+      const size_t n = t->nbytes() / static_cast<size_t>(num_blocks_) * static_cast<size_t>(num_blocks);
+      backend_->fill_zero(t->data, n);
+      bytes += n;
+    }
+  }
+  return bytes;
 }
 
 }  // namespace rl

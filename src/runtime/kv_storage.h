@@ -25,12 +25,18 @@ class KvStorage {
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
   const KvGroupPlan& plan() const { return plan_; }
+  // Writes zeros over blocks [0, num_blocks) of every layer (clamped to the pool), which hold zeros already: their
+  // pages become resident now. The CPU backend maps the pool lazily (CpuBackend::alloc_zeroed), so a block's first
+  // write otherwise faults its pages in during a step (a fresh huge page took 1-3 ms on the 2-vCPU build machine).
+  // Benchmarks call it before they measure. Returns the bytes written.
+  size_t prefault(int64_t num_blocks);
   int32_t num_groups() const { return plan_.num_groups(); }
   // Bytes one block takes across all layer slots (plan null: all layers).
   static int64_t bytes_per_block(const ModelConfig& config, int64_t block_size, DType dtype,
                                  const KvGroupPlan* plan = nullptr);
 
  private:
+  Backend* backend_;
   DeviceBuffer buffer_;
   KvGroupPlan plan_;
   std::vector<KvLayer> layers_;

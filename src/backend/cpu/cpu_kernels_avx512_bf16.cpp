@@ -71,26 +71,29 @@ void tile_bf16(const uint16_t* x, int64_t ld, const uint16_t* w, int64_t k, floa
 }
 
 // Decode (one x row): 16 weight rows, each read to its end before the next (one sequential stream, which the
-// hardware prefetchers follow; four accumulators per row break the dependency chain), their sums reduced together.
+// hardware prefetchers follow), their sums reduced together. Per row, 8 vectors (512 bytes) per iteration into two
+// accumulators: against 4 vectors into four, the whole decode step's GEMVs ran 3-5 % faster on 2 threads and 13-15 %
+// on one (a lab A/B over Qwen3-0.6B's 28 layers' and lm_head's shapes, alternated step by step, AMD EPYC).
 void gemv16_bf16(const uint16_t* x, const uint16_t* w, int64_t k, float* y) {
   __m512 acc[16];
   for (int j = 0; j < 16; ++j) {
     const uint16_t* row = w + j * k;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t i = 0;
     // acc += x[i, i + 32) · row[i, i + 32) in bf16 pairs (the x row is zero-padded: whole loads past k are safe).
     const auto dot32 = [&](__m512 acc, int64_t i, __m512i wv) {
-      return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i)), reinterpret_cast<__m512bh>(wv));
+      return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i)),
+                              reinterpret_cast<__m512bh>(wv));
     };
-    for (; i + 128 <= k; i += 128) {
-      a0 = dot32(a0, i, _mm512_loadu_si512(row + i));
-      a1 = dot32(a1, i + 32, _mm512_loadu_si512(row + i + 32));
-      a2 = dot32(a2, i + 64, _mm512_loadu_si512(row + i + 64));
-      a3 = dot32(a3, i + 96, _mm512_loadu_si512(row + i + 96));
+    for (; i + 256 <= k; i += 256) {
+      for (int u = 0; u < 256; u += 64) {
+        a0 = dot32(a0, i + u, _mm512_loadu_si512(row + i + u));
+        a1 = dot32(a1, i + u + 32, _mm512_loadu_si512(row + i + u + 32));
+      }
     }
     for (; i + 32 <= k; i += 32) a0 = dot32(a0, i, _mm512_loadu_si512(row + i));
     if (i < k) a1 = dot32(a1, i, _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1ull << (k - i)) - 1), row + i));
-    acc[j] = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+    acc[j] = _mm512_add_ps(a0, a1);
   }
   _mm512_storeu_ps(y, reduce16(acc));
 }
@@ -160,41 +163,35 @@ void tile_i8(const LinearActs& a, const I8WeightView& w, float* y, int64_t n, in
   }
 }
 
-// Decode (one x row) with int8 weights, as gemv16_bf16: 16 rows [j0, j0 + 16), each read to its end.
+// Decode (one x row) with int8 weights, as gemv16_bf16: 16 rows [j0, j0 + 16), each read to its end, 8 vectors per
+// iteration into two accumulators (against 4 into four: the decode step's GEMVs 4-9 % faster on 2 threads, 14-20 %
+// on one), and the 16 results scaled in one vector.
 void gemv16_i8(const LinearActs& a, const I8WeightView& w, float* y, int64_t k, int64_t j0) {
   const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
   const int8_t* x = a.x_i8;
+  // acc += (x[i, i + 64) + 128) · wv, u8 × s8 quadruples (the x row is zero-padded: whole loads past k are safe).
+  const auto dot64 = [&](__m512i acc, int64_t i, __m512i wv) {
+    return _mm512_dpbusd_epi32(acc, _mm512_xor_si512(_mm512_loadu_si512(x + i), offset), wv);
+  };
   __m512i acc[16];
   for (int j = 0; j < 16; ++j) {
     const int8_t* row = w.q + (j0 + j) * k;
-    __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512(), a2 = _mm512_setzero_si512(),
-            a3 = _mm512_setzero_si512();
+    __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
     int64_t i = 0;
-    for (; i + 256 <= k; i += 256) {
-      a0 = _mm512_dpbusd_epi32(a0, _mm512_xor_si512(_mm512_loadu_si512(x + i), offset), _mm512_loadu_si512(row + i));
-      a1 = _mm512_dpbusd_epi32(a1, _mm512_xor_si512(_mm512_loadu_si512(x + i + 64), offset),
-                               _mm512_loadu_si512(row + i + 64));
-      a2 = _mm512_dpbusd_epi32(a2, _mm512_xor_si512(_mm512_loadu_si512(x + i + 128), offset),
-                               _mm512_loadu_si512(row + i + 128));
-      a3 = _mm512_dpbusd_epi32(a3, _mm512_xor_si512(_mm512_loadu_si512(x + i + 192), offset),
-                               _mm512_loadu_si512(row + i + 192));
+    for (; i + 512 <= k; i += 512) {
+      for (int u = 0; u < 512; u += 128) {
+        a0 = dot64(a0, i + u, _mm512_loadu_si512(row + i + u));
+        a1 = dot64(a1, i + u + 64, _mm512_loadu_si512(row + i + u + 64));
+      }
     }
-    for (; i + 64 <= k; i += 64) {
-      a0 = _mm512_dpbusd_epi32(a0, _mm512_xor_si512(_mm512_loadu_si512(x + i), offset), _mm512_loadu_si512(row + i));
-    }
-    if (i < k) {
-      const __mmask64 m = (1ull << (k - i)) - 1;
-      a1 = _mm512_dpbusd_epi32(a1, _mm512_xor_si512(_mm512_loadu_si512(x + i), offset),
-                               _mm512_maskz_loadu_epi8(m, row + i));
-    }
-    acc[j] = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+    for (; i + 64 <= k; i += 64) a0 = dot64(a0, i, _mm512_loadu_si512(row + i));
+    if (i < k) a1 = dot64(a1, i, _mm512_maskz_loadu_epi8((1ull << (k - i)) - 1, row + i));
+    acc[j] = _mm512_add_epi32(a0, a1);
   }
-  alignas(64) int32_t sums[16];
-  _mm512_store_si512(sums, reduce16_epi32(acc));
-  for (int j = 0; j < 16; ++j) {
-    const int32_t s = sums[j] - 128 * w.row_sum[j0 + j];
-    y[j0 + j] = static_cast<float>(s) * a.x_scale[0] * w.scale[j0 + j];
-  }
+  // y = (Σ - 128 row_sum) · x_scale · w_scale, in that order (as tile_i8).
+  const __m512i sums = _mm512_sub_epi32(reduce16_epi32(acc), _mm512_slli_epi32(_mm512_loadu_si512(w.row_sum + j0), 7));
+  _mm512_storeu_ps(y + j0, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(a.x_scale[0])),
+                                         _mm512_loadu_ps(w.scale + j0)));
 }
 
 template <int NR>
