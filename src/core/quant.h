@@ -43,7 +43,8 @@ inline I8WeightView i8_weight_view(const void* base, int64_t rows, int64_t cols)
 // Quantises one f32 row of `cols` values: q[cols], *scale, *row_sum.
 void quantize_row_i8(const float* w, int64_t cols, int8_t* q, float* scale, int32_t* row_sum);
 // Quantises an f32 activation row symmetrically: q[i] = round(x[i] / s), s = max|x| / 127; returns
-// s (0 for an all-zero row, whose q is all zero). Used per token by the int8 linear.
+// s (0 for an all-zero row, whose q is all zero; NaN, with q all zero, for a row holding an Inf or NaN, so the
+// projection's outputs are NaN). Used per token by the int8 linear.
 float quantize_act_row_i8(const float* x, int64_t cols, int8_t* q);
 
 }  // namespace rl

@@ -335,5 +335,31 @@ std::string tier_name(const ::testing::TestParamInfo<CpuIsa>& info) {
 INSTANTIATE_TEST_SUITE_P(Supported, CpuKernelTiers, ::testing::ValuesIn(supported_cpu_isas()),
                          tier_name);
 
+// The int8 activation scale: max |x| / 127 with q = round(x / s) for finite rows, 0 for an all-zero row, and a NaN
+// scale (q all zero) for a row holding a NaN or an Inf, wherever it sits, so the int8 projection's outputs are NaN.
+TEST(QuantizeActRowI8, ScaleZeroRowAndNonFiniteRows) {
+  const std::vector<float> x = {0.5f, -2.0f, 1.0f, 0.0f, -0.25f};
+  std::vector<int8_t> q(x.size());
+  const float s = quantize_act_row_i8(x.data(), static_cast<int64_t>(x.size()), q.data());
+  EXPECT_FLOAT_EQ(s, 2.0f / 127.0f);
+  const std::vector<int8_t> want = {32, -127, 64, 0, -16};
+  EXPECT_EQ(q, want);
+  const std::vector<float> zeros(7, 0.0f);
+  std::vector<int8_t> qz(zeros.size(), 5);
+  EXPECT_EQ(quantize_act_row_i8(zeros.data(), 7, qz.data()), 0.0f);
+  EXPECT_EQ(qz, std::vector<int8_t>(7, 0));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    for (size_t at : {size_t(0), size_t(2), x.size() - 1}) {
+      std::vector<float> y = x;
+      y[at] = bad;
+      std::vector<int8_t> qb(y.size(), 5);
+      EXPECT_TRUE(std::isnan(quantize_act_row_i8(y.data(), static_cast<int64_t>(y.size()), qb.data())))
+          << "bad value " << bad << " at " << at;
+      EXPECT_EQ(qb, std::vector<int8_t>(y.size(), 0));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rl
