@@ -114,14 +114,28 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
 struct Shape {
   int64_t num_heads, num_kv_heads, head_dim;
 };
-const Shape kShapes[] = {{4, 4, 128}, {8, 4, 64}, {16, 4, 128}, {16, 2, 64}, {12, 4, 128}, {8, 1, 128}, {8, 2, 256}};
+// GQA groups 1, 2, 3, 4, 7, 8 and 16 (two chunks of 8 in the tensor-core decode kernel).
+const Shape kShapes[] = {{4, 4, 128}, {8, 4, 64},  {16, 4, 128}, {16, 2, 64}, {12, 4, 128},
+                         {8, 1, 128}, {8, 2, 256}, {14, 2, 64},  {32, 2, 128}};
 
+using Impl = CudaBackend::AttentionImpl;
+const char* impl_name(Impl impl) {
+  switch (impl) {
+    case Impl::kNaive: return "naive";
+    case Impl::kDecodeSimt: return "decode simt";
+    case Impl::kDecodeMma: return "decode mma";
+    case Impl::kDecodeMmaPrefetch: return "decode mma prefetch";
+    default: return "auto";
+  }
+}
+
+// Every decode kernel (each where the shape allows it; the others fall back to what kAuto runs) and the naive one.
 void check_all_impls(const std::vector<SeqSpec>& seqs, const char* what) {
   for (const Shape& s : kShapes) {
-    for (auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kNaive}) {
+    for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch}) {
       const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl);
       EXPECT_LT(e, kBf16Tol) << what << ": heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
-                             << (impl == CudaBackend::AttentionImpl::kNaive ? " naive" : " auto");
+                             << " " << impl_name(impl);
     }
   }
 }
@@ -139,9 +153,11 @@ TEST(CudaAttention, DecodeGridSizedForLongerContext) {
   const std::vector<SeqSpec> seqs = {{1, 1}, {1, 17}, {1, 384}, {1, 4097}, {1, 64}};
   for (const Shape& s : kShapes) {
     for (int64_t max_k : {int64_t(8192), int64_t(131072)}) {
-      const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, CudaBackend::AttentionImpl::kAuto, max_k);
-      EXPECT_LT(e, kBf16Tol) << "heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
-                             << " grid for " << max_k;
+      for (auto impl : {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMmaPrefetch}) {
+        const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl, max_k);
+        EXPECT_LT(e, kBf16Tol) << "heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
+                               << " grid for " << max_k << " " << impl_name(impl);
+      }
     }
   }
 }

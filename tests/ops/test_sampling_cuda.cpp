@@ -114,6 +114,27 @@ TEST(CudaSampling, EveryParameterMatchesTheCpuReference) {
   // Deterministic: the same call gives the same tokens.
   const std::vector<SampleResult> again = run(cuda());
   for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(again[static_cast<size_t>(r)].token, got[static_cast<size_t>(r)].token);
+  // The blocks a row gets depend on the batch (sampling.cu, sample_cluster_for: 256 rows one block each, 48 rows
+  // two, 16 rows eight on an H200); a row's token and logprobs must not.
+  for (int64_t n : {int64_t{16}, int64_t{48}}) {
+    const std::vector<SamplerRow> part_rows(sr.begin(), sr.begin() + n);
+    const std::vector<float> part_x(x.begin(), x.begin() + n * vocab);
+    const std::vector<SampleResult> part = sample_rows(cuda(), part_x, n, vocab, part_rows);
+    for (int64_t r = 0; r < n; ++r) {
+      const SampleResult& p = part[static_cast<size_t>(r)];
+      const SampleResult& g = got[static_cast<size_t>(r)];
+      EXPECT_EQ(p.token, g.token) << n << " rows, row " << r;
+      ASSERT_EQ(p.logprob.has_value(), g.logprob.has_value()) << n << " rows, row " << r;
+      if (p.logprob) {
+        EXPECT_EQ(*p.logprob, *g.logprob) << n << " rows, row " << r;
+        ASSERT_EQ(p.top_logprobs.size(), g.top_logprobs.size());
+        for (size_t k = 0; k < p.top_logprobs.size(); ++k) {
+          EXPECT_EQ(p.top_logprobs[k].token, g.top_logprobs[k].token);
+          EXPECT_EQ(p.top_logprobs[k].logprob, g.top_logprobs[k].logprob);
+        }
+      }
+    }
+  }
 }
 
 // Teacher-forced rows (prompt logprobs): the forced token, its logprob, rank and top-N as the CPU reference.

@@ -84,6 +84,15 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     dense_stack_ = false;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_STACK_LAB")) stack_lab_ = std::atoi(env);
+  // End-to-end A/B of the decode attention kernels (kernel_config.h, kDecodeMmaKernel): simt, mma, mma_prefetch.
+  // Unset: the production choice.
+  if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_KERNEL")) {
+    const std::string k = env;
+    decode_kernel_ = k == "simt"           ? cuda::DecodeKernel::kSimt
+                     : k == "mma"          ? cuda::DecodeKernel::kMma
+                     : k == "mma_prefetch" ? cuda::DecodeKernel::kMmaPrefetch
+                                           : cuda::DecodeKernel::kAuto;
+  }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
   }
@@ -265,7 +274,12 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       const size_t o_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * 128;
       cuda::DecodeWorkspace ws{decode_partials_, decode_partials_ + o_floats, decode_counters_,
                                cuda::kDecodeWorkspaceRows};
-      cuda::launch_decode_attention(a, ws, num_sms_, stream_);
+      cuda::DecodeLab lab;
+      lab.kernel = attention_impl_ == AttentionImpl::kDecodeSimt        ? cuda::DecodeKernel::kSimt
+                   : attention_impl_ == AttentionImpl::kDecodeMma         ? cuda::DecodeKernel::kMma
+                   : attention_impl_ == AttentionImpl::kDecodeMmaPrefetch ? cuda::DecodeKernel::kMmaPrefetch
+                                                                          : decode_kernel_;
+      cuda::launch_decode_attention(a, ws, num_sms_, stream_, lab);
       return;
     }
     if (attention_impl_ != AttentionImpl::kFlash2 && cuda::prefill_attention_sm90_supported(a)) {
@@ -411,7 +425,7 @@ void CudaBackend::argmax_rows(const Tensor& logits, const Tensor& out) {
 
 void CudaBackend::sample(const Tensor& logits, const SampleBatch& batch) {
   RL_CHECK(logits.dtype == DType::kF32 && logits.ndim == 2 && logits.dim(0) >= batch.num_rows);
-  cuda::launch_sample(logits.as<float>(), logits.dim(1), batch, stream_);
+  cuda::launch_sample(logits.as<float>(), logits.dim(1), batch, num_sms_, stream_);
 }
 
 void CudaBackend::init_penalty_slots(const PenaltySlotInit* inits, int64_t num_inits, const SampleBatch& batch,

@@ -143,7 +143,8 @@ class CudaBackend final : public Backend {
   // compute capability 9.0) or FA2 prefill (naive for other shapes). Tests and benchmarks force one to compare them.
   // kAuto: the fastest kernel for the shape; kNaive: the reference kernel; kFlash2: the FA2 prefill kernel even
   // where the Hopper one serves; kHopperPacked: the Hopper prefill with GQA-packed blocks (tests and the lab).
-  enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked };
+  // kDecode*: decode batches through that split-KV decode kernel where the shape allows it (tests of every kernel).
+  enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to
@@ -158,6 +159,7 @@ class CudaBackend final : public Backend {
   float* decode_partials_ = nullptr;  // [kDecodeWorkspaceRows * 128] o then [kDecodeWorkspaceRows] lse
   int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
   cuda::SkinnyWorkspace skinny_ws_;   // split partials and per-tile counters of the skinny GEMM
+  cuda::DecodeKernel decode_kernel_ = cuda::DecodeKernel::kAuto;  // RIDGELINE_CUDA_DECODE_KERNEL (lab A/B)
   bool skinny_gemm_ = false;  // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1)
   // Fences: a ring of events; fence f is events_[f % kNumFences], recorded at most kNumFences fences ago.
   static constexpr int kNumFences = 8;

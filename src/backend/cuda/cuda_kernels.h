@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernel_config.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
 
@@ -58,8 +59,9 @@ void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t
 // out[r] = argmax of logits row r (f32 [rows, vocab]); ties → lowest id (sampling.cu).
 void launch_argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 // The one sampling path (ops.h, SampleRowParams) over logits f32 [batch.num_rows, vocab] (sampling.cu).
-// cluster_size: blocks per row on sm_90 (0: the production kSampleCluster; the kernel bench compares 1).
-void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, cudaStream_t stream, int cluster_size = 0);
+// cluster_size: blocks per row on sm_90 (0: sample_cluster_for(rows, num_sms); the kernel bench compares others).
+void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, int num_sms, cudaStream_t stream,
+                   int cluster_size = 0);
 void launch_init_penalty_slot(const PenaltySlotInit& init, int32_t* counts, uint32_t* bits, int64_t vocab,
                               cudaStream_t stream);
 // ids[t] < 0 → sampled[-ids[t] - 1].
@@ -133,7 +135,7 @@ struct AttentionArgs {
 // first version of the kernel lab.
 void launch_attention_naive(const AttentionArgs& a, cudaStream_t stream);
 
-// Split-KV decode (one query per sequence), block_size 16, head_dim 64/128. partial_o: f32 [num_seqs,
+// Split-KV decode (one query per sequence), block_size 16, head_dim 64/128/256. partial_o: f32 [num_seqs,
 // num_heads, num_splits, head_dim], partial_lse: f32 [num_seqs, num_heads, num_splits]; unused with 1 split.
 struct DecodeWorkspace {
   float* partial_o = nullptr;
@@ -143,11 +145,17 @@ struct DecodeWorkspace {
 };
 // The grid has one slot per split for the longest context max_seqlen_k allows; each sequence uses as many as its
 // own seq_len fills, so a launch (or captured graph) sized for max_model_len stays right for shorter contexts.
-// num_splits_override > 0 forces the slot count (kernel lab); 0 picks decode_num_splits(). min_pages_override > 0
-// forces the fewest pages a split takes (kernel lab); 0 means one page per warp (kDecodeWarps).
+// Kernel-lab knobs; production passes none. num_splits > 0 forces the slot count (0: decode_num_splits());
+// min_pages > 0 forces the fewest pages a split takes (0: one page per warp, kDecodeWarps); kernel other than
+// kAuto forces that kernel where the shape allows it.
+struct DecodeLab {
+  int64_t num_splits = 0;
+  int min_pages = 0;
+  DecodeKernel kernel = DecodeKernel::kAuto;
+};
 bool decode_attention_supported(const AttentionArgs& a);
 void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
-                             int64_t num_splits_override = 0, int min_pages_override = 0);
+                             const DecodeLab& lab = {});
 
 // FlashAttention-2 style prefill (tensor cores), varlen + causal with prefix, paged K/V, head_dim 64/128/256.
 bool prefill_attention_supported(const AttentionArgs& a);

@@ -1,8 +1,16 @@
 // Split-KV decode attention (FlashDecoding) over the paged cache (block size 16), head_dim 64, 128 or 256. One block
-// per (sequence, kv head, group chunk, split); its 4 warps walk whole pages, and one 16-byte load of each K/V row
-// serves every query head of the GQA chunk (up to 4). Lanes of a row: D/8 (16 B each); a warp covers 32/(D/8)
-// tokens per step.
-// Softmax in the log2 domain (q pre-scaled by scale·log2 e). The grid has num_splits split slots (sized on the
+// per (sequence, kv head, group chunk, split); its 4 warps walk whole pages, and one load of each K/V row serves
+// every query head of the GQA chunk. Two kernels share the split / merge scaffolding:
+// - decode_attention_mma_kernel (head_dim 64 and 128, chunks of up to 8 query heads): a page is two tensor-core
+//   products per warp, Sᵀ = K·Qᵀ (the page's 16 keys on the MMA's M side, the chunk's heads on N) and
+//   Oᵀ += Vᵀ·Pᵀ (head dims on M, keys on K). Every operand goes from 16-byte global loads straight into MMA
+//   fragments: the dot product's k index is a permutation of the head dims that puts 8 consecutive dims of one
+//   key in one lane (the same permutation on Q), V's two keys per register come from byte permutes, and Pᵀ's
+//   fragment is the transposed score fragment (movmatrix). About 140 instructions a page per warp, against ~1,000
+//   for the CUDA-core loop, which bound batch-64 decode at short contexts (docs/cuda.md).
+// - decode_attention_kernel (head_dim 256, and GQA groups of more than 8 that 8 does not divide): CUDA cores,
+//   chunks of up to 4 heads; lanes of a row: D/8 (16 B each); a warp covers 32/(D/8) tokens per step.
+// Softmax in the log2 domain. The grid has num_splits split slots (sized on the
 // host for the longest context the launch may see, so a CUDA graph captured once serves any length); each
 // sequence spreads its pages over as many of them as it can fill (from its seq_len in device memory), and the
 // rest exit at once. With several active splits, each writes a partial (normalized o + lse) and the last block
@@ -12,6 +20,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/kernel_config.h"
+#include "backend/cuda/mma_sm80.cuh"
 
 namespace rl::cuda {
 namespace {
@@ -24,15 +33,109 @@ struct DecodeParams {
   float* partial_lse;
   int* counters;
   int num_splits;  // split slots in the grid (gridDim.x); partial rows are strided by it
-  int num_chunks;  // group / G
+  int num_chunks;  // group / heads per chunk
   int min_pages;   // pages per split at least (kDecodeWarps: one per warp)
 };
+
+// Shared memory of the block merge: each warp's (m, l, o) per head of the chunk, then the split weights.
+template <int D, int GM>
+struct MergeSmem {
+  float m[kDecodeWarps][GM], l[kDecodeWarps][GM];
+  float acc[kDecodeWarps][GM][D];
+  float weight[GM][kDecodeMaxSplits];
+  bool is_last;
+};
+
+// Where a block of a (sequence, head chunk, split) goes once its warps have stored their (m, l, o) of the chunk's
+// gh heads in sm: merges the warps, writes the output (one active split) or its partial, and the last active
+// split to finish merges every split's partial (log-sum-exp) into the output, so no second kernel is launched.
+template <int D, int GM>
+__device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, GM>& sm, int s, int64_t tok,
+                                            int64_t h0, int gh, int split, int num_active) {
+  const AttentionArgs& a = p.a;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  __syncthreads();
+  for (int i = threadIdx.x; i < gh * D; i += blockDim.x) {
+    const int g = i / D, c = i % D;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, sm.m[w][g]);
+    float sum_l = 0.0f, o = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kDecodeWarps; ++w) {
+        const float f = exp2f(sm.m[w][g] - mx);
+        sum_l += sm.l[w][g] * f;
+        o += sm.acc[w][g][c] * f;
+      }
+      o /= sum_l;
+    }
+    const int64_t h = h0 + g;
+    if (num_active == 1) {
+      a.out[tok * a.num_heads * D + h * D + c] = f32_to_bf16_bits(o);
+    } else {
+      const int64_t r = (static_cast<int64_t>(s) * a.num_heads + h) * p.num_splits + split;
+      p.partial_o[r * D + c] = o;
+      if (c == 0) p.partial_lse[r] = mx == -INFINITY ? -INFINITY : mx + log2f(sum_l);
+    }
+  }
+  if (num_active == 1) return;
+
+  // The counter goes back to 0 for the next launch.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = p.counters + static_cast<int64_t>(s) * gridDim.y + blockIdx.y;
+    sm.is_last = atomicAdd(counter, 1) == num_active - 1;
+    if (sm.is_last) *counter = 0;
+  }
+  __syncthreads();
+  if (!sm.is_last) return;
+  __threadfence();
+  // Split weights: warp w normalizes heads w, w + 4, ... (every active split holds at least one valid key, so
+  // each lse is finite).
+  const int64_t r0 = (static_cast<int64_t>(s) * a.num_heads + h0) * p.num_splits;
+  for (int g = warp; g < gh; g += kDecodeWarps) {
+    const float* lse = p.partial_lse + r0 + static_cast<int64_t>(g) * p.num_splits;
+    float mx = -INFINITY;
+    for (int i = lane; i < num_active; i += 32) {
+      sm.weight[g][i] = __ldcg(lse + i);
+      mx = fmaxf(mx, sm.weight[g][i]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int i = lane; i < num_active; i += 32) {
+      sm.weight[g][i] = exp2f(sm.weight[g][i] - mx);
+      sum += sm.weight[g][i];
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    for (int i = lane; i < num_active; i += 32) sm.weight[g][i] *= inv;
+  }
+  __syncthreads();
+  // Each thread merges 4 consecutive output columns with 16-byte loads, several splits in flight at once.
+  for (int i = threadIdx.x; i < gh * D / 4; i += blockDim.x) {
+    const int g = i / (D / 4), c4 = i % (D / 4);
+    const float4* po = reinterpret_cast<const float4*>(p.partial_o + (r0 + static_cast<int64_t>(g) * p.num_splits) * D) + c4;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+    for (int sp = 0; sp < num_active; ++sp) {
+      const float4 v = __ldcg(po + sp * (D / 4));
+      const float w = sm.weight[g][sp];
+      o.x = fmaf(w, v.x, o.x);
+      o.y = fmaf(w, v.y, o.y);
+      o.z = fmaf(w, v.z, o.z);
+      o.w = fmaf(w, v.w, o.w);
+    }
+    uint16_t* dst = a.out + tok * a.num_heads * D + (h0 + g) * D + c4 * 4;
+    *reinterpret_cast<uint2*>(dst) = make_uint2(uint32_t(f32_to_bf16_bits(o.x)) | (uint32_t(f32_to_bf16_bits(o.y)) << 16),
+                                                uint32_t(f32_to_bf16_bits(o.z)) | (uint32_t(f32_to_bf16_bits(o.w)) << 16));
+  }
+}
 
 template <int D, int G>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(DecodeParams p) {
   pdl_wait();  // launched with PDL (cuda_launch.cuh)
   pdl_launch_dependents();
-  static_assert(G <= kDecodeWarps, "the merge gives each query head of the chunk one warp");
   constexpr int kLanesPerRow = D / 8;
   constexpr int kTokPerStep = 32 / kLanesPerRow;
   constexpr int kSteps = kDecodePageSize / kTokPerStep;
@@ -142,98 +245,207 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
       for (int e = 0; e < 8; ++e) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], o);
     }
   }
-  __shared__ float sm_m[kDecodeWarps][G], sm_l[kDecodeWarps][G];
-  __shared__ float sm_acc[kDecodeWarps][G][D];
+  __shared__ MergeSmem<D, G> sm;
   if (sub == 0) {
 #pragma unroll
     for (int g = 0; g < G; ++g) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) sm_acc[warp][g][col * 8 + e] = acc[g][e];
+      for (int e = 0; e < 8; ++e) sm.acc[warp][g][col * 8 + e] = acc[g][e];
       if (col == 0) {
-        sm_m[warp][g] = m[g];
-        sm_l[warp][g] = l[g];
+        sm.m[warp][g] = m[g];
+        sm.l[warp][g] = l[g];
       }
     }
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
-    const int g = i / D, c = i % D;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, sm_m[w][g]);
-    float sum_l = 0.0f, o = 0.0f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kDecodeWarps; ++w) {
-        const float f = exp2f(sm_m[w][g] - mx);
-        sum_l += sm_l[w][g] * f;
-        o += sm_acc[w][g][c] * f;
-      }
-      o /= sum_l;
-    }
-    const int64_t h = h0 + g;
-    if (num_active == 1) {
-      a.out[tok * a.num_heads * D + h * D + c] = f32_to_bf16_bits(o);
-    } else {
-      const int64_t r = (static_cast<int64_t>(s) * a.num_heads + h) * p.num_splits + split;
-      p.partial_o[r * D + c] = o;
-      if (c == 0) p.partial_lse[r] = mx == -INFINITY ? -INFINITY : mx + log2f(sum_l);
-    }
-  }
-  if (num_active == 1) return;
+  merge_block<D, G>(p, sm, s, tok, h0, G, split, num_active);
+}
 
-  // The last active split block of this (sequence, head chunk) to finish merges all splits (log-sum-exp), so
-  // no second kernel launch is needed. The counter goes back to 0 for the next launch.
-  __shared__ bool is_last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int* counter = p.counters + static_cast<int64_t>(s) * gridDim.y + blockIdx.y;
-    is_last = atomicAdd(counter, 1) == num_active - 1;
-    if (is_last) *counter = 0;
+
+// movmatrix: the transposed 8 × 8 bf16 tile of a warp fragment (each lane holds row lane/4, columns 2·(lane%4)+{0,1}).
+__device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// The K/V rows of one page that a lane feeds into the MMAs (lane = 4·gi + qi):
+// - k[0][t], k[1][t]: dims 8·qi + 32·t .. +8 of keys gi and gi + 8 (rows of Sᵀ's A fragment; k-step 2t + h takes
+//   registers 2h, 2h + 1: the dot product's k index is this permutation of the head dims, and Q is loaded with it).
+// - v[j][u]: dims 8·gi + 64·u .. +8 of keys 2qi, 2qi + 1, 2qi + 8, 2qi + 9 (Vᵀ's A fragment: m-tile 4u + e holds
+//   head dims 8·gi + 64·u + 2e (row gi) and + 1 (row gi + 8), so the output of a lane is 8 consecutive dims).
+template <int D>
+struct KvPage {
+  uint4 k[2][D / 32];
+  uint4 v[4][D / 64];
+};
+
+template <int D>
+__device__ __forceinline__ void load_kv_page(KvPage<D>& pg, const AttentionArgs& a, int64_t base, int gi, int qi) {
+  const int64_t ts = a.num_kv_heads * D;  // elements between consecutive slots of one head
+#pragma unroll
+  for (int t = 0; t < D / 32; ++t) {
+    pg.k[0][t] = load_stream(a.k_cache + base + gi * ts + 8 * qi + 32 * t);
+    pg.k[1][t] = load_stream(a.k_cache + base + (gi + 8) * ts + 8 * qi + 32 * t);
   }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  // Split weights: warp g normalizes head g's lse values in parallel (every active split holds at least one
-  // valid key, so each lse is finite).
-  __shared__ float weight[G][kDecodeMaxSplits];
-  const int64_t r0 = (static_cast<int64_t>(s) * a.num_heads + h0) * p.num_splits;
-  if (warp < G) {
-    const float* lse = p.partial_lse + r0 + static_cast<int64_t>(warp) * p.num_splits;
-    float mx = -INFINITY;
-    for (int i = lane; i < num_active; i += 32) {
-      weight[warp][i] = __ldcg(lse + i);
-      mx = fmaxf(mx, weight[warp][i]);
-    }
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int i = lane; i < num_active; i += 32) {
-      weight[warp][i] = exp2f(weight[warp][i] - mx);
-      sum += weight[warp][i];
-    }
-    const float inv = 1.0f / warp_sum(sum);
-    for (int i = lane; i < num_active; i += 32) weight[warp][i] *= inv;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int key = 2 * qi + (j & 1) + 8 * (j >> 1);
+#pragma unroll
+    for (int u = 0; u < D / 64; ++u) pg.v[j][u] = load_stream(a.v_cache + base + key * ts + 8 * gi + 64 * u);
   }
-  __syncthreads();
-  // Each thread merges 4 consecutive output columns with 16-byte loads, several splits in flight at once.
-  for (int i = threadIdx.x; i < G * D / 4; i += blockDim.x) {
-    const int g = i / (D / 4), c4 = i % (D / 4);
-    const float4* po = reinterpret_cast<const float4*>(p.partial_o + (r0 + static_cast<int64_t>(g) * p.num_splits) * D) + c4;
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-    for (int sp = 0; sp < num_active; ++sp) {
-      const float4 v = __ldcg(po + sp * (D / 4));
-      const float w = weight[g][sp];
-      o.x = fmaf(w, v.x, o.x);
-      o.y = fmaf(w, v.y, o.y);
-      o.z = fmaf(w, v.z, o.z);
-      o.w = fmaf(w, v.w, o.w);
-    }
-    uint16_t* dst = a.out + tok * a.num_heads * D + (h0 + g) * D + c4 * 4;
-    *reinterpret_cast<uint2*>(dst) = make_uint2(uint32_t(f32_to_bf16_bits(o.x)) | (uint32_t(f32_to_bf16_bits(o.y)) << 16),
-                                                uint32_t(f32_to_bf16_bits(o.z)) | (uint32_t(f32_to_bf16_bits(o.w)) << 16));
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// One page folded into a warp's online softmax. m[c], l[c]: heads 2qi + c (l partial over this lane's keys);
+// acc: Oᵀ's C fragments (m-tile 4u + e: dims 8gi + 64u + 2e (+1), heads 2qi, 2qi + 1).
+template <int D>
+__device__ __forceinline__ void fold_kv_page(KvPage<D>& pg, const uint32_t (&qf)[D / 16][2], float (&acc)[D / 16][4],
+                                             float (&m)[2], float (&l)[2], int key0, int seq_len, float scale_log2,
+                                             int gi, int qi) {
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int st = 0; st < D / 16; ++st) {
+    const int t = st / 2, h = st % 2;
+    const uint32_t af[4] = {word(pg.k[0][t], 2 * h), word(pg.k[1][t], 2 * h), word(pg.k[0][t], 2 * h + 1),
+                            word(pg.k[1][t], 2 * h + 1)};
+    mma_bf16(c, af, qf[st][0], qf[st][1]);
   }
+  // Keys past the sequence end score -inf, and their V rows (any bits, even NaN) become zeros.
+  const bool lo_ok = key0 + gi < seq_len, hi_ok = key0 + gi + 8 < seq_len;
+  const float s00 = lo_ok ? c[0] * scale_log2 : -INFINITY, s01 = lo_ok ? c[1] * scale_log2 : -INFINITY;
+  const float s10 = hi_ok ? c[2] * scale_log2 : -INFINITY, s11 = hi_ok ? c[3] * scale_log2 : -INFINITY;
+  if (key0 + kDecodePageSize > seq_len) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (key0 + 2 * qi + (j & 1) + 8 * (j >> 1) >= seq_len) {
+#pragma unroll
+        for (int u = 0; u < D / 64; ++u) pg.v[j][u] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+  float mx0 = fmaxf(s00, s10), mx1 = fmaxf(s01, s11);
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+  }
+  // Finite: the page's first key is in range.
+  const float mn0 = fmaxf(m[0], mx0), mn1 = fmaxf(m[1], mx1);
+  const float corr0 = exp2f(m[0] - mn0), corr1 = exp2f(m[1] - mn1);
+  m[0] = mn0;
+  m[1] = mn1;
+  const float p00 = exp2f(s00 - mn0), p01 = exp2f(s01 - mn1), p10 = exp2f(s10 - mn0), p11 = exp2f(s11 - mn1);
+  l[0] = l[0] * corr0 + p00 + p10;
+  l[1] = l[1] * corr1 + p01 + p11;
+  // Pᵀ as the B fragment of Oᵀ += Vᵀ·Pᵀ (keys on k, heads on n): the transposed 8 × 8 tiles of the scores.
+  const uint32_t b0 = transpose8x8(pack_bf16x2(p00, p01)), b1 = transpose8x8(pack_bf16x2(p10, p11));
+#pragma unroll
+  for (int mt = 0; mt < D / 16; ++mt) {
+    const int u = mt / 4, e = mt % 4;
+    acc[mt][0] *= corr0;
+    acc[mt][1] *= corr1;
+    acc[mt][2] *= corr0;
+    acc[mt][3] *= corr1;
+    const uint32_t x0 = word(pg.v[0][u], e), x1 = word(pg.v[1][u], e);
+    const uint32_t x2 = word(pg.v[2][u], e), x3 = word(pg.v[3][u], e);
+    const uint32_t af[4] = {__byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632), __byte_perm(x2, x3, 0x5410),
+                            __byte_perm(x2, x3, 0x7632)};
+    mma_bf16(acc[mt], af, b0, b1);
+  }
+}
+
+// Head dims 64 / 128, chunks of up to 8 query heads of a KV head (MMA columns past the chunk are zero queries).
+// kPrefetch: a warp loads its next page before folding the current one (registers for two pages, so half the
+// resident blocks); without, it loads a page, folds it, then loads the next.
+template <int D, bool kPrefetch>
+__global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel(DecodeParams p) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
+  static_assert(D == 64 || D == 128, "the MMA decode kernel serves head_dim 64 and 128");
+  const AttentionArgs& a = p.a;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int gi = lane / 4, qi = lane % 4;
+  const int split = blockIdx.x, s = blockIdx.z;
+  const int kvh = blockIdx.y / p.num_chunks;
+  const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
+  const int gh = group / p.num_chunks;  // heads of this chunk (≤ 8)
+  const int64_t h0 = static_cast<int64_t>(kvh) * group + (blockIdx.y % p.num_chunks) * gh;
+  const int64_t tok = a.cu_seqlens_q[s];
+  const int seq_len = a.seq_lens_k[s];
+  const int num_pages = (seq_len + kDecodePageSize - 1) / kDecodePageSize;
+  const int pages_per_split = max(p.min_pages, (num_pages + p.num_splits - 1) / p.num_splits);
+  const int num_active = (num_pages + pages_per_split - 1) / pages_per_split;
+  if (split >= num_active) return;  // block-uniform, before any barrier; never counted by the merge
+  const int page_begin = split * pages_per_split;
+  const int page_end = min(page_begin + pages_per_split, num_pages);
+
+  // Qᵀ's B fragments, in the permuted k order of the K loads (head gi of the chunk; zero past it).
+  uint32_t qf[D / 16][2];
+#pragma unroll
+  for (int t = 0; t < D / 32; ++t) {
+    const uint4 v = gi < gh ? *reinterpret_cast<const uint4*>(a.qkv + tok * a.row + (h0 + gi) * D + 8 * qi + 32 * t)
+                            : make_uint4(0, 0, 0, 0);
+    qf[2 * t][0] = v.x;
+    qf[2 * t][1] = v.y;
+    qf[2 * t + 1][0] = v.z;
+    qf[2 * t + 1][1] = v.w;
+  }
+  float acc[D / 16][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int mt = 0; mt < D / 16; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
+  const float scale_log2 = a.scale * kLog2e;
+  const int32_t* table = a.block_tables + s * a.max_blocks;
+  const auto page_base = [&](int page) {
+    return (static_cast<int64_t>(table[page]) * kDecodePageSize * a.num_kv_heads + kvh) * D;
+  };
+  if constexpr (kPrefetch) {
+    KvPage<D> pg[2];
+    int page = page_begin + warp;
+    if (page < page_end) load_kv_page(pg[0], a, page_base(page), gi, qi);
+    // Two pages a trip, so that each buffer stays in registers.
+    while (page < page_end) {
+      const int next = page + kDecodeWarps;
+      if (next < page_end) load_kv_page(pg[1], a, page_base(next), gi, qi);
+      fold_kv_page(pg[0], qf, acc, m, l, page * kDecodePageSize, seq_len, scale_log2, gi, qi);
+      if (next >= page_end) break;
+      const int next2 = next + kDecodeWarps;
+      if (next2 < page_end) load_kv_page(pg[0], a, page_base(next2), gi, qi);
+      fold_kv_page(pg[1], qf, acc, m, l, next * kDecodePageSize, seq_len, scale_log2, gi, qi);
+      page = next2;
+    }
+  } else {
+    for (int page = page_begin + warp; page < page_end; page += kDecodeWarps) {
+      KvPage<D> pg;
+      load_kv_page(pg, a, page_base(page), gi, qi);
+      fold_kv_page(pg, qf, acc, m, l, page * kDecodePageSize, seq_len, scale_log2, gi, qi);
+    }
+  }
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    l[0] += __shfl_xor_sync(0xffffffffu, l[0], o);
+    l[1] += __shfl_xor_sync(0xffffffffu, l[1], o);
+  }
+  __shared__ MergeSmem<D, kDecodeMaxGroup> sm;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int h = 2 * qi + c;
+    if (h < gh) {
+#pragma unroll
+      for (int mt = 0; mt < D / 16; ++mt) {
+        const int d = 8 * gi + 64 * (mt / 4) + 2 * (mt % 4);
+        sm.acc[warp][h][d] = acc[mt][c];
+        sm.acc[warp][h][d + 1] = acc[mt][2 + c];
+      }
+      if (gi == 0) {
+        sm.m[warp][h] = m[c];
+        sm.l[warp][h] = l[c];
+      }
+    }
+  }
+  merge_block<D, kDecodeMaxGroup>(p, sm, s, tok, h0, gh, split, num_active);
 }
 
 template <int D, int G>
@@ -255,19 +467,56 @@ void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
 }
 
 template <int D>
+void launch_mma(const DecodeParams& p, bool prefetch, cudaStream_t stream) {
+  const dim3 grid(p.num_splits, static_cast<unsigned int>(p.a.num_kv_heads * p.num_chunks),
+                  static_cast<unsigned int>(p.a.num_seqs));
+  launch_pdl(prefetch ? decode_attention_mma_kernel<D, true> : decode_attention_mma_kernel<D, false>, grid,
+             dim3(kDecodeWarps * 32), 0, stream, p);
+}
+
+template <int D>
+const void* mma_kernel_for(bool prefetch) {
+  return prefetch ? reinterpret_cast<const void*>(decode_attention_mma_kernel<D, true>)
+                  : reinterpret_cast<const void*>(decode_attention_mma_kernel<D, false>);
+}
+
+template <int D>
 const void* kernel_for(int g) {
   return g == 4   ? reinterpret_cast<const void*>(decode_attention_kernel<D, 4>)
          : g == 2 ? reinterpret_cast<const void*>(decode_attention_kernel<D, 2>)
                   : reinterpret_cast<const void*>(decode_attention_kernel<D, 1>);
 }
 
-// Resident blocks per SM of the <D, G> instance (registers bound it), queried once per instance.
-int blocks_per_sm(int64_t d, int g) {
-  static int cached[3][3] = {};
-  const int di = d == 64 ? 0 : d == 128 ? 1 : 2, gi = g == 4 ? 2 : g == 2 ? 1 : 0;
-  int& n = cached[di][gi];
+// Which kernel serves a shape (DecodeKernel::kAuto resolved), and its heads per chunk.
+struct DecodePlan {
+  DecodeKernel kernel;
+  int heads_per_chunk;
+};
+DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
+  const int64_t group = a.num_heads / a.num_kv_heads;
+  const bool mma_ok = (a.head_dim == 64 || a.head_dim == 128) && (group <= kDecodeMaxGroup || group % kDecodeMaxGroup == 0);
+  if (want == DecodeKernel::kAuto) want = mma_ok ? kDecodeMmaKernel : DecodeKernel::kSimt;
+  if (want != DecodeKernel::kSimt && mma_ok) {
+    return {want, static_cast<int>(std::min<int64_t>(group, kDecodeMaxGroup))};
+  }
+  return {DecodeKernel::kSimt, group % 4 == 0 ? 4 : (group % 2 == 0 ? 2 : 1)};
+}
+
+// Resident blocks per SM of the instance a plan launches (registers bound it), queried once per instance.
+int blocks_per_sm(int64_t d, const DecodePlan& plan) {
+  static int cached[3][5] = {};
+  const int di = d == 64 ? 0 : d == 128 ? 1 : 2;
+  const bool mma = plan.kernel != DecodeKernel::kSimt, prefetch = plan.kernel == DecodeKernel::kMmaPrefetch;
+  const int ki = mma ? 3 + prefetch : plan.heads_per_chunk == 4 ? 2 : plan.heads_per_chunk == 2 ? 1 : 0;
+  int& n = cached[di][ki];
   if (n == 0) {
-    const void* fn = d == 64 ? kernel_for<64>(g) : d == 128 ? kernel_for<128>(g) : kernel_for<256>(g);
+    const void* fn = nullptr;
+    if (mma) {
+      fn = d == 64 ? mma_kernel_for<64>(prefetch) : mma_kernel_for<128>(prefetch);
+    } else {
+      const int g = plan.heads_per_chunk;
+      fn = d == 64 ? kernel_for<64>(g) : d == 128 ? kernel_for<128>(g) : kernel_for<256>(g);
+    }
     RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kDecodeWarps * 32, 0));
     n = std::max(n, 1);
   }
@@ -283,25 +532,32 @@ bool decode_attention_supported(const AttentionArgs& a) {
 }
 
 void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
-                             int64_t num_splits_override, int min_pages_override) {
+                             const DecodeLab& lab) {
   const int64_t group = a.num_heads / a.num_kv_heads;
-  const int g = group % 4 == 0 ? 4 : (group % 2 == 0 ? 2 : 1);
-  DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / g),
-                 min_pages_override > 0 ? min_pages_override : kDecodeWarps};
-  int64_t splits = num_splits_override > 0
-                       ? std::min<int64_t>(num_splits_override, kDecodeMaxSplits)
+  const DecodePlan plan = plan_for(a, lab.kernel);
+  DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / plan.heads_per_chunk),
+                 lab.min_pages > 0 ? lab.min_pages : kDecodeWarps};
+  int64_t splits = lab.num_splits > 0
+                       ? std::min<int64_t>(lab.num_splits, kDecodeMaxSplits)
                        : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
-                                           a.head_dim, static_cast<int64_t>(blocks_per_sm(a.head_dim, g)) * num_sms);
+                                           a.head_dim, static_cast<int64_t>(blocks_per_sm(a.head_dim, plan)) * num_sms);
   // ws.capacity_rows counts partial rows of head_dim 128 (a wider row takes the room of several).
   const int64_t capacity = ws.capacity_rows * 128 / std::max<int64_t>(a.head_dim, 128);
   if (a.num_seqs * a.num_heads * splits > capacity) splits = 1;
   p.num_splits = static_cast<int>(splits);
-  if (a.head_dim == 64) {
-    launch_d<64>(p, g, stream);
+  if (plan.kernel != DecodeKernel::kSimt) {
+    const bool prefetch = plan.kernel == DecodeKernel::kMmaPrefetch;
+    if (a.head_dim == 64) {
+      launch_mma<64>(p, prefetch, stream);
+    } else {
+      launch_mma<128>(p, prefetch, stream);
+    }
+  } else if (a.head_dim == 64) {
+    launch_d<64>(p, plan.heads_per_chunk, stream);
   } else if (a.head_dim == 128) {
-    launch_d<128>(p, g, stream);
+    launch_d<128>(p, plan.heads_per_chunk, stream);
   } else {
-    launch_d<256>(p, g, stream);
+    launch_d<256>(p, plan.heads_per_chunk, stream);
   }
   RL_CUDA_CHECK_LAUNCH();
 }

@@ -338,6 +338,10 @@ cuda::AttentionArgs attn_args(const AttnProblem& p, const AttentionMetadata& m, 
 
 __global__ void empty_kernel() {}
 
+const std::vector<std::pair<std::string, cuda::DecodeKernel>> kDecodeKernels = {
+    {"simt", cuda::DecodeKernel::kSimt}, {"mma", cuda::DecodeKernel::kMma},
+    {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}};
+
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
   // What a lone launch between two events costs with no work at all: the floor under every per-launch figure.
@@ -374,13 +378,22 @@ void bench_decode(CudaBackend& be) {
     const int64_t rows = (int64_t(1) << 26) / 4 / (d + 1);
     cuda::DecodeWorkspace ws{static_cast<float*>(partials.data()), static_cast<float*>(partials.data()) + rows * d,
                              static_cast<int*>(counters.data()), rows};
+    // The three kernels at the production split count.
+    for (const auto& k : kDecodeKernels) {
+      const double k_ms = time_ms(be, [&](int i) {
+        cuda::launch_decode_attention(attn_args(p, p.metas[i % copies], b, 1, ctx, heads, kv_heads, d), ws,
+                                      be.num_sms(), be.stream(), {0, 0, k.second});
+      }, 50);
+      result("decode_kernel", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_" + k.first,
+             kv_bytes / (k_ms * 1e-3) / 1e12, "TB/s");
+    }
     const std::vector<int64_t> split_list =
         b == 1 ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{1, 2, 3, 4, 6, 8};
     for (int64_t splits : split_list) {
       if (b * heads * splits > rows) continue;
       const double lab_ms = time_ms(be, [&](int i) {
         cuda::launch_decode_attention(attn_args(p, p.metas[i % copies], b, 1, ctx, heads, kv_heads, d), ws,
-                                      be.num_sms(), be.stream(), splits);
+                                      be.num_sms(), be.stream(), {splits, 0, cuda::DecodeKernel::kAuto});
       }, 50);
       result("decode_lab", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_splits" + std::to_string(splits),
              kv_bytes / (lab_ms * 1e-3) / 1e12, "TB/s");
@@ -393,15 +406,17 @@ void bench_decode(CudaBackend& be) {
         const size_t short_bytes = static_cast<size_t>(b * short_ctx * kv_heads * d * 2 * 2);
         const int short_copies = static_cast<int>(kL2Rotate / short_bytes + 1);
         AttnProblem sp = make_attn(be, b, 1, short_ctx, heads, kv_heads, d, short_copies);
-        for (int min_pages : {4, 8, 16}) {
-          const double sms = time_ms(be, [&](int i) {
-            const cuda::AttentionArgs a = attn_args(sp, sp.metas[i % short_copies], b, 1, 4096, heads, kv_heads, d);
-            cuda::launch_decode_attention(a, ws, be.num_sms(), be.stream(), 0, min_pages);
-          }, 50);
-          const std::string shape =
-              "B64_S" + std::to_string(short_ctx) + "_grid_for_4k_minpages" + std::to_string(min_pages);
-          result("decode_lab", shape, short_bytes / (sms * 1e-3) / 1e12, "TB/s");
-          result("decode_lab_us", shape, sms * 1e3, "us");
+        for (const auto& k : kDecodeKernels) {
+          for (int min_pages : {4, 16}) {
+            const double sms = time_ms(be, [&](int i) {
+              const cuda::AttentionArgs a = attn_args(sp, sp.metas[i % short_copies], b, 1, 4096, heads, kv_heads, d);
+              cuda::launch_decode_attention(a, ws, be.num_sms(), be.stream(), {0, min_pages, k.second});
+            }, 50);
+            const std::string shape = "B64_S" + std::to_string(short_ctx) + "_grid_for_4k_minpages" +
+                                      std::to_string(min_pages) + "_" + k.first;
+            result("decode_lab", shape, short_bytes / (sms * 1e-3) / 1e12, "TB/s");
+            result("decode_lab_us", shape, sms * 1e3, "us");
+          }
         }
       }
     }
@@ -415,7 +430,7 @@ void bench_decode(CudaBackend& be) {
       for (int min_pages : {4, 8}) {
         const double sms = time_ms(be, [&](int i) {
           cuda::launch_decode_attention(attn_args(sp, sp.metas[i % short_copies], 1, 1, 4096, heads, kv_heads, d), ws,
-                                        be.num_sms(), be.stream(), 32, min_pages);
+                                        be.num_sms(), be.stream(), {32, min_pages, cuda::DecodeKernel::kAuto});
         }, 50);
         result("decode_lab", "B1_S" + std::to_string(short_ctx) + "_grid_for_4k_minpages" + std::to_string(min_pages),
                sms * 1e3, "us");
@@ -440,6 +455,36 @@ void bench_decode(CudaBackend& be) {
     const std::string shape = "B" + std::to_string(b) + "_S4096_h16kv8d256";
     result("decode_attn", shape, kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
     result("decode_lab", shape + "_prefill_kernel", kv_bytes / (prefill_ms * 1e-3) / 1e12, "TB/s");
+  }
+  // Other GQA groups and head_dim 64 at batch 64 (Qwen3-0.6B: 16 / 8 heads; Qwen2-0.5B: 14 / 2 at d 64), each
+  // kernel at the production split count of a 4k graph.
+  struct Gqa {
+    int64_t heads, kv_heads, d;
+  };
+  for (const Gqa& gq : {Gqa{16, 8, 128}, Gqa{14, 2, 64}}) {
+    for (int64_t ctx : {192, 4096}) {
+      const int64_t b = 64;
+      const size_t kv_bytes = static_cast<size_t>(b * ctx * gq.kv_heads * gq.d * 2 * 2);
+      const int copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / kv_bytes + 1));
+      AttnProblem p = make_attn(be, b, 1, ctx, gq.heads, gq.kv_heads, gq.d, copies);
+      DeviceBuffer partials(&be, size_t(1) << 26), counters(&be, size_t(1) << 20);
+      be.fill_zero(counters.data(), size_t(1) << 20);
+      const int64_t rows = (int64_t(1) << 26) / 4 / (gq.d + 1);
+      cuda::DecodeWorkspace ws{static_cast<float*>(partials.data()),
+                               static_cast<float*>(partials.data()) + rows * gq.d, static_cast<int*>(counters.data()),
+                               rows * gq.d / 128};
+      for (const auto& k : kDecodeKernels) {
+        const double ms = time_ms(be, [&](int i) {
+          cuda::launch_decode_attention(
+              attn_args(p, p.metas[i % copies], b, 1, 4096, gq.heads, gq.kv_heads, gq.d), ws, be.num_sms(),
+              be.stream(), {0, 0, k.second});
+        }, 50);
+        result("decode_kernel",
+               "B64_S" + std::to_string(ctx) + "_h" + std::to_string(gq.heads) + "kv" + std::to_string(gq.kv_heads) +
+                   "d" + std::to_string(gq.d) + "_" + k.first,
+               kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      }
+    }
   }
 }
 
@@ -630,8 +675,8 @@ void bench_sample(CudaBackend& be) {
         // clusters of 4 and 16 blocks.
         for (int cluster : {0, 1, 4, 16}) {
           const double ms = time_ms(be, [&](int i) {
-            cuda::launch_sample(static_cast<float*>(logits.data()) + (i % kCopies) * vocab, vocab, b, be.stream(),
-                                cluster);
+            cuda::launch_sample(static_cast<float*>(logits.data()) + (i % kCopies) * vocab, vocab, b, be.num_sms(),
+                                be.stream(), cluster);
           }, 100);
           result("sample", v + kKind[kind] + (masked ? "_mask" : "_nomask") +
                                (cluster == 0 ? "" : "_" + std::to_string(cluster) + "block"),
@@ -645,6 +690,41 @@ void bench_sample(CudaBackend& be) {
     }, 100);
     result("sample", v + "_mask_upload_" + std::to_string(words * 4) + "B", up * 1e3, "us");
     RL_CUDA_CHECK(cudaFreeHost(host_mask));
+  }
+  // A batch of 64 rows (a batch-64 decode step), greedy and top-k 50 + top-p 0.95, by blocks per row (0: the
+  // production choice for 64 rows).
+  {
+    constexpr int64_t kRows = 64, vocab = 128256;
+    constexpr int kCopies = 4;
+    DeviceBuffer logits(&be, static_cast<size_t>(kCopies * kRows * vocab * 4));
+    DeviceBuffer params(&be, kRows * sizeof(SampleRowParams)), out_tokens(&be, kRows * 4), out_logprobs(&be, kRows * 4);
+    be.fill_uniform(Tensor(logits.data(), DType::kF32, {kCopies * kRows, vocab}), 7, -8.0f, 8.0f);
+    for (int kind : {0, 1}) {
+      std::vector<SampleRowParams> rows(kRows);
+      for (int64_t r = 0; r < kRows; ++r) {
+        rows[r].temperature = kind ? 0.8f : 0.0f;
+        rows[r].seed = static_cast<uint64_t>(r + 1);
+        if (kind) {
+          rows[r].top_k = 50;
+          rows[r].top_p = 0.95f;
+        }
+      }
+      RL_CUDA_CHECK(cudaMemcpy(params.data(), rows.data(), kRows * sizeof(SampleRowParams), cudaMemcpyHostToDevice));
+      SampleBatch b;
+      b.num_rows = kRows;
+      b.params = static_cast<const SampleRowParams*>(params.data());
+      b.out_tokens = static_cast<int32_t*>(out_tokens.data());
+      b.out_logprobs = static_cast<float*>(out_logprobs.data());
+      for (int cluster : {0, 1, 2, 4, 8}) {
+        const double ms = time_ms(be, [&](int i) {
+          cuda::launch_sample(static_cast<float*>(logits.data()) + (i % kCopies) * kRows * vocab, vocab, b,
+                              be.num_sms(), be.stream(), cluster);
+        }, 50);
+        result("sample", std::string("B64_v128256") + (kind ? "_topk50_topp0.95" : "_greedy") +
+                             (cluster == 0 ? "" : "_" + std::to_string(cluster) + "block"),
+               ms * 1e3, "us");
+      }
+    }
   }
 }
 

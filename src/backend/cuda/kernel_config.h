@@ -151,6 +151,18 @@ constexpr int kDecodePageSize = 16;
 // sizes the split count with this for the launch's longest context; the kernel itself goes down to one page per
 // warp, which a shorter context under a grid sized for a longer one (CUDA graphs) uses.
 constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
+// The decode kernel (launch_decode_attention's DecodeLab picks one in the lab): tensor cores for head_dim 64/128 and
+// GQA chunks of up to 8 heads, with or without each warp's next page loaded ahead; CUDA cores for the rest.
+enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch };
+// Production: the tensor-core kernel without the register prefetch for head_dim 64 / 128. Reason (H200, Llama-3.1-8B
+// shape 32q/8kv d128, rl_bench_kernels decode, session 15): against the CUDA-core kernel, B=64 S=4k 4.26-4.32 vs
+// 3.81-3.83 TB/s, B=16 S=32k 4.33-4.39 vs 4.09-4.14, B=1 S=4k 0.90 vs 0.82-0.84, and batch 64 at 80 / 192 / 512 keys
+// under a 4k graph's grid 1.28 / 2.23 / 3.32 vs 0.70 / 1.25 / 2.17 TB/s (the CUDA-core loop's ~1,000 instructions a
+// page bound it there). The register prefetch (kMmaPrefetch, 218 registers: 2 blocks per SM) read 0.92-0.95 at B=1
+// S=4k but 2.03 at B=64 S=192, and end to end (batch 64, 128/128) 11,730 / 11,083 tok/s against 11,638 / 11,711.
+// Also measured and dropped: L2 prefetches of a warp's next 1-6 pages (slower at every shape, down to 2.5 TB/s at
+// B=64 S=4k) and reading a warp's block-table entries 32 at a time (no change).
+constexpr DecodeKernel kDecodeMmaKernel = DecodeKernel::kMma;
 constexpr int kDecodeMaxSplits = 256;
 // Workspace for split partials (f32 o [head_dim] + lse): rows of (seq, head, split), allocated at creation.
 constexpr int64_t kDecodeWorkspaceRows = int64_t(1) << 17;  // 64 MiB of partials at head_dim 128
