@@ -1,0 +1,4 @@
+# tools/ncu_steps.py (folds an Nsight Compute CSV into per-step GPU time) on synthetic CSVs.
+add_test(NAME tools_ncu_steps
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_ncu_steps.py ${PROJECT_SOURCE_DIR}/tools/ncu_steps.py)
+set_tests_properties(tools_ncu_steps PROPERTIES LABELS tools PASS_REGULAR_EXPRESSION "ncu_steps: all checks passed")
