@@ -235,6 +235,12 @@ class Backend {
   virtual void set_deterministic(bool on) { (void)on; }
   virtual bool deterministic() const { return false; }
 
+  // --- GEMM tuning ---
+  // While on, the first linear of each shape times the GEMM library's candidate algorithms on its own operands
+  // and keeps the fastest: a one-time stall that synchronizes the stream. Turned on around the eager step before
+  // a decode graph is captured (never while a step is timed). A backend with one GEMM per shape ignores it.
+  virtual void set_gemm_tuning(bool on) { (void)on; }
+
   // --- kernel coverage ---
   // Empty when fast kernels serve attention at this shape for every step kind (prefill, decode); otherwise one
   // line naming the slow path that will serve it. Meant to be checked when a model and its KV layout are set up,

@@ -5,12 +5,25 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace rl {
 
 namespace {
-std::atomic<int> g_level{static_cast<int>(LogLevel::kWarn)};
+// RIDGELINE_LOG=debug|info|warn|error|quiet sets the starting level (default: warn).
+int initial_level() {
+  const char* env = std::getenv("RIDGELINE_LOG");
+  if (env == nullptr) return static_cast<int>(LogLevel::kWarn);
+  const std::string v = env;
+  if (v == "debug") return static_cast<int>(LogLevel::kDebug);
+  if (v == "info") return static_cast<int>(LogLevel::kInfo);
+  if (v == "error") return static_cast<int>(LogLevel::kError);
+  if (v == "quiet") return static_cast<int>(LogLevel::kQuiet);
+  return static_cast<int>(LogLevel::kWarn);
 }
+std::atomic<int> g_level{initial_level()};
+}  // namespace
 
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }

@@ -209,7 +209,9 @@ int64_t ModelRunner::launch(const std::vector<SeqStep>& seqs, std::span<const Sa
       graphs->replay(bucket);
       ++num_graph_steps_;
     } else {
-      body();  // eager first: warms up lazily loaded kernels and GEMM plans
+      be.set_gemm_tuning(true);  // eager first: warms up lazily loaded kernels, tunes and caches GEMM plans
+      body();
+      be.set_gemm_tuning(false);
       const Status st = graphs->capture(bucket, body);
       if (!st.is_ok()) {
         log_warn(st.message() + "; decode steps run eagerly");

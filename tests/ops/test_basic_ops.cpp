@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/gemm_lt.h"
 #include "ops_test_util.h"
 
 namespace rl::ops_test {
@@ -217,8 +218,8 @@ TEST(CudaOps, LinearGemvVariants) {
         for (DType y_dt : {DType::kBF16, DType::kF32}) {
           auto c_y = make(cuda(), y_dt, {m, s.n});
           poison(c_y.t);
-          cuda::launch_gemv(static_cast<const uint16_t*>(c_x.t.data), static_cast<const uint16_t*>(c_w.t.data),
-                            c_b.t.data, DType::kBF16, c_y.t.data, y_dt, m, s.n, s.k, cuda().stream(), variant);
+          cuda::launch_gemv_lab(static_cast<const uint16_t*>(c_x.t.data), static_cast<const uint16_t*>(c_w.t.data),
+                                c_b.t.data, DType::kBF16, c_y.t.data, y_dt, m, s.n, s.k, cuda().stream(), variant);
           EXPECT_LT(rel_err(read_f32(cuda(), c_y.t), ref), kBf16Tol)
               << "variant=" << variant << " m=" << m << " n=" << s.n << " k=" << s.k;
         }
@@ -292,10 +293,10 @@ TEST(CudaOps, LinearSkinnyGemm) {
               auto c_y = make(cuda(), y_dt, {m, s.n}), c_y2 = make(cuda(), y_dt, {m, s.n});
               poison(c_y.t);
               for (Owned* out : {&c_y, &c_y2}) {
-                cuda::launch_skinny_gemm(static_cast<const uint16_t*>(c_x.t.data),
-                                         static_cast<const uint16_t*>(c_w.t.data), bias, bias_dt, out->t.data, y_dt, m,
-                                         s.n, s.k, cuda().skinny_workspace(), cuda().num_sms(), cuda().stream(), stages,
-                                         splits);
+                cuda::launch_skinny_gemm_lab(static_cast<const uint16_t*>(c_x.t.data),
+                                             static_cast<const uint16_t*>(c_w.t.data), bias, bias_dt, out->t.data,
+                                             y_dt, m, s.n, s.k, cuda().skinny_workspace(), cuda().num_sms(),
+                                             cuda().stream(), cuda::SkinnyLab{stages, splits});
               }
               const auto got = read_f32(cuda(), c_y.t);
               EXPECT_LT(rel_err(got, bias ? ref : ref0), kBf16Tol)
@@ -318,6 +319,35 @@ TEST(CudaOps, LinearCublasLt) {
   check_linear(17, 1000, 768, DType::kBF16, true, DType::kBF16);
   check_linear(300, 512, 1024, DType::kF32, true, DType::kBF16);
   check_linear(64, 256, 512, DType::kBF16, false, DType::kF32);
+}
+
+// cuBLASLt tuning (gemm_lt.cpp): with tuning on, a shape's first call times the heuristic's candidates and keeps
+// one; the result still matches the CPU, the tuned plan is reported, and later calls (the kept algorithm, no
+// tuning) give the same bits. Real decode shapes: Llama-3.1-8B qkv and o_proj at batch 64 and 48, y in f32 too.
+TEST(CudaOps, LinearCublasLtTuned) {
+  struct Shape {
+    int64_t m, n, k;
+    DType y_dt;
+  };
+  for (const Shape s : {Shape{64, 6144, 4096, DType::kBF16}, Shape{48, 4096, 4096, DType::kBF16},
+                        Shape{32, 1000, 768, DType::kF32}}) {
+    cuda().lt_gemm().set_tuning(true);
+    check_linear(s.m, s.n, s.k, DType::kBF16, false, s.y_dt);
+    cuda().lt_gemm().set_tuning(false);
+    const auto r = cuda().lt_gemm().report(s.m, s.n, s.k, s.y_dt);
+    ASSERT_GE(r.chosen, 0) << "m=" << s.m << " n=" << s.n;
+    ASSERT_LT(static_cast<size_t>(r.chosen), r.median_us.size());
+    EXPECT_GT(r.median_us[static_cast<size_t>(r.chosen)], 0.0f);
+    for (float us : r.median_us) EXPECT_TRUE(us > 0.0f || us == -1.0f) << us;
+    // The kept algorithm, twice more: identical bits.
+    auto x = random_bf16_values(s.m * s.k), w = random_bf16_values(s.n * s.k, -0.1f, 0.1f);
+    auto c_x = make_bf16(cuda(), x, {s.m, s.k}), c_w = make_bf16(cuda(), w, {s.n, s.k});
+    auto y1 = make(cuda(), s.y_dt, {s.m, s.n}), y2 = make(cuda(), s.y_dt, {s.m, s.n});
+    cuda().linear(c_x.t, c_w.t, Tensor(), y1.t);
+    cuda().linear(c_x.t, c_w.t, Tensor(), y2.t);
+    EXPECT_EQ(read_f32(cuda(), y1.t), read_f32(cuda(), y2.t));
+    EXPECT_EQ(cuda().lt_gemm().report(s.m, s.n, s.k, s.y_dt).chosen, r.chosen);
+  }
 }
 
 }  // namespace

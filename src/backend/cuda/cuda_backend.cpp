@@ -80,6 +80,10 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   for (cudaEvent_t& e : events_) RL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
+  // Opt-in until measured on a GPU (kernel_config.h, "cuBLASLt tuning").
+  if (const char* env = std::getenv("RIDGELINE_CUDA_GEMM_TUNE"); env != nullptr && std::string(env) == "1") {
+    gemm_tuning_ = true;
+  }
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_STACK"); env != nullptr && std::string(env) == "0") {
     dense_stack_ = false;
   }
@@ -165,6 +169,8 @@ void CudaBackend::add_rms_norm(const Tensor& residual, const Tensor& x, const Te
   cuda::launch_rms_norm(bf16_ptr(residual), bf16_ptr(x), weight.data, weight.dtype, bf16_ptr(out), x.rows(),
                         x.dim(-1), p.eps, stream_);
 }
+
+void CudaBackend::set_gemm_tuning(bool on) { gemm_->set_tuning(on && gemm_tuning_); }
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
   const int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
@@ -279,7 +285,11 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
                    : attention_impl_ == AttentionImpl::kDecodeMma         ? cuda::DecodeKernel::kMma
                    : attention_impl_ == AttentionImpl::kDecodeMmaPrefetch ? cuda::DecodeKernel::kMmaPrefetch
                                                                           : decode_kernel_;
-      cuda::launch_decode_attention(a, ws, num_sms_, stream_, lab);
+      if (lab.kernel == cuda::DecodeKernel::kAuto) {
+        cuda::launch_decode_attention(a, ws, num_sms_, stream_);
+      } else {
+        cuda::launch_decode_attention_lab(a, ws, num_sms_, stream_, lab);  // tests and end-to-end A/B
+      }
       return;
     }
     if (attention_impl_ != AttentionImpl::kFlash2 && cuda::prefill_attention_sm90_supported(a)) {

@@ -138,6 +138,8 @@ class CudaBackend final : public Backend {
   const cuda::SkinnyWorkspace& skinny_workspace() const { return skinny_ws_; }
   // Whether linear runs the skinny GEMM where it serves (else cuBLASLt): the A/B switch of benchmarks and tests.
   void set_skinny_gemm(bool on) { skinny_gemm_ = on; }
+  void set_gemm_tuning(bool on) override;  // only with RIDGELINE_CUDA_GEMM_TUNE=1 (the lab and tests: lt_gemm())
+  cuda::LtGemm& lt_gemm() { return *gemm_; }
 
   // Which attention kernel attention() uses; kAuto picks split-KV decode, the Hopper prefill (head_dim 128 on
   // compute capability 9.0) or FA2 prefill (naive for other shapes). Tests and benchmarks force one to compare them.
@@ -160,6 +162,7 @@ class CudaBackend final : public Backend {
   int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
   cuda::SkinnyWorkspace skinny_ws_;   // split partials and per-tile counters of the skinny GEMM
   cuda::DecodeKernel decode_kernel_ = cuda::DecodeKernel::kAuto;  // RIDGELINE_CUDA_DECODE_KERNEL (lab A/B)
+  bool gemm_tuning_ = false;  // set_gemm_tuning takes effect (opt-in: RIDGELINE_CUDA_GEMM_TUNE=1)
   bool skinny_gemm_ = false;  // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1)
   // Fences: a ring of events; fence f is events_[f % kNumFences], recorded at most kNumFences fences ago.
   static constexpr int kNumFences = 8;

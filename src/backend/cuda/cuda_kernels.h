@@ -59,9 +59,8 @@ void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t
 // out[r] = argmax of logits row r (f32 [rows, vocab]); ties → lowest id (sampling.cu).
 void launch_argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 // The one sampling path (ops.h, SampleRowParams) over logits f32 [batch.num_rows, vocab] (sampling.cu).
-// cluster_size: blocks per row on sm_90 (0: sample_cluster_for(rows, num_sms); the kernel bench compares others).
-void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, int num_sms, cudaStream_t stream,
-                   int cluster_size = 0);
+// Blocks per row on sm_90: sample_cluster_for(rows, num_sms) (launch_sample_lab forces another).
+void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, int num_sms, cudaStream_t stream);
 void launch_init_penalty_slot(const PenaltySlotInit& init, int32_t* counts, uint32_t* bits, int64_t vocab,
                               cudaStream_t stream);
 // ids[t] < 0 → sampled[-ids[t] - 1].
@@ -75,12 +74,10 @@ void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, 
 // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias) for small M (≤ kSkinnyMaxM; any M on the unaligned scalar path),
 // bandwidth-bound: each weight row is read once for all M rows. x, w: bf16; bias: [N] bf16/f32 or null; y: bf16
 // or f32. sm_90 runs the streaming kernel (gemv_stream.cu, programmatic dependent launch), older GPUs v2.
-// variant (kernel lab): 0 = the dispatch above; 1 = v2 with kGemvWarps × kGemvUnroll; 2 = v2 4 warps × unroll 8;
-// 3 = v2 8 × 8 (v2 variants: M ≤ 16); 10 + c = the streaming kernel's config c (launch_gemv_stream). Split-K
-// over warps (and, streaming, over a cluster's blocks) in a fixed order, but not the batch-invariant order
-// (launch_gemv_invariant).
+// Split-K over warps (and, streaming, over a cluster's blocks) in a fixed order, but not the batch-invariant order
+// (launch_gemv_invariant). Other variants: launch_gemv_lab.
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
-                 int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant = 0);
+                 int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 // y[M, N] = silu(x · gateᵀ) · (x · upᵀ) (+ bias [2N] before the activation) for w = [gate; up] of [2N, K]: the
 // gated MLP's gate_up projection and SiLU·mul in one kernel (the streaming GEMV's gated epilogue). Returns false,
 // launching nothing, where it has no kernel for the shape (unaligned, M > kGemvMaxM, before sm_90).
@@ -94,10 +91,10 @@ bool gemv_aligned(const uint16_t* x, const uint16_t* w, int64_t k);
 void launch_gemv_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
                            int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 // Batch-invariant GEMM for any M (gemm_invariant.cu): one MMA chain per output element over K in increasing
-// 32-wide steps, no split-K, so a row's output bits do not depend on M. Requires gemv_aligned(). config 0 picks
-// the tile by M (kernel_config.h); 1-7 force one (kernel lab; every config computes the same bits).
+// 32-wide steps, no split-K, so a row's output bits do not depend on M. Requires gemv_aligned(). The tile is
+// picked by M (kernel_config.h; launch_gemm_invariant_lab forces one).
 void launch_gemm_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
-                           DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int config = 0);
+                           DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 // Skinny GEMM for Hopper (gemm_skinny_sm90.cu): linear for M ≤ 64 with TMA + wgmma, swap-AB (weight rows on the
 // MMA's M side), split-K added in a fixed order. Same semantics as launch_gemv. The workspace holds the split
 // partials and one counter per 128-row tile (zero between launches).
@@ -109,10 +106,9 @@ struct SkinnyWorkspace {
 };
 // Whether the device and operands suit it: compute capability 9.0, 1 ≤ m ≤ 64, k % 8 == 0, 16-byte aligned x, w.
 bool skinny_gemm_supported(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k);
-// stages_override (kernel lab): 4 or 8 stages (0: kSkinnyGemmStages); splits_override > 0 forces the split count.
+// kSkinnyGemmStages stages, skinny_gemm_splits() splits (launch_skinny_gemm_lab forces others).
 void launch_skinny_gemm(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
-                        int64_t m, int64_t n, int64_t k, const SkinnyWorkspace& ws, int num_sms, cudaStream_t stream,
-                        int stages_override = 0, int splits_override = 0);
+                        int64_t m, int64_t n, int64_t k, const SkinnyWorkspace& ws, int num_sms, cudaStream_t stream);
 // y[M, N] += bias[N] (after a cuBLASLt GEMM).
 void launch_add_bias(void* y, DType y_dt, const void* bias, DType bias_dt, int64_t m, int64_t n,
                      cudaStream_t stream);
@@ -145,22 +141,15 @@ struct DecodeWorkspace {
 };
 // The grid has one slot per split for the longest context max_seqlen_k allows; each sequence uses as many as its
 // own seq_len fills, so a launch (or captured graph) sized for max_model_len stays right for shorter contexts.
-// Kernel-lab knobs; production passes none. num_splits > 0 forces the slot count (0: decode_num_splits());
-// min_pages > 0 forces the fewest pages a split takes (0: one page per warp, kDecodeWarps); kernel other than
-// kAuto forces that kernel where the shape allows it.
-struct DecodeLab {
-  int64_t num_splits = 0;
-  int min_pages = 0;
-  DecodeKernel kernel = DecodeKernel::kAuto;
-};
+// Split count: decode_num_splits(); kernel: kDecodeMmaKernel where the shape allows it (launch_decode_attention_lab
+// forces others).
 bool decode_attention_supported(const AttentionArgs& a);
-void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
-                             const DecodeLab& lab = {});
+void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream);
 
 // FlashAttention-2 style prefill (tensor cores), varlen + causal with prefix, paged K/V, head_dim 64/128/256.
 bool prefill_attention_supported(const AttentionArgs& a);
-// block_n_override 32 or 64 forces the key tile at head_dim 128 (kernel lab); 0 uses kPrefillBlockN128.
-void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int block_n_override = 0);
+// Key tile: kPrefillBlockN (head_dim 64, 256), kPrefillBlockN128 (128; launch_prefill_attention_tile_lab forces one).
+void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream);
 // The Hopper prefill (prefill_attention_sm90.cu: TMA + wgmma, warp-specialised, ping-pong consumers), head_dim 128,
 // power-of-two block sizes ≥ 8, compute capability 9.0 only, a.kv_slots set. RIDGELINE_CUDA_PREFILL_SM90=0 turns it
 // off (the FA2 kernel serves). Its variants (the backend uses kernel_config.h's kPrefillSm90* choices):
@@ -191,8 +180,43 @@ struct ChunkWorkspace {
 // 256: one unchunked pass). decode_shaped (every sequence has one query token) picks the one-warp GQA-packed
 // instance and, when ws holds the states, computes the chunks in parallel (bitwise the same result).
 void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, const ChunkWorkspace& ws, cudaStream_t stream);
-// Kernel lab, head_dim 128: 0 = the prefill instance, 1 = GQA-packed 4 warps × 2 m-tiles, 2 = packed one warp,
-// 3 = packed 2 warps.
+
+// --- Kernel lab (rl_bench_kernels, the op tests, end-to-end A/B through environment variables) ---
+// The production launches above take no experiment knobs. Each entry point below runs the same dispatch as its
+// production launch with one knob forced; a zero / kAuto knob is the production choice.
+
+// variant: 0 = launch_gemv; 1 = v2 with kGemvWarps × kGemvUnroll; 2 = v2 4 warps × unroll 8; 3 = v2 8 × 8 (v2
+// variants: M ≤ 16); 10 + c = the streaming kernel's config c (launch_gemv_stream_lab).
+void launch_gemv_lab(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
+                     int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant);
+// config 1-9 forces one tile configuration (kernel_config.h, "Batch-invariant mode"; every config computes the
+// same bits).
+void launch_gemm_invariant_lab(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
+                               DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int config);
+// stages: 4 or 8 (0: kSkinnyGemmStages); splits > 0 forces the split count.
+struct SkinnyLab {
+  int stages = 0;
+  int splits = 0;
+};
+void launch_skinny_gemm_lab(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
+                            DType y_dt, int64_t m, int64_t n, int64_t k, const SkinnyWorkspace& ws, int num_sms,
+                            cudaStream_t stream, const SkinnyLab& lab);
+// num_splits > 0 forces the slot count (0: decode_num_splits()); min_pages > 0 forces the fewest pages a split
+// takes (0: one page per warp, kDecodeWarps); kernel other than kAuto forces that kernel where the shape allows it.
+struct DecodeLab {
+  int64_t num_splits = 0;
+  int min_pages = 0;
+  DecodeKernel kernel = DecodeKernel::kAuto;
+};
+void launch_decode_attention_lab(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
+                                 const DecodeLab& lab);
+// block_n 32 or 64 forces the key tile at head_dim 128.
+void launch_prefill_attention_tile_lab(const AttentionArgs& a, cudaStream_t stream, int block_n);
+// Head_dim 128: 0 = the prefill instance, 1 = GQA-packed 4 warps × 2 m-tiles, 2 = packed one warp, 3 = packed
+// 2 warps.
 void launch_prefill_attention_lab(const AttentionArgs& a, int variant, cudaStream_t stream);
+// cluster_size > 0 forces the blocks per row on sm_90.
+void launch_sample_lab(float* logits, int64_t vocab, const SampleBatch& batch, int num_sms, cudaStream_t stream,
+                       int cluster_size);
 
 }  // namespace rl::cuda

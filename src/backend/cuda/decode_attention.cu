@@ -37,6 +37,20 @@ struct DecodeParams {
   int min_pages;   // pages per split at least (kDecodeWarps: one per warp)
 };
 
+// The pages of one sequence's K/V that one split walks: [begin, end) of the num_active splits that have work.
+// At least min_pages per split. The host caps the split count at kDecodeMinPagesPerSplit pages each for the
+// longest context of the launch, so a shorter one (a graph captured for max_model_len) spreads over more splits
+// with fewer pages per warp: one page round trip per warp instead of two.
+struct SplitPages {
+  int num_active, begin, end;
+};
+__device__ __forceinline__ SplitPages split_pages(const DecodeParams& p, int seq_len, int split) {
+  const int num_pages = (seq_len + kDecodePageSize - 1) / kDecodePageSize;
+  const int per_split = max(p.min_pages, (num_pages + p.num_splits - 1) / p.num_splits);
+  const int begin = split * per_split;
+  return {(num_pages + per_split - 1) / per_split, begin, min(begin + per_split, num_pages)};
+}
+
 // Shared memory of the block merge: each warp's (m, l, o) per head of the chunk, then the split weights.
 template <int D, int GM>
 struct MergeSmem {
@@ -149,15 +163,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
   const int64_t h0 = kvh * group + (blockIdx.y % p.num_chunks) * G;
   const int64_t tok = a.cu_seqlens_q[s];
   const int seq_len = a.seq_lens_k[s];
-  const int num_pages = (seq_len + kDecodePageSize - 1) / kDecodePageSize;
-  // At least a page per warp. The host caps the split count at kDecodeMinPagesPerSplit pages each for the
-  // longest context of the launch, so a shorter one (a graph captured for max_model_len) spreads over more splits
-  // with fewer pages per warp: one page round trip per warp instead of two.
-  const int pages_per_split = max(p.min_pages, (num_pages + p.num_splits - 1) / p.num_splits);
-  const int num_active = (num_pages + pages_per_split - 1) / pages_per_split;
+  const SplitPages sp = split_pages(p, seq_len, split);
+  const int num_active = sp.num_active, page_begin = sp.begin, page_end = sp.end;
   if (split >= num_active) return;  // block-uniform, before any barrier; never counted by the merge
-  const int page_begin = split * pages_per_split;
-  const int page_end = min(page_begin + pages_per_split, num_pages);
 
   float q[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
@@ -375,12 +383,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel
   const int64_t h0 = static_cast<int64_t>(kvh) * group + (blockIdx.y % p.num_chunks) * gh;
   const int64_t tok = a.cu_seqlens_q[s];
   const int seq_len = a.seq_lens_k[s];
-  const int num_pages = (seq_len + kDecodePageSize - 1) / kDecodePageSize;
-  const int pages_per_split = max(p.min_pages, (num_pages + p.num_splits - 1) / p.num_splits);
-  const int num_active = (num_pages + pages_per_split - 1) / pages_per_split;
+  const SplitPages sp = split_pages(p, seq_len, split);
+  const int num_active = sp.num_active, page_begin = sp.begin, page_end = sp.end;
   if (split >= num_active) return;  // block-uniform, before any barrier; never counted by the merge
-  const int page_begin = split * pages_per_split;
-  const int page_end = min(page_begin + pages_per_split, num_pages);
 
   // Qᵀ's B fragments, in the permuted k order of the K loads (head gi of the chunk; zero past it).
   uint32_t qf[D / 16][2];
@@ -531,8 +536,12 @@ bool decode_attention_supported(const AttentionArgs& a) {
          a.num_tokens == a.num_seqs;
 }
 
-void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
-                             const DecodeLab& lab) {
+void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream) {
+  launch_decode_attention_lab(a, ws, num_sms, stream, DecodeLab{});
+}
+
+void launch_decode_attention_lab(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
+                                 const DecodeLab& lab) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const DecodePlan plan = plan_for(a, lab.kernel);
   DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / plan.heads_per_chunk),

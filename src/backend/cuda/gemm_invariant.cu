@@ -175,7 +175,12 @@ void launch_tile(const uint16_t* x, const uint16_t* w, const void* bias, bool bi
 }  // namespace
 
 void launch_gemm_invariant(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
-                           DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int config) {
+                           DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  launch_gemm_invariant_lab(x, w, bias, bias_dt, y, y_dt, m, n, k, stream, 0);
+}
+
+void launch_gemm_invariant_lab(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
+                               DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int config) {
   RL_CHECK(k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   const bool bf = bias_dt == DType::kF32, yf = y_dt == DType::kF32;
   if (config == 0) config = m <= 8 ? 1 : m <= 16 ? 6 : m <= 32 ? 3 : m <= kSkinnyMaxM ? 4 : 5;

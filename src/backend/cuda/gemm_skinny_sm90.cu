@@ -250,8 +250,14 @@ bool skinny_gemm_supported(const uint16_t* x, const uint16_t* w, int64_t m, int6
 }
 
 void launch_skinny_gemm(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
-                        int64_t m, int64_t n, int64_t k, const SkinnyWorkspace& ws, int num_sms, cudaStream_t stream,
-                        int stages_override, int splits_override) {
+                        int64_t m, int64_t n, int64_t k, const SkinnyWorkspace& ws, int num_sms, cudaStream_t stream) {
+  launch_skinny_gemm_lab(x, w, bias, bias_dt, y, y_dt, m, n, k, ws, num_sms, stream, SkinnyLab{});
+}
+
+void launch_skinny_gemm_lab(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
+                            DType y_dt, int64_t m, int64_t n, int64_t k, const SkinnyWorkspace& ws, int num_sms,
+                            cudaStream_t stream, const SkinnyLab& lab) {
+  const int stages_override = lab.stages, splits_override = lab.splits;
   RL_CHECK(skinny_gemm_supported(x, w, m, n, k));
   SkinnyParams p;
   p.bias = bias;

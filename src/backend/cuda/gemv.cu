@@ -153,7 +153,12 @@ bool gemv_aligned(const uint16_t* x, const uint16_t* w, int64_t k) {
 }
 
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
-                 int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant) {
+                 int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  launch_gemv_lab(x, w, bias, bias_dt, y, y_dt, m, n, k, stream, 0);
+}
+
+void launch_gemv_lab(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
+                     int64_t m, int64_t n, int64_t k, cudaStream_t stream, int variant) {
   const bool bias_f32 = bias_dt == DType::kF32, y_f32 = y_dt == DType::kF32;
   const int mi = static_cast<int>(m);
   const bool aligned = gemv_aligned(x, w, k);
@@ -169,7 +174,7 @@ void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType b
     p.m = mi;
     p.n = n;
     p.k = k;
-    launch_gemv_stream(p, stream, variant >= 10 ? variant - 10 : 0);
+    launch_gemv_stream_lab(p, stream, variant >= 10 ? variant - 10 : 0);
     return;
   }
   if (!aligned) {

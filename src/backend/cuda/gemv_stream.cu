@@ -470,7 +470,9 @@ int production_config(const GemvStreamParams& p) {
 
 bool gemv_stream_supported(int64_t m) { return m >= 1 && m <= kSkinnyMaxM && device_info().major == 9; }
 
-void launch_gemv_stream(const GemvStreamParams& p, cudaStream_t stream, int config) {
+void launch_gemv_stream(const GemvStreamParams& p, cudaStream_t stream) { launch_gemv_stream_lab(p, stream, 0); }
+
+void launch_gemv_stream_lab(const GemvStreamParams& p, cudaStream_t stream, int config) {
   if (config == 0) config = production_config(p);
   const int num_sms = device_info().num_sms;
   RL_CHECK(!p.norm_w || p.m <= 16);

@@ -35,9 +35,10 @@ struct GemvStreamParams {
 
 // Whether this device runs the streaming GEMV for m rows (sm_90, m ≤ kSkinnyMaxM).
 bool gemv_stream_supported(int64_t m);
-// config 0: the tuned configuration (kernel_config.h, or RIDGELINE_CUDA_GEMV_CONFIG); 1-9: kernel lab (chunk ×
-// stages and split caps, see gemv_stream.cu).
-// Launched with programmatic dependent launch; split-K as a thread-block cluster (fixed reduction order).
-void launch_gemv_stream(const GemvStreamParams& p, cudaStream_t stream, int config = 0);
+// The tuned configuration (kernel_config.h, or RIDGELINE_CUDA_GEMV_CONFIG). Launched with programmatic dependent
+// launch; split-K as a thread-block cluster (fixed reduction order).
+void launch_gemv_stream(const GemvStreamParams& p, cudaStream_t stream);
+// Kernel lab: config 1-9 forces a chunk × stages and split-cap configuration (gemv_stream.cu); 0 = launch_gemv_stream.
+void launch_gemv_stream_lab(const GemvStreamParams& p, cudaStream_t stream, int config);
 
 }  // namespace rl::cuda

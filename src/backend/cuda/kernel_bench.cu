@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/kernel_bench.h"
 #include "backend/cuda/kernel_config.h"
 #include "backend/cuda/mla_kernels.h"
@@ -106,9 +107,9 @@ void bench_linear(CudaBackend& be) {
       const bool big_config = config == 5 || config == 8 || config == 9;
       if ((m > 64) != big_config) continue;
       const double ms = time_ms(be, [&](int i) {
-        cuda::launch_gemm_invariant(static_cast<const uint16_t*>(x.data()),
-                                    static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16,
-                                    y.data(), DType::kBF16, m, n, k, be.stream(), config);
+        cuda::launch_gemm_invariant_lab(static_cast<const uint16_t*>(x.data()),
+                                        static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16,
+                                        y.data(), DType::kBF16, m, n, k, be.stream(), config);
       });
       const std::string shape = "c" + std::to_string(config) + "_m" + std::to_string(m);
       if (m > 64) {
@@ -142,9 +143,10 @@ void bench_skinny(CudaBackend& be) {
       };
       auto skinny = [&](int stages, int splits) {
         return timed([&](const void* w) {
-          cuda::launch_skinny_gemm(static_cast<const uint16_t*>(x.data()), static_cast<const uint16_t*>(w), nullptr,
-                                   DType::kBF16, y.data(), DType::kBF16, m, s.n, s.k, be.skinny_workspace(),
-                                   be.num_sms(), be.stream(), stages, splits);
+          cuda::launch_skinny_gemm_lab(static_cast<const uint16_t*>(x.data()), static_cast<const uint16_t*>(w),
+                                       nullptr, DType::kBF16, y.data(), DType::kBF16, m, s.n, s.k,
+                                       be.skinny_workspace(), be.num_sms(), be.stream(),
+                                       cuda::SkinnyLab{stages, splits});
         });
       };
       auto report = [&](const char* kernel, const std::string& shape, double ms) {
@@ -157,6 +159,19 @@ void bench_skinny(CudaBackend& be) {
                be.linear(Tensor(x.data(), DType::kBF16, {m, s.k}), Tensor(const_cast<void*>(w), DType::kBF16, {s.n, s.k}),
                          Tensor(), Tensor(y.data(), DType::kBF16, {m, s.n}));
              }));
+      if (m > cuda::kGemvMaxM) {
+        // The same after tuning (gemm_lt.cpp): the shape's first call with tuning on keeps the fastest candidate.
+        be.lt_gemm().set_tuning(true);
+        be.linear(Tensor(x.data(), DType::kBF16, {m, s.k}), Tensor(ws[0].data(), DType::kBF16, {s.n, s.k}),
+                  Tensor(), Tensor(y.data(), DType::kBF16, {m, s.n}));
+        be.lt_gemm().set_tuning(false);
+        const int kept = be.lt_gemm().report(m, s.n, s.k, DType::kBF16).chosen;
+        report("cublaslt_tuned", shape + "_a" + std::to_string(kept), timed([&](const void* w) {
+                 be.linear(Tensor(x.data(), DType::kBF16, {m, s.k}),
+                           Tensor(const_cast<void*>(w), DType::kBF16, {s.n, s.k}), Tensor(),
+                           Tensor(y.data(), DType::kBF16, {m, s.n}));
+               }));
+      }
       if (m == 16) {
         report("gemv", shape, timed([&](const void* w) {
                  cuda::launch_gemv(static_cast<const uint16_t*>(x.data()), static_cast<const uint16_t*>(w), nullptr,
@@ -192,9 +207,9 @@ void bench_gemv_shapes(CudaBackend& be) {
       be.fill_uniform(Tensor(x.data(), DType::kBF16, {m, s.k}), 3, -1, 1);
       for (int variant : {0, 1, 14}) {
         const double ms = time_ms(be, [&](int i) {
-          cuda::launch_gemv(static_cast<const uint16_t*>(x.data()),
-                            static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16, y.data(),
-                            DType::kBF16, m, s.n, s.k, be.stream(), variant);
+          cuda::launch_gemv_lab(static_cast<const uint16_t*>(x.data()),
+                                static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16, y.data(),
+                                DType::kBF16, m, s.n, s.k, be.stream(), variant);
         }, 50);
         result(variant == 0 ? "gemv" : variant == 1 ? "gemv_v2" : "gemv_nosplit",
                "m" + std::to_string(m) + "_" + std::to_string(s.k) + "x" + std::to_string(s.n),
@@ -245,9 +260,9 @@ void bench_gemv_shapes(CudaBackend& be) {
       for (int variant : {1, 2, 3, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}) {
         if (variant <= 3 && m > 16) continue;
         const double ms = time_ms(be, [&](int i) {
-          cuda::launch_gemv(static_cast<const uint16_t*>(x.data()),
-                            static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16, y.data(),
-                            DType::kBF16, m, ls.n, ls.k, be.stream(), variant);
+          cuda::launch_gemv_lab(static_cast<const uint16_t*>(x.data()),
+                                static_cast<const uint16_t*>(ws[i % copies].data()), nullptr, DType::kBF16, y.data(),
+                                DType::kBF16, m, ls.n, ls.k, be.stream(), variant);
         }, 50);
         const std::string shape = ls.k == 4096 && ls.n == 14336
                                       ? "v" + std::to_string(variant) + "_m" + std::to_string(m)
@@ -347,6 +362,19 @@ void bench_decode(CudaBackend& be) {
   // What a lone launch between two events costs with no work at all: the floor under every per-launch figure.
   const double empty_ms = time_ms(be, [&](int) { empty_kernel<<<1, 32, 0, be.stream()>>>(); }, 50);
   result("launch_floor", "empty_kernel", empty_ms * 1e3, "us");
+  {
+    // Per launch of 20 empty kernels in one CUDA graph: the floor under the decode_attn_graph rows.
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    RL_CUDA_CHECK(cudaStreamBeginCapture(be.stream(), cudaStreamCaptureModeThreadLocal));
+    for (int j = 0; j < 20; ++j) empty_kernel<<<1, 32, 0, be.stream()>>>();
+    RL_CUDA_CHECK(cudaStreamEndCapture(be.stream(), &graph));
+    RL_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const double ms = time_ms(be, [&](int) { RL_CUDA_CHECK(cudaGraphLaunch(exec, be.stream())); }, 20) / 20;
+    RL_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    RL_CUDA_CHECK(cudaGraphDestroy(graph));
+    result("launch_floor", "empty_kernel_in_graph", ms * 1e3, "us");
+  }
   for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {64, 4096}, {16, 32768}}) {
     const int64_t b = shape.first, ctx = shape.second;
     const size_t kv_bytes = static_cast<size_t>(b * ctx * kv_heads * d * 2 * 2);
@@ -358,6 +386,8 @@ void bench_decode(CudaBackend& be) {
       result(det ? "decode_attn_det" : "decode_attn", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128",
              kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
     }
+    be.set_deterministic(false);  // the rows below time the production kernel (before session 16 they ran in
+                                  // deterministic mode: the batch-invariant attention)
     // The same kernel 20 times back to back between the events (as a decode graph runs one layer's attention
     // after another's, each launch overlapping its predecessor's end through programmatic dependent launch): the
     // per-launch time without the event pair's fixed cost that a lone launch pays.
@@ -370,7 +400,24 @@ void bench_decode(CudaBackend& be) {
              kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
       result("decode_attn_b2b_us", "B" + std::to_string(b) + "_S" + std::to_string(ctx), ms * 1e3, "us");
     }
-    be.set_deterministic(false);
+    // The same 20 launches captured in one CUDA graph and replayed, as a decode step's graph runs them (graph
+    // launches cost less than stream launches, and the programmatic dependencies are kept as graph edges).
+    {
+      constexpr int kInGraph = 20;
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      RL_CUDA_CHECK(cudaStreamBeginCapture(be.stream(), cudaStreamCaptureModeThreadLocal));
+      for (int j = 0; j < kInGraph; ++j) be.attention(p.qkv, p.cache, p.metas[j % copies], p.out);
+      RL_CUDA_CHECK(cudaStreamEndCapture(be.stream(), &graph));
+      RL_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      const double ms =
+          time_ms(be, [&](int) { RL_CUDA_CHECK(cudaGraphLaunch(exec, be.stream())); }, 20) / kInGraph;
+      RL_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      RL_CUDA_CHECK(cudaGraphDestroy(graph));
+      result("decode_attn_graph", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128",
+             kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      result("decode_attn_graph_us", "B" + std::to_string(b) + "_S" + std::to_string(ctx), ms * 1e3, "us");
+    }
     // Kernel lab: split slots (own workspace); at B = 1 also a grid sized for a 128k context (as a CUDA graph
     // captured at max_model_len launches it) serving this 4k one.
     DeviceBuffer partials(&be, size_t(1) << 26), counters(&be, size_t(1) << 20);
@@ -381,8 +428,8 @@ void bench_decode(CudaBackend& be) {
     // The three kernels at the production split count.
     for (const auto& k : kDecodeKernels) {
       const double k_ms = time_ms(be, [&](int i) {
-        cuda::launch_decode_attention(attn_args(p, p.metas[i % copies], b, 1, ctx, heads, kv_heads, d), ws,
-                                      be.num_sms(), be.stream(), {0, 0, k.second});
+        cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], b, 1, ctx, heads, kv_heads, d), ws,
+                                          be.num_sms(), be.stream(), {0, 0, k.second});
       }, 50);
       result("decode_kernel", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_" + k.first,
              kv_bytes / (k_ms * 1e-3) / 1e12, "TB/s");
@@ -392,8 +439,8 @@ void bench_decode(CudaBackend& be) {
     for (int64_t splits : split_list) {
       if (b * heads * splits > rows) continue;
       const double lab_ms = time_ms(be, [&](int i) {
-        cuda::launch_decode_attention(attn_args(p, p.metas[i % copies], b, 1, ctx, heads, kv_heads, d), ws,
-                                      be.num_sms(), be.stream(), {splits, 0, cuda::DecodeKernel::kAuto});
+        cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], b, 1, ctx, heads, kv_heads, d), ws,
+                                          be.num_sms(), be.stream(), {splits, 0, cuda::DecodeKernel::kAuto});
       }, 50);
       result("decode_lab", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_splits" + std::to_string(splits),
              kv_bytes / (lab_ms * 1e-3) / 1e12, "TB/s");
@@ -410,7 +457,7 @@ void bench_decode(CudaBackend& be) {
           for (int min_pages : {4, 16}) {
             const double sms = time_ms(be, [&](int i) {
               const cuda::AttentionArgs a = attn_args(sp, sp.metas[i % short_copies], b, 1, 4096, heads, kv_heads, d);
-              cuda::launch_decode_attention(a, ws, be.num_sms(), be.stream(), {0, min_pages, k.second});
+              cuda::launch_decode_attention_lab(a, ws, be.num_sms(), be.stream(), {0, min_pages, k.second});
             }, 50);
             const std::string shape = "B64_S" + std::to_string(short_ctx) + "_grid_for_4k_minpages" +
                                       std::to_string(min_pages) + "_" + k.first;
@@ -429,8 +476,8 @@ void bench_decode(CudaBackend& be) {
       AttnProblem sp = make_attn(be, 1, 1, short_ctx, heads, kv_heads, d, short_copies);
       for (int min_pages : {4, 8}) {
         const double sms = time_ms(be, [&](int i) {
-          cuda::launch_decode_attention(attn_args(sp, sp.metas[i % short_copies], 1, 1, 4096, heads, kv_heads, d), ws,
-                                        be.num_sms(), be.stream(), {32, min_pages, cuda::DecodeKernel::kAuto});
+          cuda::launch_decode_attention_lab(attn_args(sp, sp.metas[i % short_copies], 1, 1, 4096, heads, kv_heads, d),
+                                            ws, be.num_sms(), be.stream(), {32, min_pages, cuda::DecodeKernel::kAuto});
         }, 50);
         result("decode_lab", "B1_S" + std::to_string(short_ctx) + "_grid_for_4k_minpages" + std::to_string(min_pages),
                sms * 1e3, "us");
@@ -475,7 +522,7 @@ void bench_decode(CudaBackend& be) {
                                rows * gq.d / 128};
       for (const auto& k : kDecodeKernels) {
         const double ms = time_ms(be, [&](int i) {
-          cuda::launch_decode_attention(
+          cuda::launch_decode_attention_lab(
               attn_args(p, p.metas[i % copies], b, 1, 4096, gq.heads, gq.kv_heads, gq.d), ws, be.num_sms(),
               be.stream(), {0, 0, k.second});
         }, 50);
@@ -524,7 +571,7 @@ void bench_prefill(CudaBackend& be) {
     }
     for (int bn : {32, 64}) {
       const cuda::AttentionArgs a = attn_args(p, p.metas[0], b, s, s, heads, kv_heads, d);
-      const double lab_ms = time_ms(be, [&](int) { cuda::launch_prefill_attention(a, be.stream(), bn); }, 10);
+      const double lab_ms = time_ms(be, [&](int) { cuda::launch_prefill_attention_tile_lab(a, be.stream(), bn); }, 10);
       result("prefill_lab", std::to_string(b) + "x" + std::to_string(s) + "_bn" + std::to_string(bn),
              flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
       if (bn == 64) {  // the GQA-packed instance (K/V tiles loaded once per group)
@@ -675,8 +722,8 @@ void bench_sample(CudaBackend& be) {
         // clusters of 4 and 16 blocks.
         for (int cluster : {0, 1, 4, 16}) {
           const double ms = time_ms(be, [&](int i) {
-            cuda::launch_sample(static_cast<float*>(logits.data()) + (i % kCopies) * vocab, vocab, b, be.num_sms(),
-                                be.stream(), cluster);
+            cuda::launch_sample_lab(static_cast<float*>(logits.data()) + (i % kCopies) * vocab, vocab, b,
+                                    be.num_sms(), be.stream(), cluster);
           }, 100);
           result("sample", v + kKind[kind] + (masked ? "_mask" : "_nomask") +
                                (cluster == 0 ? "" : "_" + std::to_string(cluster) + "block"),
@@ -717,8 +764,8 @@ void bench_sample(CudaBackend& be) {
       b.out_logprobs = static_cast<float*>(out_logprobs.data());
       for (int cluster : {0, 1, 2, 4, 8}) {
         const double ms = time_ms(be, [&](int i) {
-          cuda::launch_sample(static_cast<float*>(logits.data()) + (i % kCopies) * kRows * vocab, vocab, b,
-                              be.num_sms(), be.stream(), cluster);
+          cuda::launch_sample_lab(static_cast<float*>(logits.data()) + (i % kCopies) * kRows * vocab, vocab, b,
+                                  be.num_sms(), be.stream(), cluster);
         }, 50);
         result("sample", std::string("B64_v128256") + (kind ? "_topk50_topp0.95" : "_greedy") +
                              (cluster == 0 ? "" : "_" + std::to_string(cluster) + "block"),

@@ -140,6 +140,18 @@ constexpr int64_t kSkinnyWorkspaceCounters = int64_t(1) << 16;
 
 // cuBLASLt workspace: 32 MiB is what cuBLAS recommends for Hopper split-K / stream-K kernels.
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+// cuBLASLt tuning (gemm_lt.cpp): while the runner's eager step before a decode graph's capture runs, the first
+// linear of each shape with M ≤ kGemmTuneMaxM times up to kGemmTuneCandidates of the heuristic's algorithms
+// (kGemmTuneReps launches each, L2 flushed before every launch, median) and keeps the fastest; the heuristic's
+// first choice stays unless another is kGemmTuneMinGain faster. Why: cuBLASLt's first choice for the decode
+// batches leaves the mid-size Llama-3.1-8B projections at 63-84 % of copy bandwidth at M = 64 (ncu, H200,
+// 2026-12-04: qkv 16.8 µs, o_proj 12.6 µs, down 33 µs + a 4.3 µs split-K reduction), where gate_up streams at 90 %.
+// Opt-in (RIDGELINE_CUDA_GEMM_TUNE=1) until a device run has measured it end to end (written in session 16, when
+// no GPU was lent).
+constexpr int64_t kGemmTuneMaxM = 1024;
+constexpr int kGemmTuneCandidates = 16;
+constexpr int kGemmTuneReps = 5;
+constexpr float kGemmTuneMinGain = 0.02f;
 
 // Decode attention (split-KV). One block = (sequence, kv head, split), 4 warps, each warp walks whole 16-token
 // pages; a page load serves all query heads of the GQA group (up to kDecodeMaxGroup per block).

@@ -401,7 +401,11 @@ bool prefill_attention_supported(const AttentionArgs& a) {
          (a.block_size & (a.block_size - 1)) == 0;
 }
 
-void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream, int block_n_override) {
+void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
+  launch_prefill_attention_tile_lab(a, stream, 0);
+}
+
+void launch_prefill_attention_tile_lab(const AttentionArgs& a, cudaStream_t stream, int block_n_override) {
   const int bn = block_n_override > 0 ? block_n_override : (a.head_dim == 64 ? kPrefillBlockN : kPrefillBlockN128);
   if (a.head_dim == 64) {
     launch_d<64, kPrefillBlockN>(a, stream);

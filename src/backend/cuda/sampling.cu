@@ -537,8 +537,12 @@ __global__ void resolve_pending_ids_kernel(int32_t* ids, int64_t n, const int32_
 
 }  // namespace
 
-void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, int num_sms, cudaStream_t stream,
-                   int cluster_size) {
+void launch_sample(float* logits, int64_t vocab, const SampleBatch& batch, int num_sms, cudaStream_t stream) {
+  launch_sample_lab(logits, vocab, batch, num_sms, stream, 0);
+}
+
+void launch_sample_lab(float* logits, int64_t vocab, const SampleBatch& batch, int num_sms, cudaStream_t stream,
+                       int cluster_size) {
   if (batch.num_rows == 0) return;
   RL_CHECK_MSG(batch.num_rows <= 65535, "sample: %lld rows exceed the grid's y limit",
                static_cast<long long>(batch.num_rows));
