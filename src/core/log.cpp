@@ -20,16 +20,25 @@ int initial_level() {
   if (v == "info") return static_cast<int>(LogLevel::kInfo);
   if (v == "error") return static_cast<int>(LogLevel::kError);
   if (v == "quiet") return static_cast<int>(LogLevel::kQuiet);
+  if (v != "warn" && v != "warning") {
+    // Not through log_msg: this runs inside the first log call's initialization of the level.
+    std::fprintf(stderr, "ridgeline: warning: RIDGELINE_LOG=%s is not one of debug, info, warn, error, quiet; "
+                 "using warn\n", env);
+  }
   return static_cast<int>(LogLevel::kWarn);
 }
-std::atomic<int> g_level{initial_level()};
+// A function-local static: read on first use, so a log call from another file's static initializer still sees it.
+std::atomic<int>& level_ref() {
+  static std::atomic<int> level{initial_level()};
+  return level;
+}
 }  // namespace
 
-void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
-LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+void set_log_level(LogLevel level) { level_ref() = static_cast<int>(level); }
+LogLevel log_level() { return static_cast<LogLevel>(level_ref().load()); }
 
 void log_msg(LogLevel level, const std::string& msg) {
-  if (static_cast<int>(level) < g_level.load()) return;
+  if (static_cast<int>(level) < level_ref().load()) return;
   static const char* kNames[] = {"debug", "info", "warning", "error"};
   std::fprintf(stderr, "ridgeline: %s: %s\n", kNames[static_cast<int>(level)], msg.c_str());
 }

@@ -102,6 +102,12 @@ add_test(NAME cli_generate_tp_moe_refused
          COMMAND sh -c "${_rl} generate -m ${_golden}/qwen3_moe --prompt-ids '1 2 3' --max-tokens 2 --tensor-parallel-size 2; echo \"exit=$?\"")
 set_tests_properties(cli_generate_tp_moe_refused PROPERTIES PASS_REGULAR_EXPRESSION
                      "Qwen3MoeForCausalLM runs on one rank only(.*\n)*exit=1\n")
+# RIDGELINE_LOG sets the log level: info shows the tensor-parallel plan line, the default (warn) does not, and an
+# unknown value is named in a warning and logs as warn.
+add_test(NAME cli_log_level_env
+         COMMAND sh -c "a=$(RIDGELINE_LOG=info ${_rl} generate --prompt hi --max-tokens 1 --tensor-parallel-size 2 2>&1 >/dev/null) && b=$(${_rl} generate --prompt hi --max-tokens 1 --tensor-parallel-size 2 2>&1 >/dev/null) && c=$(RIDGELINE_LOG=loud ${_rl} generate --prompt hi --max-tokens 1 --tensor-parallel-size 2 2>&1 >/dev/null) && echo \"info=$(echo \"$a\" | grep -c 'ridgeline: info: tensor parallel: 2 ranks') default=$(echo \"$b\" | grep -c 'ridgeline: info:') unknown=$(echo \"$c\" | grep -c 'ridgeline: info:') named=$(echo \"$c\" | grep -c 'RIDGELINE_LOG=loud is not one of')\"")
+set_tests_properties(cli_log_level_env PROPERTIES PASS_REGULAR_EXPRESSION
+                     "info=1 default=0 unknown=0 named=1\n")
 add_test(NAME cli_inspect_llama_tp2
          COMMAND ${_rl} inspect -m ${PROJECT_SOURCE_DIR}/models/configs/Llama-3.1-8B --tensor-parallel-size 2)
 set_tests_properties(cli_inspect_llama_tp2 PROPERTIES PASS_REGULAR_EXPRESSION
