@@ -125,6 +125,7 @@ const char* impl_name(Impl impl) {
     case Impl::kDecodeSimt: return "decode simt";
     case Impl::kDecodeMma: return "decode mma";
     case Impl::kDecodeMmaPrefetch: return "decode mma prefetch";
+    case Impl::kDecodeMmaEarly: return "decode mma early first page";
     default: return "auto";
   }
 }
@@ -132,7 +133,8 @@ const char* impl_name(Impl impl) {
 // Every decode kernel (each where the shape allows it; the others fall back to what kAuto runs) and the naive one.
 void check_all_impls(const std::vector<SeqSpec>& seqs, const char* what) {
   for (const Shape& s : kShapes) {
-    for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch}) {
+    for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
+                      Impl::kDecodeMmaEarly}) {
       const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl);
       EXPECT_LT(e, kBf16Tol) << what << ": heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                              << " " << impl_name(impl);
@@ -153,7 +155,7 @@ TEST(CudaAttention, DecodeGridSizedForLongerContext) {
   const std::vector<SeqSpec> seqs = {{1, 1}, {1, 17}, {1, 384}, {1, 4097}, {1, 64}};
   for (const Shape& s : kShapes) {
     for (int64_t max_k : {int64_t(8192), int64_t(131072)}) {
-      for (auto impl : {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMmaPrefetch}) {
+      for (auto impl : {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMmaPrefetch, Impl::kDecodeMmaEarly}) {
         const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl, max_k);
         EXPECT_LT(e, kBf16Tol) << "heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                                << " grid for " << max_k << " " << impl_name(impl);

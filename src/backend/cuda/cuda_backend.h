@@ -146,7 +146,8 @@ class CudaBackend final : public Backend {
   // kAuto: the fastest kernel for the shape; kNaive: the reference kernel; kFlash2: the FA2 prefill kernel even
   // where the Hopper one serves; kHopperPacked: the Hopper prefill with GQA-packed blocks (tests and the lab).
   // kDecode*: decode batches through that split-KV decode kernel where the shape allows it (tests of every kernel).
-  enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch };
+  enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch,
+                             kDecodeMmaEarly };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to

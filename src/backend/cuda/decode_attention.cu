@@ -365,13 +365,24 @@ __device__ __forceinline__ void fold_kv_page(KvPage<D>& pg, const uint32_t (&qf)
   }
 }
 
+// How a warp of the tensor-core kernel walks its pages.
+enum MmaMode : int {
+  kMmaPlain = 0,     // load a page, fold it, load the next
+  kMmaPrefetchNext,  // load the next page before folding the current one (registers for two pages)
+  kMmaEarlyFirst,    // as kMmaPlain, but the first page is requested before pdl_wait() where it may be
+};
+
 // Head dims 64 / 128, chunks of up to 8 query heads of a KV head (MMA columns past the chunk are zero queries).
-// kPrefetch: a warp loads its next page before folding the current one (registers for two pages, so half the
-// resident blocks); without, it loads a page, folds it, then loads the next.
-template <int D, bool kPrefetch>
-__global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel(DecodeParams p) {
-  pdl_wait();  // launched with PDL (cuda_launch.cuh)
-  pdl_launch_dependents();
+// kMmaEarlyFirst: the sequence's length, its block table and the warp's first page are read before pdl_wait(),
+// while the previous kernel (the step's RoPE + KV write) still runs. None of them is written by a kernel of the
+// step: the lengths and tables come from the step's upload, and every page but the one holding the key this step
+// writes (position seq_len - 1) was written by earlier steps; that page is loaded after the wait.
+template <int D, int kMode>
+__device__ __forceinline__ void decode_attention_mma(const DecodeParams& p) {
+  if constexpr (kMode != kMmaEarlyFirst) {
+    pdl_wait();  // launched with PDL (cuda_launch.cuh)
+    pdl_launch_dependents();
+  }
   static_assert(D == 64 || D == 128, "the MMA decode kernel serves head_dim 64 and 128");
   const AttentionArgs& a = p.a;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -386,6 +397,18 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel
   const SplitPages sp = split_pages(p, seq_len, split);
   const int num_active = sp.num_active, page_begin = sp.begin, page_end = sp.end;
   if (split >= num_active) return;  // block-uniform, before any barrier; never counted by the merge
+  const int32_t* table = a.block_tables + s * a.max_blocks;
+  const auto page_base = [&](int page) {
+    return (static_cast<int64_t>(table[page]) * kDecodePageSize * a.num_kv_heads + kvh) * D;
+  };
+  KvPage<D> first;  // kMmaEarlyFirst: the warp's first page, requested before the wait where it may be
+  const int first_page = page_begin + warp;
+  const bool early = kMode == kMmaEarlyFirst && first_page < page_end && first_page < (seq_len - 1) / kDecodePageSize;
+  if constexpr (kMode == kMmaEarlyFirst) {
+    if (early) load_kv_page(first, a, page_base(first_page), gi, qi);
+    pdl_wait();  // q, and the page holding this step's key, are written by the previous kernel
+    pdl_launch_dependents();
+  }
 
   // Qᵀ's B fragments, in the permuted k order of the K loads (head gi of the chunk; zero past it).
   uint32_t qf[D / 16][2];
@@ -402,11 +425,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel
 #pragma unroll
   for (int mt = 0; mt < D / 16; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
   const float scale_log2 = a.scale * kLog2e;
-  const int32_t* table = a.block_tables + s * a.max_blocks;
-  const auto page_base = [&](int page) {
-    return (static_cast<int64_t>(table[page]) * kDecodePageSize * a.num_kv_heads + kvh) * D;
-  };
-  if constexpr (kPrefetch) {
+  if constexpr (kMode == kMmaPrefetchNext) {
     KvPage<D> pg[2];
     int page = page_begin + warp;
     if (page < page_end) load_kv_page(pg[0], a, page_base(page), gi, qi);
@@ -420,6 +439,16 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel
       if (next2 < page_end) load_kv_page(pg[0], a, page_base(next2), gi, qi);
       fold_kv_page(pg[1], qf, acc, m, l, next * kDecodePageSize, seq_len, scale_log2, gi, qi);
       page = next2;
+    }
+  } else if constexpr (kMode == kMmaEarlyFirst) {
+    if (first_page < page_end) {
+      if (!early) load_kv_page(first, a, page_base(first_page), gi, qi);
+      fold_kv_page(first, qf, acc, m, l, first_page * kDecodePageSize, seq_len, scale_log2, gi, qi);
+      for (int page = first_page + kDecodeWarps; page < page_end; page += kDecodeWarps) {
+        KvPage<D> pg;
+        load_kv_page(pg, a, page_base(page), gi, qi);
+        fold_kv_page(pg, qf, acc, m, l, page * kDecodePageSize, seq_len, scale_log2, gi, qi);
+      }
     }
   } else {
     for (int page = page_begin + warp; page < page_end; page += kDecodeWarps) {
@@ -453,6 +482,17 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel
   merge_block<D, kDecodeMaxGroup>(p, sm, s, tok, h0, gh, split, num_active);
 }
 
+template <int D, int kMode>
+__global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel(DecodeParams p) {
+  decode_attention_mma<D, kMode>(p);
+}
+// Held to the resident blocks a SM of kMmaPlain (head_dim 128: 4, head_dim 64: 6): unbounded, the first page live
+// across the wait asked 134 and 96 registers.
+template <int D>
+__global__ void __launch_bounds__(kDecodeWarps * 32, D == 64 ? 6 : 4) decode_attention_mma_early_kernel(DecodeParams p) {
+  decode_attention_mma<D, kMmaEarlyFirst>(p);
+}
+
 template <int D, int G>
 void launch_dg(const DecodeParams& p, cudaStream_t stream) {
   const dim3 grid(p.num_splits, static_cast<unsigned int>(p.a.num_kv_heads * p.num_chunks),
@@ -471,18 +511,25 @@ void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
   }
 }
 
-template <int D>
-void launch_mma(const DecodeParams& p, bool prefetch, cudaStream_t stream) {
-  const dim3 grid(p.num_splits, static_cast<unsigned int>(p.a.num_kv_heads * p.num_chunks),
-                  static_cast<unsigned int>(p.a.num_seqs));
-  launch_pdl(prefetch ? decode_attention_mma_kernel<D, true> : decode_attention_mma_kernel<D, false>, grid,
-             dim3(kDecodeWarps * 32), 0, stream, p);
+int mma_mode(DecodeKernel k) {
+  return k == DecodeKernel::kMmaPrefetch ? kMmaPrefetchNext : k == DecodeKernel::kMmaEarly ? kMmaEarlyFirst : kMmaPlain;
 }
 
 template <int D>
-const void* mma_kernel_for(bool prefetch) {
-  return prefetch ? reinterpret_cast<const void*>(decode_attention_mma_kernel<D, true>)
-                  : reinterpret_cast<const void*>(decode_attention_mma_kernel<D, false>);
+void launch_mma(const DecodeParams& p, int mode, cudaStream_t stream) {
+  const dim3 grid(p.num_splits, static_cast<unsigned int>(p.a.num_kv_heads * p.num_chunks),
+                  static_cast<unsigned int>(p.a.num_seqs));
+  launch_pdl(mode == kMmaPrefetchNext ? decode_attention_mma_kernel<D, kMmaPrefetchNext>
+             : mode == kMmaEarlyFirst ? decode_attention_mma_early_kernel<D>
+                                      : decode_attention_mma_kernel<D, kMmaPlain>,
+             grid, dim3(kDecodeWarps * 32), 0, stream, p);
+}
+
+template <int D>
+const void* mma_kernel_for(int mode) {
+  return mode == kMmaPrefetchNext ? reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPrefetchNext>)
+         : mode == kMmaEarlyFirst ? reinterpret_cast<const void*>(decode_attention_mma_early_kernel<D>)
+                                  : reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPlain>);
 }
 
 template <int D>
@@ -509,15 +556,16 @@ DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
 
 // Resident blocks per SM of the instance a plan launches (registers bound it), queried once per instance.
 int blocks_per_sm(int64_t d, const DecodePlan& plan) {
-  static int cached[3][5] = {};
+  static int cached[3][6] = {};
   const int di = d == 64 ? 0 : d == 128 ? 1 : 2;
-  const bool mma = plan.kernel != DecodeKernel::kSimt, prefetch = plan.kernel == DecodeKernel::kMmaPrefetch;
-  const int ki = mma ? 3 + prefetch : plan.heads_per_chunk == 4 ? 2 : plan.heads_per_chunk == 2 ? 1 : 0;
+  const bool mma = plan.kernel != DecodeKernel::kSimt;
+  const int mode = mma_mode(plan.kernel);
+  const int ki = mma ? 3 + mode : plan.heads_per_chunk == 4 ? 2 : plan.heads_per_chunk == 2 ? 1 : 0;
   int& n = cached[di][ki];
   if (n == 0) {
     const void* fn = nullptr;
     if (mma) {
-      fn = d == 64 ? mma_kernel_for<64>(prefetch) : mma_kernel_for<128>(prefetch);
+      fn = d == 64 ? mma_kernel_for<64>(mode) : mma_kernel_for<128>(mode);
     } else {
       const int g = plan.heads_per_chunk;
       fn = d == 64 ? kernel_for<64>(g) : d == 128 ? kernel_for<128>(g) : kernel_for<256>(g);
@@ -555,11 +603,11 @@ void launch_decode_attention_lab(const AttentionArgs& a, const DecodeWorkspace& 
   if (a.num_seqs * a.num_heads * splits > capacity) splits = 1;
   p.num_splits = static_cast<int>(splits);
   if (plan.kernel != DecodeKernel::kSimt) {
-    const bool prefetch = plan.kernel == DecodeKernel::kMmaPrefetch;
+    const int mode = mma_mode(plan.kernel);
     if (a.head_dim == 64) {
-      launch_mma<64>(p, prefetch, stream);
+      launch_mma<64>(p, mode, stream);
     } else {
-      launch_mma<128>(p, prefetch, stream);
+      launch_mma<128>(p, mode, stream);
     }
   } else if (a.head_dim == 64) {
     launch_d<64>(p, plan.heads_per_chunk, stream);

@@ -355,7 +355,7 @@ __global__ void empty_kernel() {}
 
 const std::vector<std::pair<std::string, cuda::DecodeKernel>> kDecodeKernels = {
     {"simt", cuda::DecodeKernel::kSimt}, {"mma", cuda::DecodeKernel::kMma},
-    {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}};
+    {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}, {"mma_early", cuda::DecodeKernel::kMmaEarly}};
 
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
@@ -464,6 +464,20 @@ void bench_decode(CudaBackend& be) {
             result("decode_lab", shape, short_bytes / (sms * 1e-3) / 1e12, "TB/s");
             result("decode_lab_us", shape, sms * 1e3, "us");
           }
+        }
+        // The tensor-core kernel with more split slots than the 4k grid's one: at these lengths a sequence then
+        // spreads its pages over up to `slots` blocks (one page per warp at least), so each warp has fewer pages
+        // to load one after another, and the blocks merge across the split. Whether a graph should carry more
+        // slots for short contexts (unused slots exit at once) is what these rows decide, with the 4k rows above
+        // (decode_lab B64_S4096_splitsN) for what extra slots cost a long context.
+        for (int64_t slots : {1, 2, 3, 4, 8}) {
+          const double sms = time_ms(be, [&](int i) {
+            const cuda::AttentionArgs a = attn_args(sp, sp.metas[i % short_copies], b, 1, 4096, heads, kv_heads, d);
+            cuda::launch_decode_attention_lab(a, ws, be.num_sms(), be.stream(), {slots, 0, cuda::DecodeKernel::kMma});
+          }, 50);
+          const std::string shape = "B64_S" + std::to_string(short_ctx) + "_slots" + std::to_string(slots) + "_mma";
+          result("decode_lab", shape, short_bytes / (sms * 1e-3) / 1e12, "TB/s");
+          result("decode_lab_us", shape, sms * 1e3, "us");
         }
       }
     }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The levers on the batch-64 decode step written without a GPU in session 16, measured in one call: cuBLASLt tuning
+# (gemm_lt.cpp, kernel_config.h "cuBLASLt tuning") and the decode-attention kernel that requests each warp's first
+# page before pdl_wait() (RIDGELINE_CUDA_DECODE_KERNEL=mma_early). Runs the CUDA op tests; the skinny-GEMM kernel
+# rows (cuBLASLt's first choice next to the tuned one, same run); the decode-attention rows (lone launch, 20 back to
+# back, 20 in one CUDA graph, split slots at short contexts, every kernel); Llama-3.1-8B batch 32/64 decode as
+# base / tuned / mma_early in alternating rounds; and the 1000 x 1024/1024 offline engine (OFFLINE, below).
+# Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
+# $OUT/b64_levers_logs.tgz. About 6 minutes without OFFLINE, 2-3 more per offline run.
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+device_env
+t0=$(date +%s)
+stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
+timeout 150 "$bin/rl_tests_ops" --gtest_filter='*Cuda*' > "$L/tests.txt" 2>&1
+stamp "tests rc=$?"
+timeout 150 "$bin/rl_bench_kernels" skinny > "$L/bench_skinny.txt" 2>&1
+stamp "bench skinny rc=$?"
+{ "$bin/rl_bench_kernels" copy; timeout 150 "$bin/rl_bench_kernels" decode; } > "$L/bench_decode.txt" 2>&1
+stamp "bench decode rc=$?"
+# One variant's three latency runs, its environment set in a subshell.
+variant() {
+  (
+    export RIDGELINE_CUDA_GEMM_TUNE=0
+    [ "$1" = tuned ] && export RIDGELINE_CUDA_GEMM_TUNE=1 RIDGELINE_LOG=debug
+    [ "$1" = early ] && export RIDGELINE_CUDA_DECODE_KERNEL=mma_early
+    lat "b64_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
+    lat "b64in16_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 16 --output-len 128 --max-num-batched-tokens 8192
+    lat "b32_$1_r$2" "${LLAMA8B[@]}" --batch 32 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
+  )
+}
+for round in 1 2; do
+  for v in base tuned early; do variant "$v" "$round"; done
+done
+stamp "latency done"
+# OFFLINE="1:256 0:256": offline runs as tune:max-num-seqs pairs, in this order (each ~2-3 minutes).
+for cfg in ${OFFLINE:-}; do
+  tune=${cfg%%:*}
+  seqs=${cfg##*:}
+  RIDGELINE_CUDA_GEMM_TUNE=$tune timeout "${OFFLINE_LIMIT:-300}" "$bin/ridgeline" bench throughput "${LLAMA8B[@]}" \
+    --max-num-seqs "$seqs" --max-num-batched-tokens 8192 --num-prompts 1000 --input-len 1024 --output-len 1024 \
+    --json "$L/tp_t${tune}_s$seqs.json" > "$L/tp_t${tune}_s$seqs.log" 2>&1
+  stamp "throughput tune=$tune seqs=$seqs rc=$?"
+done
+tar czf "$final_out/b64_levers_logs.tgz" -C "$L" .
+echo "== summary =="
+gtest_summary "$L/tests.txt"
+grep -E "^RESULT (cublaslt|cublaslt_tuned|skinny) m(32|64)_" "$L/bench_skinny.txt" | sort -k3 | head -60
+grep -E "^RESULT (copy|launch_floor|decode_attn|decode_attn_b2b|decode_attn_graph|decode_kernel) " \
+  "$L/bench_decode.txt" | head -40
+grep -E "^RESULT decode_lab B64_S[0-9]+_slots" "$L/bench_decode.txt"
+grep -h "gemm tune" "$L"/lat_b64_tuned_r1.log | head -12
+for f in "$L"/lat_*.json; do
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1][4:-5], round(j['decode_tokens_per_s'],1), 'tok/s TPOT', round(j['tpot_ms'],3))" "$f"
+done
+for f in "$L"/tp_*.log; do
+  [ -f "$f" ] || continue
+  echo "${f##*/}: $(grep -iE "output|roofline|host" "$f" | tr '\n' ' ' | cut -c1-400)"
+done
