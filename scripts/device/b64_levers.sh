@@ -6,7 +6,7 @@
 # back, 20 in one CUDA graph, split slots at short contexts, every kernel); Llama-3.1-8B batch 32/64 decode as
 # base / tuned / mma_early in alternating rounds; and the 1000 x 1024/1024 offline engine (OFFLINE, below).
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
-# $OUT/b64_levers_logs.tgz. About 6 minutes without OFFLINE, 2-3 more per offline run.
+# $OUT/b64_levers_logs.tgz. About 6 minutes without OFFLINE and NSYS, 2-3 more per offline run.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
@@ -42,6 +42,26 @@ for cfg in ${OFFLINE:-}; do
     --json "$L/tp_t${tune}_s$seqs.json" > "$L/tp_t${tune}_s$seqs.log" 2>&1
   stamp "throughput tune=$tune seqs=$seqs rc=$?"
 done
+# NSYS=1: a timeline of batch-64 decode steps with cuBLASLt (default) and with the skinny GEMM, folded by
+# tools/nsys_gaps.py into each step's idle time between kernels and the hand-offs it falls in (why the skinny GEMM,
+# faster alone, lost end to end in session 11).
+nsys="$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)"
+if [ "${NSYS:-0}" = 1 ] && [ -n "$nsys" ]; then
+  for v in cublaslt skinny; do
+    skinny=0
+    [ "$v" = skinny ] && skinny=1
+    RIDGELINE_CUDA_SKINNY_GEMM=$skinny timeout 150 "$nsys" profile -t cuda --cuda-graph-trace=node --force-overwrite true \
+      -o "$L/nsys_$v" "$bin/ridgeline" bench latency "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 16 \
+      --max-num-batched-tokens 8192 > "$L/nsys_$v.log" 2>&1
+    timeout 120 "$nsys" stats --report cuda_gpu_trace --format csv --output "$L/nsys_$v" "$L/nsys_$v.nsys-rep" \
+      >> "$L/nsys_$v.log" 2>&1
+    rm -f "$L/nsys_$v.nsys-rep" "$L/nsys_$v.sqlite"
+    python3 tools/nsys_gaps.py "$L/nsys_${v}_cuda_gpu_trace.csv" > "$L/gaps_$v.txt" 2>&1
+    stamp "nsys $v"
+  done
+elif [ "${NSYS:-0}" = 1 ]; then
+  echo "NSYS=1 but no nsys on this machine"
+fi
 tar czf "$final_out/b64_levers_logs.tgz" -C "$L" .
 echo "== summary =="
 gtest_summary "$L/tests.txt"
@@ -52,6 +72,9 @@ grep -E "^RESULT decode_lab B64_S[0-9]+_slots" "$L/bench_decode.txt"
 grep -h "gemm tune" "$L"/lat_b64_tuned_r1.log | head -12
 for f in "$L"/lat_*.json; do
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1][4:-5], round(j['decode_tokens_per_s'],1), 'tok/s TPOT', round(j['tpot_ms'],3))" "$f"
+done
+for f in "$L"/gaps_*.txt; do
+  [ -f "$f" ] && { echo "== ${f##*/}"; head -12 "$f"; }
 done
 for f in "$L"/tp_*.log; do
   [ -f "$f" ] || continue

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""tools/nsys_gaps.py on a synthetic Nsight Systems GPU trace: three identical decode steps after a prefill step,
+with overlapped (PDL-like) hand-offs, idle gaps around a library GEMM, and a memcpy; the numbers are checked against
+the trace's construction. Also the errors.
+
+    test_nsys_gaps.py PATH/TO/nsys_gaps.py
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+TOOL = sys.argv[1]
+failures = []
+
+
+def trace_csv(events):
+    out = ["Generating SQLite file ...", "Processing [report.sqlite] with [cuda_gpu_trace.py]... ",
+           '"Start (ns)","Duration (ns)","CorrId","GrdX","Strm","Name"']
+    for i, (start, dur, name) in enumerate(events):
+        out.append(f'"{start}","{dur}","{i}","1","7","{name}"')
+    return "\n".join(out) + "\n"
+
+
+def run(events, *extra):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.csv")
+        open(path, "w").write(trace_csv(events))
+        p = subprocess.run([sys.executable, TOOL, path, *extra], capture_output=True, text=True)
+        return p.returncode, p.stdout + p.stderr
+
+
+def expect(cond, what, out):
+    if not cond:
+        failures.append(what + "\n--- output ---\n" + out)
+
+
+def step(t0):
+    """One decode step from t0 (ns): 10 us wall, 7.3 us of kernels and copies, 2.7 us idle."""
+    return [
+        (t0 + 0, 2000, "[CUDA memcpy Host-to-Device]"),
+        (t0 + 2500, 1000, "void rms_norm_kernel(unsigned short*)"),       # 500 ns idle after the memcpy
+        (t0 + 3300, 2000, "sm90_xmma_gemm_bf16bf16_bf16f32"),             # overlaps the norm (starts before it ends)
+        (t0 + 6300, 1000, "void qk_norm_rope_kernel<128>(QkNormRopeArgs)"),  # 1000 ns idle after the GEMM
+        (t0 + 7300, 1000, "void decode_attention_mma_kernel<128, 0>(DecodeParams)"),  # starts as RoPE ends
+        (t0 + 9500, 500, "sample_kernel(float*, long, SampleBatch)"),     # 1200 ns
+    ]
+
+
+events = [(0, 50000, "prefill_gemm"), (50000, 1000, "sample_kernel(float*, long, SampleBatch)")]
+for k in range(3):
+    events += step(100000 + 20000 * k)
+events.append((200000, 700, "[CUDA memcpy Device-to-Host]"))
+rc, out = run(events)
+expect(rc == 0, "exits 0", out)
+expect("events per step 6; steps folded 3; wall 10.0 us; kernels running 7.3 us; idle 2.7 us (27.0 %)" in out,
+       "wall, busy and idle per step", out)
+lines = out.splitlines()
+expect(any(l.split()[:2] == ["1.20", "1"] and "decode_attention_mma_kernel -> sample_kernel" in l for l in lines),
+       "the largest hand-off first: attention -> sampler 1.2 us", out)
+expect(any("1.00" in l and "sm90_xmma_gemm_bf16bf16_bf16f32 -> qk_norm_rope_kernel" in l for l in lines),
+       "GEMM -> RoPE 1.0 us", out)
+expect(any("0.50" in l and "[CUDA memcpy Host-to-Device] -> rms_norm_kernel" in l for l in lines),
+       "memcpy -> norm 0.5 us", out)
+expect(not any("rms_norm_kernel -> sm90_xmma" in l for l in lines), "an overlapped hand-off costs nothing", out)
+expect(not any("qk_norm_rope_kernel -> decode_attention" in l for l in lines), "a back-to-back hand-off neither", out)
+order = [l for l in lines if "->" in l and l.strip()[0].isdigit()]
+expect(len(order) >= 3 and "sample_kernel" in order[0] and "qk_norm_rope" in order[1], "sorted by idle time", out)
+
+rc, out = run(events, "--top", "1")
+expect(rc == 0 and len([l for l in out.splitlines() if "->" in l and l.strip()[0].isdigit()]) == 1, "--top 1", out)
+
+rc, out = run(events, "--marker", "no_such_kernel")
+expect(rc != 0 and "fewer than two repeated steps end at no_such_kernel" in out, "no steps fails", out)
+
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "empty.csv")
+    open(path, "w").write("nothing here\n")
+    p = subprocess.run([sys.executable, TOOL, path], capture_output=True, text=True)
+    expect(p.returncode != 0 and "no GPU trace table" in p.stdout + p.stderr, "a file without the table fails",
+           p.stdout + p.stderr)
+
+if failures:
+    print("\n\n".join(failures))
+    sys.exit(1)
+print("nsys_gaps: all checks passed")

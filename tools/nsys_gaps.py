@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Where a decode step's wall time goes between kernels, from an Nsight Systems GPU trace (issue 12).
+
+    nsys profile -t cuda --cuda-graph-trace=node -o RUN ridgeline bench latency ...
+    nsys stats --report cuda_gpu_trace --format csv --output RUN RUN.nsys-rep
+    tools/nsys_gaps.py RUN_cuda_gpu_trace.csv [--marker NAME] [--top N]
+
+Steps end with the marker kernel (default: sample_kernel); the steps folded are the longest run of consecutive steps
+with the same kernel names in the same order (the latest on a tie), as tools/ncu_steps.py folds them. For each step:
+its wall time (first kernel's start to the marker's end), the time at least one kernel runs (the union of the
+kernel intervals) and the idle rest. Idle time is charged to the hand-off it falls in: the pair (kernel that ended
+last, kernel that started next). The hand-offs that cost the most per step are listed, each with its count per
+step, so a boundary that programmatic dependent launch does not overlap (a library kernel, a memcpy) shows up as
+idle time beside its neighbours' names. Memory copies and sets in the trace count as activity like kernels.
+"""
+import csv
+import sys
+from collections import defaultdict
+
+
+def short(name):
+    return name.split("(")[0].split("<")[0].replace("void ", "").strip()[:48]
+
+
+def read_trace(path):
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    # nsys may print notes before the table: start at the header row.
+    first = next((i for i, line in enumerate(lines) if line.startswith('"Start') or line.startswith("Start")), None)
+    if first is None:
+        sys.exit(f"no GPU trace table in {path}")
+    rows = list(csv.reader(lines[first:]))
+    head = rows[0]
+
+    def col(prefix):
+        for i, h in enumerate(head):
+            if h.startswith(prefix):
+                return i
+        sys.exit(f"{path}: no column starting with {prefix!r} (columns: {head})")
+
+    start_col, dur_col, name_col = col("Start"), col("Duration"), col("Name")
+    events = []
+    for r in rows[1:]:
+        if len(r) <= max(start_col, dur_col, name_col) or not r[start_col]:
+            continue
+        start = float(r[start_col].replace(",", ""))
+        events.append((start, start + float(r[dur_col].replace(",", "")), r[name_col]))
+    events.sort()
+    return events  # (start_ns, end_ns, name), by start
+
+
+def fold_steps(events, marker):
+    ends = [i for i, e in enumerate(events) if marker in e[2]]
+    steps = [events[a + 1:b + 1] for a, b in zip(ends, ends[1:])]
+    best, run_start = (0, 0), 0
+    for i in range(len(steps)):
+        same = i > 0 and [e[2] for e in steps[i]] == [e[2] for e in steps[i - 1]]
+        if not same:
+            run_start = i
+        if i - run_start + 1 >= best[0]:
+            best = (i - run_start + 1, run_start)
+    n, start = best
+    return steps[start:start + n]
+
+
+def analyse(step):
+    """(wall_ns, busy_ns, {(prev, next): idle_ns}, {(prev, next): idle gaps}) of one step's events, by start."""
+    wall = step[-1][1] - step[0][0]
+    busy, idle, gaps = 0.0, defaultdict(float), defaultdict(int)
+    cur_end, cur_name = step[0][1], step[0][2]
+    busy += step[0][1] - step[0][0]
+    for s, e, name in step[1:]:
+        if s > cur_end:
+            idle[(short(cur_name), short(name))] += s - cur_end
+            gaps[(short(cur_name), short(name))] += 1
+            busy += e - s
+            cur_end, cur_name = e, name
+        elif e > cur_end:
+            busy += e - cur_end
+            cur_end, cur_name = e, name
+    return wall, busy, idle, gaps
+
+
+def main():
+    args = sys.argv[1:]
+    marker, top = "sample_kernel", 15
+    for flag in ("--marker", "--top"):
+        if flag in args:
+            i = args.index(flag)
+            if i + 1 >= len(args):
+                sys.exit(f"{flag} needs a value")
+            if flag == "--marker":
+                marker = args[i + 1]
+            else:
+                top = int(args[i + 1])
+            del args[i:i + 2]
+    if len(args) != 1:
+        sys.exit("usage: tools/nsys_gaps.py TRACE.csv [--marker NAME] [--top N]")
+    events = read_trace(args[0])
+    steps = fold_steps(events, marker)
+    if len(steps) < 2:
+        sys.exit(f"{len(events)} GPU events: fewer than two repeated steps end at {marker}")
+    n = len(steps)
+    wall = busy = 0.0
+    idle = defaultdict(float)
+    counts = {}
+    for step in steps:
+        w, b, step_idle, counts = analyse(step)  # counts: the last step's
+        wall += w / n
+        busy += b / n
+        for k, v in step_idle.items():
+            idle[k] += v / n
+    print(f"events per step {len(steps[0])}; steps folded {n}; wall {wall / 1e3:.1f} us; kernels running "
+          f"{busy / 1e3:.1f} us; idle {(wall - busy) / 1e3:.1f} us ({100 * (wall - busy) / wall:.1f} %)")
+    print(f"{'idle us/step':>12s} {'gaps':>6s}  hand-off (kernel that ended -> kernel that started)")
+    for (a, b), t in sorted(idle.items(), key=lambda x: -x[1])[:top]:
+        print(f"{t / 1e3:12.2f} {counts.get((a, b), 0):6d}  {a} -> {b}")
+
+
+if __name__ == "__main__":
+    main()
