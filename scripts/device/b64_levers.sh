@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The levers on the batch-64 decode step written without a GPU in session 16, measured in one call: cuBLASLt tuning
-# (gemm_lt.cpp, kernel_config.h "cuBLASLt tuning") and the decode-attention kernel that requests each warp's first
-# page before pdl_wait() (RIDGELINE_CUDA_DECODE_KERNEL=mma_early). Runs the CUDA op tests; the skinny-GEMM kernel
-# rows (cuBLASLt's first choice next to the tuned one, same run); the decode-attention rows (lone launch, 20 back to
-# back, 20 in one CUDA graph, split slots at short contexts, every kernel); Llama-3.1-8B batch 32/64 decode as
-# base / tuned / mma_early in alternating rounds; and the 1000 x 1024/1024 offline engine (OFFLINE, below).
+# What session 16 wrote without a GPU, measured in one call:
+# - the CUDA op tests (the new tuned-GEMM test and the mma_early decode kernel among them);
+# - kernel rows: cuBLASLt's tuned algorithm next to its first choice and the skinny GEMM; decode attention alone,
+#   20 back to back, 20 in one CUDA graph, every kernel, split slots at short contexts; the GEMV alone and in a
+#   CUDA graph (issue 21.3);
+# - Llama-3.1-8B batch 32/64 decode as base / tuned GEMMs (RIDGELINE_CUDA_GEMM_TUNE=1) / mma_early
+#   (RIDGELINE_CUDA_DECODE_KERNEL=mma_early), in alternating rounds;
+# - OFFLINE: the 1000 x 1024/1024 offline engine; NSYS=1: timelines of batch-64 steps (tools/nsys_gaps.py).
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
-# $OUT/b64_levers_logs.tgz. About 6 minutes without OFFLINE and NSYS, 2-3 more per offline run.
+# $OUT/b64_levers_logs.tgz. About 7 minutes without OFFLINE and NSYS, 2-3 more per offline run.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
@@ -18,6 +20,8 @@ timeout 150 "$bin/rl_bench_kernels" skinny > "$L/bench_skinny.txt" 2>&1
 stamp "bench skinny rc=$?"
 { "$bin/rl_bench_kernels" copy; timeout 150 "$bin/rl_bench_kernels" decode; } > "$L/bench_decode.txt" 2>&1
 stamp "bench decode rc=$?"
+timeout 200 "$bin/rl_bench_kernels" gemv > "$L/bench_gemv.txt" 2>&1
+stamp "bench gemv rc=$?"
 # One variant's three latency runs, its environment set in a subshell.
 variant() {
   (
@@ -69,6 +73,8 @@ grep -E "^RESULT (cublaslt|cublaslt_tuned|skinny) m(32|64)_" "$L/bench_skinny.tx
 grep -E "^RESULT (copy|launch_floor|decode_attn|decode_attn_b2b|decode_attn_graph|decode_kernel) " \
   "$L/bench_decode.txt" | head -40
 grep -E "^RESULT decode_lab B64_S[0-9]+_slots" "$L/bench_decode.txt"
+grep -E "^RESULT (gemv|gemv_graph) m(1|16)_(4096x14336|4096x4096|4096x6144|14336x4096|4096x128256|1024x3072) " \
+  "$L/bench_gemv.txt"
 grep -h "gemm tune" "$L"/lat_b64_tuned_r1.log | head -12
 for f in "$L"/lat_*.json; do
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1][4:-5], round(j['decode_tokens_per_s'],1), 'tok/s TPOT', round(j['tpot_ms'],3))" "$f"
