@@ -35,13 +35,14 @@ def read_kernels(path):
             for r in data if len(r) > time_col and r[time_col]]
 
 
-def steps_by_marker(kernels, marker):
-    """The longest run (latest on a tie) of consecutive marker-ended steps with identical name sequences."""
-    ends = [i for i, (name, _, _) in enumerate(kernels) if marker in name]
+def steps_by_marker(kernels, marker, name_of=lambda e: e[0]):
+    """The longest run (latest on a tie) of consecutive marker-ended steps with identical name sequences.
+    kernels: events in launch order; name_of(event) is the kernel's name (tools/nsys_gaps.py folds with it too)."""
+    ends = [i for i, e in enumerate(kernels) if marker in name_of(e)]
     segments = [kernels[a + 1:b + 1] for a, b in zip(ends, ends[1:])]
     best, run_start = (0, 0), 0  # (length, index of the run's first segment)
     for i in range(len(segments)):
-        same = i > 0 and [x[0] for x in segments[i]] == [x[0] for x in segments[i - 1]]
+        same = i > 0 and [name_of(x) for x in segments[i]] == [name_of(x) for x in segments[i - 1]]
         if not same:
             run_start = i
         if i - run_start + 1 >= best[0]:

@@ -6,7 +6,7 @@
     tools/nsys_gaps.py RUN_cuda_gpu_trace.csv [--marker NAME] [--top N]
 
 Steps end with the marker kernel (default: sample_kernel); the steps folded are the longest run of consecutive steps
-with the same kernel names in the same order (the latest on a tie), as tools/ncu_steps.py folds them. For each step:
+with the same kernel names in the same order (the latest on a tie): tools/ncu_steps.py's steps_by_marker. For each step:
 its wall time (first kernel's start to the marker's end), the time at least one kernel runs (the union of the
 kernel intervals) and the idle rest. Idle time is charged to the hand-off it falls in: the pair (kernel that ended
 last, kernel that started next). The hand-offs that cost the most per step are listed, each with its count per
@@ -14,8 +14,12 @@ step, so a boundary that programmatic dependent launch does not overlap (a libra
 idle time beside its neighbours' names. Memory copies and sets in the trace count as activity like kernels.
 """
 import csv
+import os
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_steps import steps_by_marker  # noqa: E402  (the same step folding)
 
 
 def short(name):
@@ -47,20 +51,6 @@ def read_trace(path):
         events.append((start, start + float(r[dur_col].replace(",", "")), r[name_col]))
     events.sort()
     return events  # (start_ns, end_ns, name), by start
-
-
-def fold_steps(events, marker):
-    ends = [i for i, e in enumerate(events) if marker in e[2]]
-    steps = [events[a + 1:b + 1] for a, b in zip(ends, ends[1:])]
-    best, run_start = (0, 0), 0
-    for i in range(len(steps)):
-        same = i > 0 and [e[2] for e in steps[i]] == [e[2] for e in steps[i - 1]]
-        if not same:
-            run_start = i
-        if i - run_start + 1 >= best[0]:
-            best = (i - run_start + 1, run_start)
-    n, start = best
-    return steps[start:start + n]
 
 
 def analyse(step):
@@ -97,7 +87,7 @@ def main():
     if len(args) != 1:
         sys.exit("usage: tools/nsys_gaps.py TRACE.csv [--marker NAME] [--top N]")
     events = read_trace(args[0])
-    steps = fold_steps(events, marker)
+    steps = steps_by_marker(events, marker, name_of=lambda e: e[2])
     if len(steps) < 2:
         sys.exit(f"{len(events)} GPU events: fewer than two repeated steps end at {marker}")
     n = len(steps)
