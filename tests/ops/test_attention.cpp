@@ -193,7 +193,9 @@ TEST(CudaAttention, LargeRandomBatch) {
 // 64-row consumer halves, prefixes in the cache, decode rows mixed in, page sizes from 8 to 256 tokens (one TMA
 // box per page, or per 128-key tile inside a page), GQA groups that do and do not divide 64 (7: the packed launch
 // falls back to one block per head). NaN in every unused cache slot checks that the tail tile's stale V rows are
-// zeroed before P V.
+// zeroed before P V. Both turn orders of the consumers (a barrier after each work item, and turns running on across
+// items) with 2 and 3 V stages (one Q buffer); the last batch's many short sequences give each block of the
+// persistent grid a long run of short items, some of them empty for one consumer.
 TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   int major = 0, minor = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cuda().device_index()), cudaSuccess);
@@ -209,19 +211,31 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   EXPECT_EQ(cuda::prefill_attention_sm90_supported(probe), major == 9 && minor == 0);
   const std::vector<SeqSpec> batches[] = {{{1, 1}, {127, 127}, {128, 128}, {129, 129}, {300, 300}},
                                           {{40, 200}, {64, 64 + 16}, {7, 300}, {1, 513}, {200, 457}},
-                                          {{1000, 1000}}};
+                                          {{1000, 1000}},
+                                          {{65, 65},   {1, 90},   {130, 130}, {3, 3},     {64, 64},  {200, 260},
+                                           {17, 17},   {1, 1},    {129, 140}, {66, 66},   {9, 300},  {128, 128},
+                                           {190, 190}, {31, 31},  {1, 64},    {100, 100}, {2, 2},    {150, 170}}};
   const Shape shapes[] = {{32, 8, 128}, {16, 16, 128}, {14, 2, 128}, {8, 1, 128}};
-  for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
-    for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
-      for (size_t b = 0; b < std::size(batches); ++b) {
-        for (const Shape& s : shapes) {
-          const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, bs);
-          EXPECT_LT(e, kBf16Tol) << "block size " << bs << " batch " << b << " heads " << s.num_heads << "/"
-                                 << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed");
+  const bool continuous_default = cuda().prefill_continuous();
+  const int v_stages_default = cuda().prefill_v_stages();
+  for (const int lab : {0, 1, 2, 3}) {
+    const bool continuous = lab & 1;
+    const int v_stages = lab & 2 ? 3 : 2;
+    cuda().set_prefill_sm90_lab(continuous, v_stages);
+    for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
+      for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
+        for (size_t b = 0; b < std::size(batches); ++b) {
+          for (const Shape& s : shapes) {
+            const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, bs);
+            EXPECT_LT(e, kBf16Tol) << "block size " << bs << " batch " << b << " heads " << s.num_heads << "/"
+                                   << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed")
+                                   << (continuous ? " continuous turns" : "") << " V stages " << v_stages;
+          }
         }
       }
     }
   }
+  cuda().set_prefill_sm90_lab(continuous_default, v_stages_default);
 }
 
 // GPT-OSS attention: sliding windows (shorter and longer than the contexts, across page boundaries) and sinks,

@@ -98,6 +98,15 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
                      : k == "mma_early"    ? cuda::DecodeKernel::kMmaEarly
                                            : cuda::DecodeKernel::kAuto;
   }
+  // End-to-end A/B of the Hopper prefill's lab choices (kernel_config.h, kPrefillSm90ContinuousTurns and
+  // kPrefillSm90VStages); "0" turns the kernel off (prefill_attention_sm90_supported).
+  prefill_continuous_ = cuda::kPrefillSm90ContinuousTurns;
+  prefill_v_stages_ = cuda::kPrefillSm90VStages;
+  if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_SM90")) {
+    const std::string v = env;
+    if (v == "continuous" || v == "continuous_v3") prefill_continuous_ = true;
+    if (v == "v3" || v == "continuous_v3") prefill_v_stages_ = 3;
+  }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
   }
@@ -300,6 +309,8 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.intra_overlap = cuda::kPrefillSm90IntraOverlap;
       o.persistent = cuda::kPrefillSm90Persistent;
       o.k_stages = cuda::kPrefillSm90KStages;
+      o.continuous_turns = prefill_continuous_;
+      o.v_stages = o.pack ? 2 : prefill_v_stages_;  // 3 V stages are built for unpacked blocks only
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;
     }

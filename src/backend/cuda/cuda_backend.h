@@ -149,6 +149,15 @@ class CudaBackend final : public Backend {
   enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch,
                              kDecodeMmaEarly };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
+  // The Hopper prefill's lab choices (PrefillSm90Options): the consumers' turns running on across work items, and
+  // the V stages (2, or 3 with one Q buffer). Defaults kPrefillSm90ContinuousTurns / kPrefillSm90VStages; end to end
+  // RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3. Tests run every combination.
+  void set_prefill_sm90_lab(bool continuous, int v_stages) {
+    prefill_continuous_ = continuous;
+    prefill_v_stages_ = v_stages;
+  }
+  bool prefill_continuous() const { return prefill_continuous_; }
+  int prefill_v_stages() const { return prefill_v_stages_; }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to
   // reach the in-register path.
@@ -163,6 +172,8 @@ class CudaBackend final : public Backend {
   int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
   cuda::SkinnyWorkspace skinny_ws_;   // split partials and per-tile counters of the skinny GEMM
   cuda::DecodeKernel decode_kernel_ = cuda::DecodeKernel::kAuto;  // RIDGELINE_CUDA_DECODE_KERNEL (lab A/B)
+  bool prefill_continuous_ = false;  // set_prefill_sm90_lab
+  int prefill_v_stages_ = 2;
   bool gemm_tuning_ = false;  // set_gemm_tuning takes effect (opt-in: RIDGELINE_CUDA_GEMM_TUNE=1)
   bool skinny_gemm_ = false;  // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1)
   // Fences: a ring of events; fence f is events_[f % kNumFences], recorded at most kNumFences fences ago.

@@ -158,6 +158,12 @@ struct PrefillSm90Options {
   bool intra_overlap = false;  // each consumer's softmax overlaps its own P V GEMM
   bool persistent = false;     // num_sms blocks looping over the work items (else one block per item)
   int k_stages = 2;            // K tiles in flight: 2 or 3 (V: 2)
+  // The consumers' turns run on across work items with no barrier between items (needs intra_overlap and 3 K
+  // stages; kernel_config.h, kPrefillSm90ContinuousTurns).
+  bool continuous_turns = false;
+  // V tiles in flight: 2, or 3 with one Q buffer instead of two (the next item's Q then loads only once both
+  // consumers are done with this one). 3 needs intra_overlap, k_stages 3 and unpacked blocks.
+  int v_stages = 2;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);
 void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Options& o, int num_sms,

@@ -580,6 +580,22 @@ void bench_prefill(CudaBackend& be) {
                    std::to_string(o.k_stages),
                flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
       }
+      // The production variant with the consumers' turns running on across items (also packed) and with 3 V stages.
+      for (int v = 0; v < 4; ++v) {
+        cuda::PrefillSm90Options o;
+        o.pack = v == 3;
+        o.intra_overlap = true;
+        o.persistent = true;
+        o.k_stages = 3;
+        o.continuous_turns = v != 1;
+        o.v_stages = v == 1 || v == 2 ? 3 : 2;
+        const double lab_ms =
+            time_ms(be, [&](int) { cuda::launch_prefill_attention_sm90(a90, o, be.num_sms(), be.stream()); }, 10);
+        result("prefill_lab",
+               std::to_string(b) + "x" + std::to_string(s) + "_sm90" + (o.pack ? "_packed" : "") +
+                   "_intra_persistent_k3" + (o.v_stages == 3 ? "_v3" : "") + (o.continuous_turns ? "_cont" : ""),
+               flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
+      }
       for (int ablate = 1; ablate <= 3; ++ablate) {  // where the time goes: one part left out
         const double lab_ms = time_ms(
             be, [&](int) { cuda::launch_prefill_attention_sm90_ablation(a90, ablate, be.num_sms(), be.stream()); }, 10);

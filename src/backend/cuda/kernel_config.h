@@ -239,6 +239,19 @@ constexpr bool kPrefillSm90IntraOverlap = true;
 constexpr bool kPrefillSm90Persistent = true;
 // Hopper prefill: K tiles in flight (V: 2). Three fill the 227 KB of shared memory (Q ×2 + 3 K + 2 V tiles of 32 KB).
 constexpr int kPrefillSm90KStages = 3;
+// Hopper prefill: whether the two consumers' ping-pong turns run on across work items (one consumer stores its rows
+// and starts the next item's first S = Q Kᵀ while the other's last P V runs) instead of both meeting at a barrier
+// after each item. Off until measured (written in session 17 without a GPU; lab rows `_cont` in `bench kernels
+// prefill`, RIDGELINE_CUDA_PREFILL_SM90=continuous end to end). Expected to matter most for short items: 16 × 1k
+// averages 4.5 key tiles an item, and the barrier drains the tensor cores for about a tile at every item's end.
+constexpr bool kPrefillSm90ContinuousTurns = false;
+// Hopper prefill: V tiles in flight. A V stage is released only once P V is done by both consumers (after the next
+// tile's softmax), so with 2 stages the load of tile t + 2 has about one tile period minus a softmax to land, where
+// K (released right after S = Q Kᵀ) has two. 3 V stages fit only with one Q buffer (the next item's Q then loads
+// after this item, not under it). Off until measured (session 17, no GPU; lab rows `_v3`,
+// RIDGELINE_CUDA_PREFILL_SM90=v3 end to end). Session 10's ablation without K/V loads ran 6-13 % faster, so the
+// loads still stall the consumers.
+constexpr int kPrefillSm90VStages = 2;
 // Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
 // group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
 // Deterministic mode cuts every row's keys into chunks of kDetChunkKeys at absolute key positions (a multiple of

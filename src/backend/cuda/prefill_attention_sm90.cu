@@ -9,7 +9,7 @@
 // of the next tile also overlaps its P V GEMM.
 //
 // Shared memory (128-byte swizzle, as TMA writes it and wgmma reads it): every tile is stored as two 64-column
-// halves, each [rows][128 B]; Q ×2 [2][128][128 B], then KS stages of K [2][kBN][128 B], kVStages of V (the same),
+// halves, each [rows][128 B]; Q ×QB [2][128][128 B], then KS stages of K [2][kBN][128 B], VS of V (the same),
 // then the barriers (a stage's K and V each have a full and an empty barrier). Varlen batches, a causal mask offset by the prefix already in the cache, GQA (optionally
 // packed: a block serves one kv head and its rows are (token, head) pairs, as prefill_attention.cu's PACK), K/V
 // through block tables of any power-of-two block size ≥ 8. Key rows past the sequence are masked in S; in V they
@@ -36,15 +36,18 @@ namespace {
 constexpr int kD = 128;        // head_dim
 constexpr int kBM = 128;       // query rows per block (two consumer warpgroups of 64)
 constexpr int kBN = 128;       // keys per tile
-constexpr int kVStages = 2;    // V stages in flight (K: the KS template parameter, 2 or 3)
 constexpr int kThreads = 384;  // producer + two consumer warpgroups
 constexpr uint32_t kHalfRow = 128;                    // bytes of a 64-column half row
 constexpr uint32_t kQBytes = 2 * kBM * kHalfRow;      // 32 KB
 constexpr uint32_t kTileBytes = 2 * kBN * kHalfRow;   // one K or V tile, 32 KB
-// Q ×2, KS K stages, kVStages V stages, the barriers (Q full/empty ×2, tail; full and empty per stage), and slack
-// for the 1024-byte alignment.
-constexpr int smem_bytes(int ks) {
-  return 1024 + 2 * kQBytes + (ks + kVStages) * kTileBytes + 8 * (5 + 2 * ks + 2 * kVStages);
+// Q buffers: two (the next item's Q loads while this one runs), or one where three V stages take the room.
+constexpr int q_buffers(int vs) {
+  return vs == 3 ? 1 : 2;
+}
+// Q ×QB, KS K stages, VS V stages, the barriers (Q full/empty ×2, tail; full and empty per stage), and slack for the
+// 1024-byte alignment.
+constexpr int smem_bytes(int ks, int vs) {
+  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs);
 }
 
 struct Sm90Params {
@@ -59,9 +62,11 @@ struct WorkItem {
   int s, y, m0, q_start, num_rows, seq_len_k, offset, num_tiles;
 };
 
-// KS: K stages (V has kVStages). ABLATE (kernel lab only, wrong results): 1 = K/V loaded for the first stages only
-// (the stages are reused: no load traffic), 2 = no softmax (P = S as is, no exponentials), 3 = no P V GEMM.
-template <bool PACK, bool INTRA, int KS, int ABLATE = 0>
+// KS: K stages, VS: V stages (2, or 3 with one Q buffer). ABLATE (kernel lab only, wrong results): 1 = K/V loaded
+// for the first stages only (the stages are reused: no load traffic), 2 = no softmax (P = S as is, no
+// exponentials), 3 = no P V GEMM. CONT: the consumers' turns alternate across work items without a barrier between
+// items (see the consumers).
+template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -70,7 +75,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   using namespace sm90;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  const uint32_t skv = base + 2 * kQBytes, bars = skv + (KS + kVStages) * kTileBytes;
+  constexpr int QB = q_buffers(VS);
+  const uint32_t skv = base + QB * kQBytes, bars = skv + (KS + VS) * kTileBytes;
   auto sk = [&](int st) { return skv + st * kTileBytes; };
   auto sv = [&](int st) { return skv + (KS + st) * kTileBytes; };
   auto sq = [&](int qb) { return base + qb * kQBytes; };
@@ -80,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto full_k = [&](int st) { return bars + 40 + 8 * st; };
   auto empty_k = [&](int st) { return bars + 40 + 8 * (KS + st); };
   auto full_v = [&](int st) { return bars + 40 + 8 * (2 * KS + st); };
-  auto empty_v = [&](int st) { return bars + 40 + 8 * (2 * KS + kVStages + st); };
+  auto empty_v = [&](int st) { return bars + 40 + 8 * (2 * KS + VS + st); };
 
   // The warpgroup index through a shuffle: the compiler then knows it is warp-uniform, and so are the branches
   // around the wgmma instructions (otherwise ptxas serializes them, warning C7520).
@@ -110,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   if (tid == 0) {
-    for (int qb = 0; qb < 2; ++qb) {
+    for (int qb = 0; qb < QB; ++qb) {
       mbar_init(q_full(qb), 1);
       mbar_init(q_empty(qb), 8);  // each consumer warp
     }
@@ -119,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(full_k(st), 1);
       mbar_init(empty_k(st), 8);  // each consumer warp arrives once per tile
     }
-    for (int st = 0; st < kVStages; ++st) {
+    for (int st = 0; st < VS; ++st) {
       mbar_init(full_v(st), 1);
       mbar_init(empty_v(st), 8);
     }
@@ -142,8 +148,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = blockIdx.x; i < total; i += gridDim.x) {
       if (!get_item(i, w)) continue;
       const int kvh = PACK ? w.y : w.y / group;
-      const int qb = k & 1;
-      if (k >= 2) mbar_wait(q_empty(qb), ((k >> 1) - 1) & 1);
+      const int qb = k % QB;
+      if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
       if (lane == 0) {
         mbar_arrive_expect_tx(q_full(qb), kQBytes);
         for (int r = 0; r < 2; ++r) {    // the consumers' 64-row halves
@@ -161,8 +167,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       // K and V of a stage are released separately (K once S = Q Kᵀ is done, V once P V is), so the next K tile
       // loads a whole tile period ahead of its use. The slots of a tile's pages are looked up before the waits.
       for (int t = 0; t < w.num_tiles; ++t, ++g) {
-        const int kst = g % KS, vst = g % kVStages;
-        const uint32_t kph = (g / KS) & 1, vph = (g / kVStages) & 1;
+        const int kst = g % KS, vst = g % VS;
+        const uint32_t kph = (g / KS) & 1, vph = (g / VS) & 1;
         const int n0 = t * kBN, valid = min(kBN, w.seq_len_k - n0);
         const int boxes = (valid + p.box_rows - 1) / p.box_rows;
         const uint32_t bytes = static_cast<uint32_t>(boxes * p.box_rows) * 2 * kHalfRow;
@@ -192,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           tma_load_3d(k_dst + row_off, &tm_k, 0, kvh, slot, full_k(kst));
           tma_load_3d(k_dst + kBN * kHalfRow + row_off, &tm_k, 64, kvh, slot, full_k(kst));
         }
-        if (g >= kVStages) mbar_wait(empty_v(vst), vph ^ 1);
+        if (g >= VS) mbar_wait(empty_v(vst), vph ^ 1);
         if (lane == 0) mbar_arrive_expect_tx(v_bar, bytes);
         __syncwarp();
         if (lane < boxes) {
@@ -226,9 +232,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int cw = wg - 1;  // consumer index: rows [m0 + 64 cw, +64) of each item's tile
   const float scale_log2 = a.scale * 1.4426950408889634f;  // log2(e)
   // Ping-pong: consumer c issues its GEMMs only while it holds the turn (named barrier 1 + c) and then passes it
-  // on, so one consumer's softmax runs while the other's GEMMs occupy the tensor cores. Per item consumer 0
-  // starts; each side syncs 1 + num_tiles times, and consumer 1 skips its last pass so the arrivals match
-  // (barrier 3 closes the item).
+  // on, so one consumer's softmax runs while the other's GEMMs occupy the tensor cores. Each side syncs
+  // 1 + num_tiles times an item, each sync followed by one pass, so the turns strictly alternate (a consumer
+  // arrives on the other's barrier only after its own sync, which needs the other's previous pass: never two
+  // arrivals in a row on one barrier). Consumer 0 starts.
+  //   - Default: per item consumer 1 arrives once first and skips its last pass, and barrier 3 closes the item,
+  //     so both consumers leave an item together: its last tiles' P V, the epilogues and the next item's first
+  //     S = Q Kᵀ and softmax run with the tensor cores partly idle.
+  //   - CONT (lab): consumer 1 arrives first only before its first item and passes on every tile, so the turns
+  //     run on across items with no barrier: consumer 0 stores its rows and starts the next item's S = Q Kᵀ
+  //     while consumer 1's last P V runs (FlashAttention-3's order). Consumer 1's pass after the block's last
+  //     tile is taken by a final sync of consumer 0.
   const int my_bar = 1 + cw, other_bar = 2 - cw;
   int g = 0, k = 0;  // tiles and items so far: stage and barrier phases, as the producer counts them
   WorkItem w;
@@ -240,9 +254,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto row_head = [&](int i) { return PACK ? kvh * G + i % G : w.y; };
     auto stage_k = [&](int t) { return (g + t) % KS; };
     auto phase_k = [&](int t) { return static_cast<uint32_t>((g + t) / KS) & 1u; };
-    auto stage_v = [&](int t) { return (g + t) % kVStages; };
-    auto phase_v = [&](int t) { return static_cast<uint32_t>((g + t) / kVStages) & 1u; };
-    const int qb = k & 1;
+    auto stage_v = [&](int t) { return (g + t) % VS; };
+    auto phase_v = [&](int t) { return static_cast<uint32_t>((g + t) / VS) & 1u; };
+    const int qb = k % QB;
     const int row_base = m0 + cw * 64;
     const bool has_rows = row_base < num_rows;
     const int wg_first_pos = offset + row_token(row_base);
@@ -270,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     };
     auto pass_turn = [&](int t) {
-      if (t + 1 < num_tiles || cw == 0) named_arrive(other_bar, 256);
+      if (CONT || t + 1 < num_tiles || cw == 0) named_arrive(other_bar, 256);
     };
     auto pin_all = [&] {
       pin(sc);
@@ -394,8 +408,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     };
 
-    if (cw == 1) named_arrive(other_bar, 256);
-    mbar_wait(q_full(qb), (k >> 1) & 1);
+    if (cw == 1 && (!CONT || k == 0)) named_arrive(other_bar, 256);
+    mbar_wait(q_full(qb), (k / QB) & 1);
     mbar_wait(full_k(stage_k(0)), phase_k(0));
     named_sync(my_bar, 256);
     if (my_tiles > 0) {
@@ -428,9 +442,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Q of this item is no longer read: the producer may load the item after next into its buffer.
     __syncwarp();
     if (lane == 0) mbar_arrive(q_empty(qb));
-    // Both consumers are past this item's turn barriers before consumer 1's first arrival for the next item (two
-    // arrivals of its on barrier 1 in a row would complete it without consumer 0).
-    named_sync(3, 256);
+    // Default: both consumers are past this item's turn barriers before consumer 1's first arrival for the next
+    // item (two arrivals of its on barrier 1 in a row would complete it without consumer 0).
+    if (!CONT) named_sync(3, 256);
     // Normalize and store this thread's two rows (bf16 pairs).
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -450,6 +464,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     g += num_tiles;
     ++k;
   }
+  if (CONT && cw == 0 && k > 0) named_sync(my_bar, 256);  // consumer 1's pass after the block's last tile
 #endif
 }
 
@@ -461,10 +476,10 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
   return make_bf16_tensor_map(base, 3, dims, strides, box);
 }
 
-template <bool PACK, bool INTRA, int KS, int ABLATE = 0>
+template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2>
 void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE>;
-  constexpr int kSmemBytes = smem_bytes(KS);
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS>;
+  constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
   if (!configured) {
@@ -509,6 +524,20 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                                    cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
+  if (o.continuous_turns || o.v_stages == 3) {  // lab: instantiated with the production overlap and K stages only
+    RL_CHECK_MSG(o.intra_overlap && o.k_stages == 3, "Hopper prefill lab: needs intra overlap and 3 K stages");
+    if (packed) {
+      RL_CHECK_MSG(o.v_stages == 2, "Hopper prefill lab: 3 V stages are built for unpacked blocks only");
+      launch_sm90<true, true, 3, 0, true>(a, o.persistent, num_sms, stream);
+    } else if (o.v_stages == 2) {
+      launch_sm90<false, true, 3, 0, true>(a, o.persistent, num_sms, stream);
+    } else if (o.continuous_turns) {
+      launch_sm90<false, true, 3, 0, true, 3>(a, o.persistent, num_sms, stream);
+    } else {
+      launch_sm90<false, true, 3, 0, false, 3>(a, o.persistent, num_sms, stream);
+    }
+    return;
+  }
   // The instances the options select (packed x intra-overlap x K stages).
   const int v = (packed ? 4 : 0) + (o.intra_overlap ? 2 : 0) + (o.k_stages == 3 ? 1 : 0);
   switch (v) {

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The Hopper prefill's lab choices written in session 17 without a GPU, measured in one call:
+# - the CudaAttention op tests (every turn order x V stages combination against the CPU reference);
+# - `bench.sh prefill`: our kernel and its lab rows (`_cont`: the consumers' turns run on across work items; `_v3`:
+#   three V stages with one Q buffer) beside torch's SDPA backends (cuDNN, flash) from the same call;
+# - the 32,000-token prompt's time to first token on the Llama-3.1-8B shape, production against each lab choice
+#   end to end (RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3), in alternating rounds.
+# Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
+# $OUT/prefill_levers_logs.tgz. About 5 minutes; NCU=1 adds about 2.5.
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+device_env
+t0=$(date +%s)
+stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
+timeout 200 "$bin/rl_tests_ops" --gtest_filter='CudaAttention.*' > "$L/tests.txt" 2>&1
+stamp "tests rc=$?"
+OUT="$L/bench" RL_BIN_DIR="$bin" timeout 300 bash scripts/device/bench.sh prefill > "$L/bench.txt" 2>&1
+stamp "bench prefill rc=$?"
+ttft() {
+  (
+    [ "$1" != base ] && export RIDGELINE_CUDA_PREFILL_SM90="$1"
+    lat "ttft32k_$1_r$2" -m models/configs/Llama-3.1-8B --dummy-weights --device cuda --batch 1 --input-len 32000 \
+      --output-len 2 --max-model-len 32768 --max-num-batched-tokens 32768
+  )
+}
+for round in 1 2; do
+  for v in base continuous v3 continuous_v3; do ttft "$v" "$round"; done
+done
+stamp "ttft done"
+# NCU=1: where the consumers' warps wait, production and continuous turns: one 16k-token prefill's attention kernel
+# (layer 0) under Nsight Compute, its warp-state and scheduler sections printed and its SASS with stall samples as
+# CSV (about 70 s each).
+ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
+if [ "${NCU:-0}" = 1 ] && [ -n "$ncu" ]; then
+  for v in base continuous; do
+    (
+      [ "$v" != base ] && export RIDGELINE_CUDA_PREFILL_SM90="$v"
+      timeout 200 "$ncu" --kernel-name regex:prefill_attention_sm90 --launch-count 1 --import-source no \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SourceCounters \
+        --force-overwrite -o "$L/ncu_$v" "$bin/ridgeline" bench latency -m models/configs/Llama-3.1-8B --dummy-weights \
+        --device cuda --batch 1 --input-len 16000 --output-len 2 --max-model-len 16384 --max-num-batched-tokens 16384 \
+        --num-iters 1 > "$L/ncu_$v.log" 2>&1
+      echo "ncu $v rc=$?"
+      "$ncu" --import "$L/ncu_$v.ncu-rep" --page details > "$L/ncu_${v}_details.txt" 2>&1
+      "$ncu" --import "$L/ncu_$v.ncu-rep" --page source --csv --print-source sass > "$L/ncu_${v}_sass.csv" 2>&1
+    )
+    stamp "ncu $v"
+  done
+elif [ "${NCU:-0}" = 1 ]; then
+  echo "NCU=1 but no ncu on this machine"
+fi
+tar czf "$final_out/prefill_levers_logs.tgz" -C "$L" .
+echo "== summary =="
+gtest_summary "$L/tests.txt"
+sed -n '/== kernel benchmarks ==/,$p' "$L/bench.txt" | grep -iE "prefill|shape|---" | head -30
+grep -E "^RESULT prefill_lab .*(_k3|_cont|_v3|ablate)" "$L/bench/ours.log" | head -40
+for v in base continuous; do
+  [ -f "$L/ncu_${v}_details.txt" ] && { echo "== ncu $v"; grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|No Eligible|Active Warps Per Scheduler|Eligible Warps|Warp Cycles Per Issued|Tensor|Stall" "$L/ncu_${v}_details.txt" | head -24; }
+done
+for f in "$L"/lat_ttft32k_*.json; do
+  [ -f "$f" ] || continue
+  python3 - "$f" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+res = {r["name"]: r for r in j.get("results", [])}
+pf = res.get("TTFT", {})
+print(f"{sys.argv[1].split('/')[-1][4:-5]:28s} TTFT {j['ttft_ms']:8.1f} ms  roofline {pf.get('roofline_pct', 0):5.1f} %")
+PY
+done
