@@ -89,13 +89,14 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_STACK_LAB")) stack_lab_ = std::atoi(env);
   // End-to-end A/B of the decode attention kernels (kernel_config.h, kDecodeMmaKernel): simt, mma, mma_prefetch,
-  // mma_early. Unset: the production choice.
+  // mma_early, mma_cluster. Unset: the production choice.
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_KERNEL")) {
     const std::string k = env;
     decode_kernel_ = k == "simt"           ? cuda::DecodeKernel::kSimt
                      : k == "mma"          ? cuda::DecodeKernel::kMma
                      : k == "mma_prefetch" ? cuda::DecodeKernel::kMmaPrefetch
                      : k == "mma_early"    ? cuda::DecodeKernel::kMmaEarly
+                     : k == "mma_cluster"  ? cuda::DecodeKernel::kMmaCluster
                                            : cuda::DecodeKernel::kAuto;
   }
   // End-to-end A/B of the Hopper prefill's lab choices (kernel_config.h, kPrefillSm90ContinuousTurns and
@@ -295,6 +296,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
                    : attention_impl_ == AttentionImpl::kDecodeMma         ? cuda::DecodeKernel::kMma
                    : attention_impl_ == AttentionImpl::kDecodeMmaPrefetch ? cuda::DecodeKernel::kMmaPrefetch
                    : attention_impl_ == AttentionImpl::kDecodeMmaEarly    ? cuda::DecodeKernel::kMmaEarly
+                   : attention_impl_ == AttentionImpl::kDecodeMmaCluster  ? cuda::DecodeKernel::kMmaCluster
                                                                           : decode_kernel_;
       if (lab.kernel == cuda::DecodeKernel::kAuto) {
         cuda::launch_decode_attention(a, ws, num_sms_, stream_);

@@ -147,7 +147,7 @@ class CudaBackend final : public Backend {
   // where the Hopper one serves; kHopperPacked: the Hopper prefill with GQA-packed blocks (tests and the lab).
   // kDecode*: decode batches through that split-KV decode kernel where the shape allows it (tests of every kernel).
   enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch,
-                             kDecodeMmaEarly };
+                             kDecodeMmaEarly, kDecodeMmaCluster };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
   // The Hopper prefill's lab choices (PrefillSm90Options): the consumers' turns running on across work items, and
   // the V stages (2, or 3 with one Q buffer). Defaults kPrefillSm90ContinuousTurns / kPrefillSm90VStages; end to end

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/check.h"
 
 namespace rl::cuda {
 
@@ -27,21 +28,38 @@ inline bool pdl_supported() {
   return c == 2;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute where the device supports it.
+// kernel<<<grid, block, smem, stream>>>(args...) in clusters of `cluster` blocks along x (cluster.cuh has the device
+// side), with the PDL attribute, where the device has both (compute capability 9.0 or newer); elsewhere a plain
+// launch, which is only right for cluster == 1. Sizes over 8 are non-portable: the kernel is allowed them first.
+void allow_nonportable_cluster(const void* kernel);
 template <typename... KernelArgs, typename... Args>
-void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                Args&&... args) {
+void launch_pdl_cluster(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                        unsigned cluster, Args&&... args) {
+  const bool sm90 = pdl_supported();
+  RL_CHECK_MSG(cluster >= 1 && cluster <= 16 && (sm90 || cluster == 1), "launch: clusters of %u blocks", cluster);
+  if (cluster > 8) allow_nonportable_cluster(reinterpret_cast<const void*>(kernel));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = cluster;
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_supported() ? 1 : 0;
+  cfg.numAttrs = !sm90 ? 0 : cluster > 1 ? 2 : 1;
   RL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute where the device supports it.
+template <typename... KernelArgs, typename... Args>
+void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                Args&&... args) {
+  launch_pdl_cluster(kernel, grid, block, smem, stream, 1u, std::forward<Args>(args)...);
 }
 
 }  // namespace rl::cuda

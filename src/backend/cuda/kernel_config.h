@@ -167,7 +167,13 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // GQA chunks of up to 8 heads, with or without each warp's next page loaded ahead; CUDA cores for the rest.
 // kMmaEarly (lab, session 16, not yet measured): the tensor-core kernel with each warp's first page requested
 // before pdl_wait() where no kernel of the step writes it.
-enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly };
+// kMmaCluster (lab, session 17, not yet measured): the tensor-core kernel with the register prefetch, the splits of a
+// (sequence, head chunk) one thread-block cluster that merges through distributed shared memory (no partials in
+// global memory, no arrival counter, no last-block round trip). For small batches at long contexts (issue 21.2:
+// batch 1 at 4k keys reads 23 % of copy bandwidth, its chain being page loads → partial store → fence + atomic →
+// partial loads); kDecodeMaxClusterSplits blocks a cluster unless the lab asks for fewer.
+enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kMmaCluster };
+constexpr int kDecodeMaxClusterSplits = 16;
 // Production: the tensor-core kernel without the register prefetch for head_dim 64 / 128. Reason (H200, Llama-3.1-8B
 // shape 32q/8kv d128, rl_bench_kernels decode, session 15): against the CUDA-core kernel, B=64 S=4k 4.26-4.32 vs
 // 3.81-3.83 TB/s, B=16 S=32k 4.33-4.39 vs 4.09-4.14, B=1 S=4k 0.90 vs 0.82-0.84, and batch 64 at 80 / 192 / 512 keys

@@ -1,11 +1,10 @@
 // Sampling on the device: the argmax of f32 logits rows (ties → the lowest id), and the one sampling path of
 // ops.h (SampleRowParams) for every parameter, so a step downloads token ids, never num_seqs × vocab logits.
-#include <cooperative_groups.h>
-
 #include <cfloat>
 #include <climits>
 #include <cmath>
 
+#include "backend/cuda/cluster.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -130,38 +129,6 @@ int sample_cluster_for(int64_t rows, int num_sms) {
   int c = kSampleCluster;
   while (c > 1 && rows * c > num_sms) c /= 2;
   return c;
-}
-
-__device__ __forceinline__ unsigned cl_rank() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cooperative_groups::this_cluster().block_rank();
-#else
-  return 0;
-#endif
-}
-__device__ __forceinline__ unsigned cl_size() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cooperative_groups::this_cluster().num_blocks();
-#else
-  return 1;
-#endif
-}
-__device__ __forceinline__ void cl_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cooperative_groups::this_cluster().sync();
-#else
-  __syncthreads();
-#endif
-}
-// Block r's copy of a __shared__ variable.
-template <typename T>
-__device__ __forceinline__ T* cl_map(T* p, unsigned r) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cooperative_groups::this_cluster().map_shared_rank(p, r);
-#else
-  (void)r;
-  return p;
-#endif
 }
 
 struct ArgmaxSlot {
@@ -553,27 +520,9 @@ void launch_sample_lab(float* logits, int64_t vocab, const SampleBatch& batch, i
                            : cluster_size > 0 ? static_cast<unsigned>(cluster_size)
                                               : static_cast<unsigned>(sample_cluster_for(batch.num_rows, num_sms));
   RL_CHECK_MSG(cluster <= 16, "sample: clusters of at most 16 blocks, not %u", cluster);
-  if (cluster > 8) {  // 16: a non-portable cluster size (the kernel bench's comparison)
-    static const bool allowed = [] {
-      RL_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      return true;
-    }();
-    (void)allowed;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(cluster, static_cast<unsigned int>(batch.num_rows));
-  cfg.blockDim = dim3(kSampleThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = cluster;
-  attr[1].val.clusterDim.y = 1;
-  attr[1].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = sm90 ? 2 : 0;
-  RL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sample_kernel, logits, vocab, batch));
+  // 16 is a non-portable cluster size (the kernel bench's comparison).
+  launch_pdl_cluster(sample_kernel, dim3(cluster, static_cast<unsigned int>(batch.num_rows)), dim3(kSampleThreads), 0,
+                     stream, cluster, logits, vocab, batch);
   RL_CUDA_CHECK_LAUNCH();
 }
 

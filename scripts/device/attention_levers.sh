@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# The Hopper prefill's lab choices written in session 17 without a GPU, measured in one call:
-# - the CudaAttention op tests (every turn order x V stages combination against the CPU reference);
+# The attention lab choices written in session 17 without a GPU, measured in one call:
+# - the CudaAttention op tests (every Hopper prefill turn order x V stages combination, and the cluster-merged
+#   decode kernel, against the CPU reference);
 # - `bench.sh prefill`: our kernel and its lab rows (`_cont`: the consumers' turns run on across work items; `_v3`:
 #   three V stages with one Q buffer) beside torch's SDPA backends (cuDNN, flash) from the same call;
 # - the 32,000-token prompt's time to first token on the Llama-3.1-8B shape, production against each lab choice
-#   end to end (RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3), in alternating rounds.
+#   end to end (RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3), production first and last;
+# - decode attention at batch 1 (issue 21.2): `rl_bench_kernels decode` (the cluster-merged kernel's rows
+#   decode_lab B1_S4096_cluster{4,8,16}[_graph] beside decode_attn_graph, the production kernel in a graph), and
+#   Llama-3.1-8B batch-1 decode at 4k context end to end, production against RIDGELINE_CUDA_DECODE_KERNEL=mma_cluster.
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
-# $OUT/prefill_levers_logs.tgz. About 5 minutes; NCU=1 adds about 2.5.
+# $OUT/attention_levers_logs.tgz. About 7 minutes; NCU=1 adds about 2.5 (then run it without the rest: ONLY_NCU=1).
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
 t0=$(date +%s)
 stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
+[ "${ONLY_NCU:-0}" = 1 ] && NCU=1
+main() {
 timeout 200 "$bin/rl_tests_ops" --gtest_filter='CudaAttention.*' > "$L/tests.txt" 2>&1
 stamp "tests rc=$?"
 OUT="$L/bench" RL_BIN_DIR="$bin" timeout 300 bash scripts/device/bench.sh prefill > "$L/bench.txt" 2>&1
@@ -23,10 +29,25 @@ ttft() {
       --output-len 2 --max-model-len 32768 --max-num-batched-tokens 32768
   )
 }
-for round in 1 2; do
+# TTFT_ROUNDS (default 1) rounds; each ends with production again (drift check).
+for round in $(seq 1 "${TTFT_ROUNDS:-1}"); do
   for v in base continuous v3 continuous_v3; do ttft "$v" "$round"; done
+  ttft base "${round}b"
 done
 stamp "ttft done"
+timeout 150 "$bin/rl_bench_kernels" decode > "$L/bench_decode.txt" 2>&1
+stamp "bench decode rc=$?"
+for round in 1 2; do
+  for v in base mma_cluster; do
+    (
+      [ "$v" != base ] && export RIDGELINE_CUDA_DECODE_KERNEL="$v"
+      lat "b1ctx4k_${v}_r$round" "${LLAMA8B[@]}" --batch 1 --input-len 3968 --output-len 128
+    )
+  done
+done
+stamp "batch-1 decode done"
+}
+[ "${ONLY_NCU:-0}" = 1 ] || main
 # NCU=1: where the consumers' warps wait, production and continuous turns: one 16k-token prefill's attention kernel
 # (layer 0) under Nsight Compute, its warp-state and scheduler sections printed and its SASS with stall samples as
 # CSV (about 70 s each).
@@ -50,13 +71,20 @@ if [ "${NCU:-0}" = 1 ] && [ -n "$ncu" ]; then
 elif [ "${NCU:-0}" = 1 ]; then
   echo "NCU=1 but no ncu on this machine"
 fi
-tar czf "$final_out/prefill_levers_logs.tgz" -C "$L" .
+tar czf "$final_out/attention_levers_logs.tgz" -C "$L" .
 echo "== summary =="
-gtest_summary "$L/tests.txt"
-sed -n '/== kernel benchmarks ==/,$p' "$L/bench.txt" | grep -iE "prefill|shape|---" | head -30
-grep -E "^RESULT prefill_lab .*(_k3|_cont|_v3|ablate)" "$L/bench/ours.log" | head -40
+[ -f "$L/tests.txt" ] && gtest_summary "$L/tests.txt"
+[ -f "$L/bench.txt" ] && sed -n '/== kernel benchmarks ==/,$p' "$L/bench.txt" | grep -iE "prefill|shape|---" | head -30
+[ -f "$L/bench/ours.log" ] && grep -E "^RESULT prefill_lab .*(_k3|_cont|_v3|ablate)" "$L/bench/ours.log" | head -40
 for v in base continuous; do
   [ -f "$L/ncu_${v}_details.txt" ] && { echo "== ncu $v"; grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|No Eligible|Active Warps Per Scheduler|Eligible Warps|Warp Cycles Per Issued|Tensor|Stall" "$L/ncu_${v}_details.txt" | head -24; }
+done
+[ -f "$L/bench_decode.txt" ] && grep -E \
+  "^RESULT (copy|launch_floor|decode_attn|decode_attn_graph|decode_attn_graph_us) |^RESULT decode_kernel B1_|B1_S4096_cluster" \
+  "$L/bench_decode.txt"
+for f in "$L"/lat_b1ctx4k_*.json; do
+  [ -f "$f" ] || continue
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1][4:-5], round(j['decode_tokens_per_s'],1), 'tok/s TPOT', round(j['tpot_ms'],3))" "$f"
 done
 for f in "$L"/lat_ttft32k_*.json; do
   [ -f "$f" ] || continue
