@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# What session 16 wrote without a GPU, measured in one call:
+# What sessions 16 and 17 wrote without a GPU, measured in one call:
 # - the CUDA op tests (the new tuned-GEMM test and the mma_early decode kernel among them);
 # - kernel rows: cuBLASLt's tuned algorithm next to its first choice and the skinny GEMM; decode attention alone,
 #   20 back to back, 20 in one CUDA graph, every kernel, split slots at short contexts; the GEMV alone and in a
 #   CUDA graph (issue 21.3);
-# - Llama-3.1-8B batch 32/64 decode as base / tuned GEMMs (RIDGELINE_CUDA_GEMM_TUNE=1) / mma_early
-#   (RIDGELINE_CUDA_DECODE_KERNEL=mma_early), in alternating rounds;
+# - Llama-3.1-8B batch 64 decode (B32=1: and 32) as base / tuned GEMMs (RIDGELINE_CUDA_GEMM_TUNE=1) / mma_early
+#   (RIDGELINE_CUDA_DECODE_KERNEL=mma_early) / rope (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1) / tuned + rope, in
+#   alternating rounds;
 # - OFFLINE: the 1000 x 1024/1024 offline engine; NSYS=1: timelines of batch-64 steps (tools/nsys_gaps.py).
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
-# $OUT/b64_levers_logs.tgz. About 7 minutes without OFFLINE and NSYS, 2-3 more per offline run.
+# $OUT/b64_levers_logs.tgz. About 8 minutes without OFFLINE and NSYS (run those in a call of their own), 2-3 more
+# per offline run.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
@@ -28,13 +30,19 @@ variant() {
     export RIDGELINE_CUDA_GEMM_TUNE=0
     [ "$1" = tuned ] && export RIDGELINE_CUDA_GEMM_TUNE=1 RIDGELINE_LOG=debug
     [ "$1" = early ] && export RIDGELINE_CUDA_DECODE_KERNEL=mma_early
+    [ "$1" = rope ] && export RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
+    [ "$1" = tuned_rope ] && export RIDGELINE_CUDA_GEMM_TUNE=1 RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
     lat "b64_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
     lat "b64in16_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 16 --output-len 128 --max-num-batched-tokens 8192
-    lat "b32_$1_r$2" "${LLAMA8B[@]}" --batch 32 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
+    if [ "${B32:-0}" = 1 ]; then
+      lat "b32_$1_r$2" "${LLAMA8B[@]}" --batch 32 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
+    fi
   )
 }
+# VARIANTS (default: base tuned rope tuned_rope; early too if named) in alternating rounds; rope = the decode
+# attention kernel doing RoPE + KV write (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1, session 17); B32=1 adds batch 32.
 for round in 1 2; do
-  for v in base tuned early; do variant "$v" "$round"; done
+  for v in ${VARIANTS:-base tuned rope tuned_rope}; do variant "$v" "$round"; done
 done
 stamp "latency done"
 # OFFLINE="1:256 0:256": offline runs as tune:max-num-seqs pairs, in this order (each ~2-3 minutes).
@@ -75,7 +83,7 @@ grep -E "^RESULT (copy|launch_floor|decode_attn|decode_attn_b2b|decode_attn_grap
 grep -E "^RESULT decode_lab B64_S[0-9]+_slots" "$L/bench_decode.txt"
 grep -E "^RESULT (gemv|gemv_graph) m(1|16)_(4096x14336|4096x4096|4096x6144|14336x4096|4096x128256|1024x3072) " \
   "$L/bench_gemv.txt"
-grep -h "gemm tune" "$L"/lat_b64_tuned_r1.log | head -12
+[ -f "$L/lat_b64_tuned_r1.log" ] && grep -h "gemm tune" "$L"/lat_b64_tuned_r1.log | head -12
 for f in "$L"/lat_*.json; do
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1][4:-5], round(j['decode_tokens_per_s'],1), 'tok/s TPOT', round(j['tpot_ms'],3))" "$f"
 done

@@ -133,6 +133,16 @@ class Backend {
     qk_norm_rope(qkv, q_norm, k_norm, positions, rope, norm);
     kv_write(qkv, rope.layout, slot_mapping, cache);
   }
+  // qk_norm_rope_kv_write, then attention (meta.layout is rope.layout): one op, so that a backend may rotate q and k
+  // inside its decode attention kernel. The output and the cache are bitwise the two ops'; qkv may be left holding
+  // the projections unrotated (nothing reads it after attention).
+  virtual void rope_kv_write_attention(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                       const Tensor& positions, const RopeParams& rope, const NormParams& norm,
+                                       const Tensor& slot_mapping, const KvLayer& cache, const AttentionMetadata& meta,
+                                       const Tensor& out) {
+    qk_norm_rope_kv_write(qkv, q_norm, k_norm, positions, rope, norm, slot_mapping, cache);
+    attention(qkv, cache, meta, out);
+  }
 
   // A whole batch-1 decode step's dense layers as one kernel (ops.h DenseStack). dense_stack_unsupported: empty
   // when this backend runs the stack (a model checks it once, after loading), else why not. The model takes it

@@ -84,6 +84,20 @@ inline Owned make_i32(Backend& be, const std::vector<int32_t>& v, std::initializ
   be.upload(o.t.data, v.data(), v.size() * 4);
   return o;
 }
+// The metadata of an all-decode batch (one query token per sequence): cu_seqlens_q [num_seqs + 1], seq_lens_k
+// [num_seqs] and block_tables [num_seqs, max_blocks] as device tensors; layout and scale left to the caller.
+inline AttentionMetadata decode_metadata(const Tensor& cu, const Tensor& lens, const Tensor& table, int64_t num_seqs,
+                                         int64_t max_seqlen_k) {
+  AttentionMetadata m;
+  m.cu_seqlens_q = cu;
+  m.seq_lens_k = lens;
+  m.block_tables = table;
+  m.num_seqs = num_seqs;
+  m.max_seqlen_q = 1;
+  m.max_seqlen_k = max_seqlen_k;
+  m.all_decode = true;
+  return m;
+}
 // Fills a CUDA bf16/f32 tensor with NaN.
 inline void poison(const Tensor& t) {
   std::vector<uint8_t> nan(t.nbytes(), 0xff);

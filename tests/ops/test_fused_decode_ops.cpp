@@ -1,8 +1,12 @@
-// The fused decode ops (Backend: rms_norm_linear, rms_norm_linear_silu_mul, linear_add, qk_norm_rope_kv_write) on
-// CUDA, at the real widths of Qwen3-0.6B (hidden 1024, GQA 16/8) and Llama-3.1-8B (hidden 4096, GQA 32/8), head_dim
-// 128: bitwise against the unfused CUDA ops (the fused kernels keep the unfused summation orders and roundings),
-// within the bf16 tolerance against the CPU reference, and a row's bits the same alone and in a batch.
+// The fused decode ops (Backend: rms_norm_linear, rms_norm_linear_silu_mul, linear_add, qk_norm_rope_kv_write,
+// rope_kv_write_attention) on CUDA, at the real widths of Qwen3-0.6B (hidden 1024, GQA 16/8) and Llama-3.1-8B
+// (hidden 4096, GQA 32/8), head_dim 128: bitwise against the unfused CUDA ops (the fused kernels keep the unfused
+// summation orders and roundings), within the bf16 tolerance against the CPU reference, and a row's bits the same
+// alone and in a batch.
+#include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <string>
 
 #include "ops_test_util.h"
 
@@ -260,6 +264,89 @@ TEST(CudaFusedOps, QkNormRopeKvWriteByDefault) {
     check_rope_kv(1, 32, 8, false);
   }
   cuda().set_fused_rope_kv_write(true);
+}
+
+// rope_kv_write_attention with the decode attention kernel doing the q/k norm + RoPE and the KV write itself
+// (CudaBackend::set_fused_rope_attention) against the same op composed (qk_norm_rope_kv_write, then attention):
+// bitwise the output and both caches. Qwen3-0.6B (16/8, q/k norm) and Llama-3.1-8B (32/8) widths, head_dim 64, GQA 16
+// (two head chunks per KV head), batches of 1, 7 and 64 with contexts across page boundaries, and a padded row with
+// no slot (nothing written; its last key read as it is). The fused path leaves qkv unrotated, which shows it ran.
+struct RopeAttnCase {
+  int64_t nh, nkv, d;
+  bool norms;
+};
+void check_rope_attention(const RopeAttnCase& c, const std::vector<int32_t>& ctx) {
+  const int64_t b = static_cast<int64_t>(ctx.size()), bs = 16, kv_row = c.nkv * c.d;
+  const QkvLayout l{c.nh, c.nkv, c.d};
+  std::vector<int64_t> pages(b);
+  int64_t total_pages = 0, max_blocks = 1;
+  for (int64_t i = 0; i < b; ++i) {
+    pages[i] = (ctx[i] + bs - 1) / bs;
+    total_pages += pages[i];
+    max_blocks = std::max(max_blocks, pages[i]);
+  }
+  const int64_t num_blocks = total_pages + 1;
+  std::vector<int32_t> perm(num_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng());
+  std::vector<int32_t> table(b * max_blocks, 0), slots(b), pos(b), cu(b + 1), lens(ctx);
+  int64_t next = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t p = 0; p < pages[i]; ++p) table[i * max_blocks + p] = perm[next++];
+    pos[i] = ctx[i] - 1;
+    slots[i] = static_cast<int32_t>(table[i * max_blocks + (ctx[i] - 1) / bs] * bs + (ctx[i] - 1) % bs);
+    cu[i + 1] = static_cast<int32_t>(i + 1);
+  }
+  if (b > 3) slots[1] = -1;
+  const auto qkv = random_bf16_values(b * l.row(), -3, 3);
+  const auto kc = random_bf16_values(num_blocks * bs * kv_row), vc = random_bf16_values(num_blocks * bs * kv_row);
+  std::vector<float> inv(c.d / 2);
+  for (int64_t i = 0; i < c.d / 2; ++i) inv[i] = std::pow(1e6f, -2.0f * i / c.d);
+  auto qn = make_bf16(cuda(), random_bf16_values(c.d, 0.5f, 1.5f), {c.d});
+  auto kn = make_bf16(cuda(), random_bf16_values(c.d, 0.5f, 1.5f), {c.d});
+  auto c_inv = make_f32(cuda(), inv, {c.d / 2}), c_pos = make_i32(cuda(), pos, {b});
+  auto c_slots = make_i32(cuda(), slots, {b}), c_cu = make_i32(cuda(), cu, {b + 1});
+  auto c_lens = make_i32(cuda(), lens, {b}), c_table = make_i32(cuda(), table, {b, max_blocks});
+  AttentionMetadata meta =
+      decode_metadata(c_cu.t, c_lens.t, c_table.t, b, *std::max_element(ctx.begin(), ctx.end()));
+  meta.layout = l;
+  meta.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  const RopeParams rope{l, c_inv.t.f32()};
+  const Tensor qnt = c.norms ? qn.t : Tensor(), knt = c.norms ? kn.t : Tensor();
+  struct Run {
+    std::vector<float> qkv, k, v, out;
+  };
+  auto run = [&](bool fused) {
+    cuda().set_fused_rope_attention(fused);
+    auto q = make_bf16(cuda(), qkv, {b, l.row()});
+    auto k = make_bf16(cuda(), kc, {num_blocks, bs, c.nkv, c.d});
+    auto v = make_bf16(cuda(), vc, {num_blocks, bs, c.nkv, c.d});
+    auto out = make(cuda(), DType::kBF16, {b, c.nh * c.d});
+    poison(out.t);
+    cuda().rope_kv_write_attention(q.t, qnt, knt, c_pos.t, rope, NormParams{1e-6f}, c_slots.t, KvLayer{k.t, v.t},
+                                   meta, out.t);
+    return Run{read_f32(cuda(), q.t), read_f32(cuda(), k.t), read_f32(cuda(), v.t), read_f32(cuda(), out.t)};
+  };
+  const bool before = cuda().fused_rope_attention();
+  const Run composed = run(false), fused = run(true);
+  cuda().set_fused_rope_attention(before);
+  const std::string what = "gqa " + std::to_string(c.nh) + "/" + std::to_string(c.nkv) + " d" +
+                           std::to_string(c.d) + (c.norms ? " q/k norm" : "") + " batch " + std::to_string(b);
+  EXPECT_EQ(fused.out, composed.out) << what;
+  EXPECT_EQ(fused.k, composed.k) << what;
+  EXPECT_EQ(fused.v, composed.v) << what;
+  EXPECT_EQ(fused.qkv, qkv) << what << ": the fused kernel leaves qkv as the projection wrote it";
+  EXPECT_NE(composed.qkv, qkv) << what << ": the composed ops rotate qkv in place";
+}
+
+TEST(CudaFusedOps, RopeKvWriteAttentionInTheDecodeKernel) {
+  std::vector<int32_t> b64(64);
+  for (auto& n : b64) n = 1 + static_cast<int32_t>(rng()() % 600);
+  const std::vector<std::vector<int32_t>> batches = {{1}, {17}, {4097}, {1, 16, 17, 300, 33, 2, 128}, b64};
+  for (const RopeAttnCase& c : {RopeAttnCase{16, 8, 128, true}, RopeAttnCase{32, 8, 128, false},
+                                RopeAttnCase{8, 2, 64, true}, RopeAttnCase{64, 4, 128, true}}) {
+    for (const auto& ctx : batches) check_rope_attention(c, ctx);
+  }
 }
 
 }  // namespace

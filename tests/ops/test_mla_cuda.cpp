@@ -343,14 +343,7 @@ TEST(CudaMla, AbsorbedDecodeEqualsExpandedAttention) {
   Owned table = make_i32(be, b.table, {ns, b.max_blocks});
   Owned cache = make(be, DType::kBF16, {b.num_blocks, kBs, 1, kLat});
   be.upload(cache.t.data, b.cache_dev.data(), b.cache_dev.size() * 2);
-  AttentionMetadata m;
-  m.cu_seqlens_q = cu.t;
-  m.seq_lens_k = lens.t;
-  m.block_tables = table.t;
-  m.num_seqs = ns;
-  m.max_seqlen_q = 1;
-  m.max_seqlen_k = b.max_k;
-  m.all_decode = true;
+  AttentionMetadata m = decode_metadata(cu.t, lens.t, table.t, ns, b.max_k);
   m.scale = 0.1f;
   Owned o_lat = make(be, DType::kBF16, {ns, nh * kRank}), out = make(be, DType::kBF16, {ns, nh * dv});
   KvLayer kv;

@@ -114,6 +114,10 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE"); env != nullptr && std::string(env) == "0") {
     fused_rope_kv_write_ = false;
   }
+  fused_rope_attention_ = cuda::kDecodeFusedRopeAttention;
+  if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_ROPE_ATTENTION")) {
+    fused_rope_attention_ = std::string(env) == "1";
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -247,8 +251,10 @@ void CudaBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& 
                         bf16_ptr(cache.v), stream_);
 }
 
-void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
-                            const Tensor& out) {
+namespace {
+// The attention kernels' arguments, checked.
+cuda::AttentionArgs attention_args(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                                   const Tensor& out) {
   const QkvLayout& l = meta.layout;
   RL_CHECK(qkv.dim(-1) == l.row() && cache.head_dim() == l.head_dim && cache.num_kv_heads() == l.num_kv_heads);
   RL_CHECK(l.num_kv_heads > 0 && l.num_heads % l.num_kv_heads == 0 && l.head_dim <= 256);
@@ -273,6 +279,46 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
   a.row = l.row();
   a.kv_slots = cache.k.dim(0) * cache.block_size();
   a.scale = meta.scale;
+  return a;
+}
+}  // namespace
+
+void CudaBackend::rope_kv_write_attention(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                          const Tensor& positions, const RopeParams& rope, const NormParams& norm,
+                                          const Tensor& slot_mapping, const KvLayer& cache,
+                                          const AttentionMetadata& meta, const Tensor& out) {
+  // The decode attention kernel rotates q and the new k itself and writes the KV row (lab until measured:
+  // kernel_config.h, kDecodeFusedRopeAttention); every other case runs the two ops.
+  if (fused_rope_attention_ && !deterministic_ && attention_impl_ == AttentionImpl::kAuto && meta.all_decode &&
+      meta.plain() && cache.k.dtype == DType::kBF16 && rope.layout.row() == meta.layout.row()) {
+    const cuda::AttentionArgs a = attention_args(qkv, cache, meta, out);
+    if (a.num_tokens > 0 && a.num_seqs > 0 && cuda::decode_attention_rope_supported(a)) {
+      const cuda::QkNormRopeArgs q = qk_norm_rope_args(qkv, q_norm, k_norm, positions, rope, norm);  // checks
+      RL_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == qkv.rows());
+      cuda::DecodeRope r;
+      r.positions = q.positions;
+      r.slots = slot_mapping.as<int32_t>();
+      r.num_slots = a.kv_slots;
+      r.inv_freq = q.inv_freq;
+      r.q_norm = q.q_norm;
+      r.k_norm = q.k_norm;
+      r.norm_f32 = q.norm_dt == DType::kF32;
+      r.eps = q.eps;
+      r.k_cache = bf16_ptr(cache.k);
+      r.v_cache = bf16_ptr(cache.v);
+      const size_t o_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * 128;
+      cuda::DecodeWorkspace ws{decode_partials_, decode_partials_ + o_floats, decode_counters_,
+                               cuda::kDecodeWorkspaceRows};
+      cuda::launch_decode_attention_rope(a, r, ws, num_sms_, stream_);
+      return;
+    }
+  }
+  Backend::rope_kv_write_attention(qkv, q_norm, k_norm, positions, rope, norm, slot_mapping, cache, meta, out);
+}
+
+void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
+                            const Tensor& out) {
+  const cuda::AttentionArgs a = attention_args(qkv, cache, meta, out);
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   if (!meta.plain()) return cuda::launch_attention_window(a, meta.sliding_window, meta.sinks, stream_);
   if (attention_impl_ == AttentionImpl::kAuto && deterministic_) {

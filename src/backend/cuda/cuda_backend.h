@@ -72,6 +72,9 @@ class CudaBackend final : public Backend {
   void qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
                              const RopeParams& rope, const NormParams& norm, const Tensor& slot_mapping,
                              const KvLayer& cache) override;
+  void rope_kv_write_attention(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                               const RopeParams& rope, const NormParams& norm, const Tensor& slot_mapping,
+                               const KvLayer& cache, const AttentionMetadata& meta, const Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void fill_uniform(const Tensor& t, uint64_t seed, float lo, float hi) override;
   void cast(const Tensor& src, const Tensor& dst) override;
@@ -152,6 +155,10 @@ class CudaBackend final : public Backend {
   // The Hopper prefill's lab choices (PrefillSm90Options): the consumers' turns running on across work items, and
   // the V stages (2, or 3 with one Q buffer). Defaults kPrefillSm90ContinuousTurns / kPrefillSm90VStages; end to end
   // RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3. Tests run every combination.
+  // Decode attention rotating q and the new k itself and writing the KV row (rope_kv_write_attention in one kernel;
+  // kernel_config.h kDecodeFusedRopeAttention, RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1|0 end to end).
+  void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
+  bool fused_rope_attention() const { return fused_rope_attention_; }
   void set_prefill_sm90_lab(bool continuous, int v_stages) {
     prefill_continuous_ = continuous;
     prefill_v_stages_ = v_stages;
@@ -195,6 +202,7 @@ class CudaBackend final : public Backend {
   // q/k norm + RoPE and the KV write in one kernel (qk_norm_rope_kv_write; bitwise the two ops): on unless
   // RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE=0 (the A/B switch) or the fused decode path is on (which includes it).
   bool fused_rope_kv_write_ = true;
+  bool fused_rope_attention_ = false;  // set_fused_rope_attention
   int64_t chunk_scratch_limit_ = -1;
   bool dense_stack_ = true;
   int stack_lab_ = 0;  // RIDGELINE_CUDA_STACK_LAB: decode_stack.h's lab bits (timing ablations only)

@@ -145,6 +145,26 @@ struct DecodeWorkspace {
 // forces others).
 bool decode_attention_supported(const AttentionArgs& a);
 void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream);
+// Decode attention that first does the step's q/k norm + RoPE and KV write itself (kernel_config.h
+// kDecodeFusedRopeAttention): a.qkv holds the projections as the qkv GEMM wrote them (left unrotated); the kernel
+// rotates the q heads it reads, and writes the new token's rotated k and its v at slots[t] (negative: skipped)
+// before it reads that page. The same bits as launch_qk_norm_rope with the KV write, then launch_decode_attention.
+// Shapes: decode_attention_rope_supported (the tensor-core kernel's).
+struct DecodeRope {
+  const int32_t* positions = nullptr;  // [num_tokens]
+  const int32_t* slots = nullptr;      // [num_tokens]
+  int64_t num_slots = 0;
+  const float* inv_freq = nullptr;     // [head_dim / 2]
+  const void* q_norm = nullptr;        // [head_dim] or null
+  const void* k_norm = nullptr;
+  bool norm_f32 = false;
+  float eps = 1e-6f;
+  uint16_t* k_cache = nullptr;  // a.k_cache / a.v_cache, written
+  uint16_t* v_cache = nullptr;
+};
+bool decode_attention_rope_supported(const AttentionArgs& a);
+void launch_decode_attention_rope(const AttentionArgs& a, const DecodeRope& rope, const DecodeWorkspace& ws,
+                                  int num_sms, cudaStream_t stream);
 
 // FlashAttention-2 style prefill (tensor cores), varlen + causal with prefix, paged K/V, head_dim 64/128/256.
 bool prefill_attention_supported(const AttentionArgs& a);

@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/kernel_config.h"
 #include "backend/cuda/mma_sm80.cuh"
+#include "backend/cuda/rope.cuh"
 
 namespace rl::cuda {
 namespace {
@@ -433,6 +434,7 @@ enum MmaMode : int {
   kMmaPrefetchNext,  // load the next page before folding the current one (registers for two pages)
   kMmaEarlyFirst,    // as kMmaPlain, but the first page is requested before pdl_wait() where it may be
   kMmaCluster,       // as kMmaPrefetchNext, the splits merged in a thread-block cluster (merge_cluster)
+  kMmaRope,          // as kMmaPlain, after the step's q/k norm + RoPE and KV write (DecodeRope)
 };
 
 // Head dims 64 / 128, chunks of up to 8 query heads of a KV head (MMA columns past the chunk are zero queries).
@@ -441,7 +443,7 @@ enum MmaMode : int {
 // step: the lengths and tables come from the step's upload, and every page but the one holding the key this step
 // writes (position seq_len - 1) was written by earlier steps; that page is loaded after the wait.
 template <int D, int kMode>
-__device__ __forceinline__ void decode_attention_mma(const DecodeParams& p) {
+__device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, const DecodeRope& rope) {
   if constexpr (kMode != kMmaEarlyFirst) {
     pdl_wait();  // launched with PDL (cuda_launch.cuh)
     pdl_launch_dependents();
@@ -475,12 +477,44 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p) {
     pdl_launch_dependents();
   }
 
+  // kMmaRope: the chunk's q heads normed and rotated into shared memory (warp w: heads w, w + 4), and, in the split
+  // that holds the new key (position seq_len - 1), that key normed, rotated and written to the cache with its value
+  // (warps 0 and 1), before any warp of this block loads the page. Every block of a KV head in that split writes the
+  // same bits (several head chunks: the same row twice).
+  __shared__ __align__(16) uint16_t q_rot[kMode == kMmaRope ? kDecodeMaxGroup : 1][D];
+  if constexpr (kMode == kMmaRope) {
+    const float pos = static_cast<float>(rope.positions[tok]);
+    const bool norm_f32 = rope.norm_f32;
+    const RopeLane cq = rope_lane(rope.q_norm, norm_f32, rope.inv_freq, D / 2);
+    for (int g = warp; g < gh; g += kDecodeWarps) {
+      norm_rope_head(cq, a.qkv + tok * a.row + (h0 + g) * D, D, rope.q_norm != nullptr, rope.eps, pos, q_rot[g],
+                     nullptr);
+    }
+    const int last_page = (seq_len - 1) / kDecodePageSize;
+    const int32_t slot = rope.slots[tok];
+    if (last_page >= page_begin && last_page < page_end && slot >= 0 && warp < 2) {
+      if (slot >= rope.num_slots) __trap();  // the KV manager hands out slots inside the cache
+      const int64_t dst = static_cast<int64_t>(slot) * a.num_kv_heads * D + static_cast<int64_t>(kvh) * D;
+      const uint16_t* k_src = a.qkv + tok * a.row + (a.num_heads + kvh) * D;  // k heads follow the q heads
+      if (warp == 0) {
+        const RopeLane ck = rope_lane(rope.k_norm, norm_f32, rope.inv_freq, D / 2);
+        norm_rope_head(ck, k_src, D, rope.k_norm != nullptr, rope.eps, pos, rope.k_cache + dst, nullptr);
+      } else {
+        const uint16_t* v_src = k_src + a.num_kv_heads * D;  // v heads follow the k heads
+        for (int i = lane; i < D / 8; i += 32) {
+          reinterpret_cast<uint4*>(rope.v_cache + dst)[i] = reinterpret_cast<const uint4*>(v_src)[i];
+        }
+      }
+    }
+    __syncthreads();  // q_rot, and the new K/V row in global memory, visible to every warp of the block
+  }
+
   // Qᵀ's B fragments, in the permuted k order of the K loads (head gi of the chunk; zero past it).
   uint32_t qf[D / 16][2];
 #pragma unroll
   for (int t = 0; t < D / 32; ++t) {
-    const uint4 v = gi < gh ? *reinterpret_cast<const uint4*>(a.qkv + tok * a.row + (h0 + gi) * D + 8 * qi + 32 * t)
-                            : make_uint4(0, 0, 0, 0);
+    const uint16_t* q_src = kMode == kMmaRope ? &q_rot[gi < gh ? gi : 0][0] : a.qkv + tok * a.row + (h0 + gi) * D;
+    const uint4 v = gi < gh ? *reinterpret_cast<const uint4*>(q_src + 8 * qi + 32 * t) : make_uint4(0, 0, 0, 0);
     qf[2 * t][0] = v.x;
     qf[2 * t][1] = v.y;
     qf[2 * t + 1][0] = v.z;
@@ -554,13 +588,18 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p) {
 
 template <int D, int kMode>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel(DecodeParams p) {
-  decode_attention_mma<D, kMode>(p);
+  decode_attention_mma<D, kMode>(p, DecodeRope{});
+}
+template <int D>
+__global__ void __launch_bounds__(kDecodeWarps * 32)
+    decode_attention_mma_rope_kernel(const __grid_constant__ DecodeParams p, const __grid_constant__ DecodeRope r) {
+  decode_attention_mma<D, kMmaRope>(p, r);
 }
 // Held to the resident blocks a SM of kMmaPlain (head_dim 128: 4, head_dim 64: 6): unbounded, the first page live
 // across the wait asked 134 and 96 registers.
 template <int D>
 __global__ void __launch_bounds__(kDecodeWarps * 32, D == 64 ? 6 : 4) decode_attention_mma_early_kernel(DecodeParams p) {
-  decode_attention_mma<D, kMmaEarlyFirst>(p);
+  decode_attention_mma<D, kMmaEarlyFirst>(p, DecodeRope{});
 }
 
 template <int D, int G>
@@ -588,10 +627,15 @@ int mma_mode(DecodeKernel k) {
                                           : kMmaPlain;
 }
 
+// rope: kMmaRope's inputs (null for the other modes).
 template <int D>
-void launch_mma(const DecodeParams& p, int mode, cudaStream_t stream) {
+void launch_mma(const DecodeParams& p, int mode, const DecodeRope* rope, cudaStream_t stream) {
   const dim3 grid(p.num_splits, static_cast<unsigned int>(p.a.num_kv_heads * p.num_chunks),
                   static_cast<unsigned int>(p.a.num_seqs));
+  if (mode == kMmaRope) {
+    launch_pdl(decode_attention_mma_rope_kernel<D>, grid, dim3(kDecodeWarps * 32), 0, stream, p, *rope);
+    return;
+  }
   if (mode == kMmaCluster) {  // one cluster of all the split slots per (sequence, head chunk)
     launch_pdl_cluster(decode_attention_mma_kernel<D, kMmaCluster>, grid, dim3(kDecodeWarps * 32), 0, stream,
                        static_cast<unsigned>(p.num_splits), p);
@@ -608,6 +652,7 @@ const void* mma_kernel_for(int mode) {
   return mode == kMmaPrefetchNext ? reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPrefetchNext>)
          : mode == kMmaEarlyFirst ? reinterpret_cast<const void*>(decode_attention_mma_early_kernel<D>)
          : mode == kMmaCluster    ? reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaCluster>)
+         : mode == kMmaRope       ? reinterpret_cast<const void*>(decode_attention_mma_rope_kernel<D>)
                                   : reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPlain>);
 }
 
@@ -634,12 +679,12 @@ DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
   return {DecodeKernel::kSimt, group % 4 == 0 ? 4 : (group % 2 == 0 ? 2 : 1)};
 }
 
-// Resident blocks per SM of the instance a plan launches (registers bound it), queried once per instance.
-int blocks_per_sm(int64_t d, const DecodePlan& plan) {
-  static int cached[3][7] = {};
+// Resident blocks per SM of the instance a plan launches (registers bound it), queried once per instance. mode: the
+// tensor-core kernel's (mma_mode of the plan's kernel, or kMmaRope).
+int blocks_per_sm(int64_t d, const DecodePlan& plan, int mode) {
+  static int cached[3][8] = {};
   const int di = d == 64 ? 0 : d == 128 ? 1 : 2;
   const bool mma = plan.kernel != DecodeKernel::kSimt;
-  const int mode = mma_mode(plan.kernel);
   const int ki = mma ? 3 + mode : plan.heads_per_chunk == 4 ? 2 : plan.heads_per_chunk == 2 ? 1 : 0;
   int& n = cached[di][ki];
   if (n == 0) {
@@ -656,22 +701,13 @@ int blocks_per_sm(int64_t d, const DecodePlan& plan) {
   return n;
 }
 
-}  // namespace
-
-bool decode_attention_supported(const AttentionArgs& a) {
-  return a.block_size == kDecodePageSize && (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256) &&
-         a.max_seqlen_q == 1 &&
-         a.num_tokens == a.num_seqs;
-}
-
-void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream) {
-  launch_decode_attention_lab(a, ws, num_sms, stream, DecodeLab{});
-}
-
-void launch_decode_attention_lab(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
-                                 const DecodeLab& lab) {
+// The one dispatch of every decode launch: lab forces a kernel or split count (DecodeLab{}: production); rope set:
+// the tensor-core kernel with the step's RoPE and KV write (decode_attention_rope_supported shapes).
+void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
+                   const DecodeLab& lab, const DecodeRope* rope) {
   const int64_t group = a.num_heads / a.num_kv_heads;
-  const DecodePlan plan = plan_for(a, lab.kernel);
+  const DecodePlan plan = plan_for(a, rope ? DecodeKernel::kMma : lab.kernel);
+  RL_CHECK_MSG(!rope || plan.kernel == DecodeKernel::kMma, "decode attention with RoPE: not a tensor-core shape");
   DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / plan.heads_per_chunk),
                  lab.min_pages > 0 ? lab.min_pages : kDecodeWarps};
   if (plan.kernel == DecodeKernel::kMmaCluster) {
@@ -683,27 +719,28 @@ void launch_decode_attention_lab(const AttentionArgs& a, const DecodeWorkspace& 
     p.num_splits = static_cast<int>(c);
     p.min_pages = lab.min_pages > 0 ? lab.min_pages : 1;
     if (a.head_dim == 64) {
-      launch_mma<64>(p, kMmaCluster, stream);
+      launch_mma<64>(p, kMmaCluster, nullptr, stream);
     } else {
-      launch_mma<128>(p, kMmaCluster, stream);
+      launch_mma<128>(p, kMmaCluster, nullptr, stream);
     }
     RL_CUDA_CHECK_LAUNCH();
     return;
   }
-  int64_t splits = lab.num_splits > 0
-                       ? std::min<int64_t>(lab.num_splits, kDecodeMaxSplits)
-                       : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
-                                           a.head_dim, static_cast<int64_t>(blocks_per_sm(a.head_dim, plan)) * num_sms);
+  const int mode = rope ? kMmaRope : mma_mode(plan.kernel);
+  int64_t splits =
+      lab.num_splits > 0
+          ? std::min<int64_t>(lab.num_splits, kDecodeMaxSplits)
+          : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads, a.head_dim,
+                              static_cast<int64_t>(blocks_per_sm(a.head_dim, plan, mode)) * num_sms);
   // ws.capacity_rows counts partial rows of head_dim 128 (a wider row takes the room of several).
   const int64_t capacity = ws.capacity_rows * 128 / std::max<int64_t>(a.head_dim, 128);
   if (a.num_seqs * a.num_heads * splits > capacity) splits = 1;
   p.num_splits = static_cast<int>(splits);
   if (plan.kernel != DecodeKernel::kSimt) {
-    const int mode = mma_mode(plan.kernel);
     if (a.head_dim == 64) {
-      launch_mma<64>(p, mode, stream);
+      launch_mma<64>(p, mode, rope, stream);
     } else {
-      launch_mma<128>(p, mode, stream);
+      launch_mma<128>(p, mode, rope, stream);
     }
   } else if (a.head_dim == 64) {
     launch_d<64>(p, plan.heads_per_chunk, stream);
@@ -713,6 +750,34 @@ void launch_decode_attention_lab(const AttentionArgs& a, const DecodeWorkspace& 
     launch_d<256>(p, plan.heads_per_chunk, stream);
   }
   RL_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool decode_attention_supported(const AttentionArgs& a) {
+  return a.block_size == kDecodePageSize && (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256) &&
+         a.max_seqlen_q == 1 &&
+         a.num_tokens == a.num_seqs;
+}
+
+void launch_decode_attention(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream) {
+  launch_decode(a, ws, num_sms, stream, DecodeLab{}, nullptr);
+}
+
+void launch_decode_attention_lab(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
+                                 const DecodeLab& lab) {
+  launch_decode(a, ws, num_sms, stream, lab, nullptr);
+}
+
+bool decode_attention_rope_supported(const AttentionArgs& a) {
+  return decode_attention_supported(a) && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
+         plan_for(a, DecodeKernel::kMma).kernel == DecodeKernel::kMma;
+}
+
+void launch_decode_attention_rope(const AttentionArgs& a, const DecodeRope& rope, const DecodeWorkspace& ws,
+                                  int num_sms, cudaStream_t stream) {
+  RL_CHECK(rope.positions && rope.slots && rope.inv_freq && rope.k_cache && rope.v_cache && rope.num_slots > 0);
+  launch_decode(a, ws, num_sms, stream, DecodeLab{}, &rope);
 }
 
 }  // namespace rl::cuda

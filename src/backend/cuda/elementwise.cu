@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/kernel_config.h"
+#include "backend/cuda/rope.cuh"
 
 namespace rl::cuda {
 namespace {
@@ -119,11 +120,10 @@ __global__ void rms_norm_kernel(uint16_t* residual, const uint16_t* x, const voi
   }
 }
 
-// One warp per (token, head) over the q and k heads (and, with the KV write fused in, the v heads). Lane l holds
-// elements i = l + 32 j of the first half and their RoPE partners i + half (head_dim ≤ 256, so j < 4). Norm, then
-// rotation, in f32; one rounding. A k head's rotated values also go to the k cache, a v head is copied to the v
-// cache: the same bits kv_write_kernel would copy from qkv afterwards. The norm weights and inverse frequencies
-// (model constants) are loaded before pdl_wait().
+// One warp per (token, head) over the q and k heads (and, with the KV write fused in, the v heads): norm_rope_head
+// (rope.cuh). A k head's rotated values also go to the k cache, a v head is copied to the v cache: the same bits
+// kv_write_kernel would copy from qkv afterwards. The norm weights and inverse frequencies (model constants) are
+// loaded before pdl_wait().
 __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   const int64_t num_rot = a.num_heads + a.num_kv_heads;
   const int64_t per_tok = num_rot + (a.k_cache ? a.num_kv_heads : 0);
@@ -131,7 +131,7 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   if (task >= a.num_tokens * per_tok) return;
   const int lane = threadIdx.x & 31;
   const int64_t tok = task / per_tok, h = task % per_tok;
-  const int64_t d = a.head_dim, half = d / 2, row = (a.num_heads + 2 * a.num_kv_heads) * d;
+  const int64_t d = a.head_dim, row = (a.num_heads + 2 * a.num_kv_heads) * d;
   const int64_t kv_row = a.num_kv_heads * d;
   uint16_t* v = a.qkv + tok * row + h * d;  // k heads follow the q heads directly, v heads the k heads
   if (h >= num_rot) {
@@ -145,37 +145,9 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
     return;
   }
   const void* nw = h < a.num_heads ? a.q_norm : a.k_norm;
-  const bool nw_f32 = a.norm_dt == DType::kF32;
-  float w_lo[4], w_hi[4], freq[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int64_t i = lane + 32 * j;
-    w_lo[j] = nw && i < half ? load_param(nw, nw_f32, i) : 1.0f;
-    w_hi[j] = nw && i < half ? load_param(nw, nw_f32, i + half) : 1.0f;
-    freq[j] = i < half ? a.inv_freq[i] : 0.0f;
-  }
+  const RopeLane c = rope_lane(nw, a.norm_dt == DType::kF32, a.inv_freq, d / 2);
   pdl_wait();  // launched with PDL (cuda_launch.cuh)
   pdl_launch_dependents();
-  float lo[4], hi[4];
-  float ss = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int64_t i = lane + 32 * j;
-    lo[j] = i < half ? bf16_bits_to_f32(v[i]) : 0.0f;
-    hi[j] = i < half ? bf16_bits_to_f32(v[i + half]) : 0.0f;
-    ss += lo[j] * lo[j] + hi[j] * hi[j];
-  }
-  if (nw) {
-    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(d) + a.eps);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t i = lane + 32 * j;
-      if (i < half) {
-        lo[j] = w_lo[j] * (lo[j] * inv);
-        hi[j] = w_hi[j] * (hi[j] * inv);
-      }
-    }
-  }
   // The k cache row of this head, when the KV write is fused in and the token has a slot.
   uint16_t* kd = nullptr;
   if (a.k_cache && h >= a.num_heads) {
@@ -183,24 +155,7 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
     if (slot >= a.num_slots) __trap();
     if (slot >= 0) kd = a.k_cache + static_cast<int64_t>(slot) * kv_row + (h - a.num_heads) * d;
   }
-  // As transformers: angle = float(position) * inv_freq in f32, then precise cos/sin.
-  const float pos = static_cast<float>(a.positions[tok]);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int64_t i = lane + 32 * j;
-    if (i < half) {
-      float sn, cs;
-      sincosf(pos * freq[j], &sn, &cs);
-      const uint16_t r0 = f32_to_bf16_bits(lo[j] * cs - hi[j] * sn);
-      const uint16_t r1 = f32_to_bf16_bits(hi[j] * cs + lo[j] * sn);
-      v[i] = r0;
-      v[i + half] = r1;
-      if (kd) {
-        kd[i] = r0;
-        kd[i + half] = r1;
-      }
-    }
-  }
+  norm_rope_head(c, v, d, nw != nullptr, a.eps, static_cast<float>(a.positions[tok]), v, kd);
 }
 
 __global__ void add_kernel(uint16_t* residual, const uint16_t* x, int64_t n, bool vec) {

@@ -174,6 +174,12 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // partial loads); kDecodeMaxClusterSplits blocks a cluster unless the lab asks for fewer.
 enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kMmaCluster };
 constexpr int kDecodeMaxClusterSplits = 16;
+// Decode steps: q/k norm + RoPE and the KV write inside the tensor-core decode attention kernel (DecodeRope) instead
+// of a kernel before it: one kernel fewer a layer. Off until measured (session 17, no GPU). Why: at batch 64 the
+// RoPE + KV-write kernel took 4.7 µs a layer by ncu (session 15), ~0.15 ms of a 5.5 ms Llama-3.1-8B step, and the
+// batch-64 target needs 0.18 ms. Each block rotates its chunk's q heads (8 at most) again, and the split holding the
+// new key writes it before loading its page.
+constexpr bool kDecodeFusedRopeAttention = false;
 // Production: the tensor-core kernel without the register prefetch for head_dim 64 / 128. Reason (H200, Llama-3.1-8B
 // shape 32q/8kv d128, rl_bench_kernels decode, session 15): against the CUDA-core kernel, B=64 S=4k 4.26-4.32 vs
 // 3.81-3.83 TB/s, B=16 S=32k 4.33-4.39 vs 4.09-4.14, B=1 S=4k 0.90 vs 0.82-0.84, and batch 64 at 80 / 192 / 512 keys

@@ -62,23 +62,23 @@ void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, con
   } else {
     be.linear(x, qkv, qkv_bias, qkv_buf);
   }
-  if (spec.rope || spec.qk_norm) {
-    RopeParams rope;
-    rope.layout = layout;
-    rope.inv_freq = inv_freq;
-    RL_CHECK_MSG(spec.rope, "q/k norm without RoPE is not implemented");
-    be.qk_norm_rope_kv_write(qkv_buf, q_norm, k_norm, b.positions, rope, NormParams{spec.norm_eps},
-                             b.slots(kv.group), kv);
-  } else {
-    be.kv_write(qkv_buf, layout, b.slots(kv.group), kv);
-  }
   AttentionMetadata meta = b.attn;
   meta.block_tables = b.block_tables(kv.group);
   meta.layout = layout;
   meta.scale = spec.scale;
   meta.sliding_window = spec.window;
   meta.sinks = spec.sinks ? static_cast<const float*>(sinks.data) : nullptr;
-  be.attention(qkv_buf, kv, meta, attn_buf);
+  if (spec.rope || spec.qk_norm) {
+    RopeParams rope;
+    rope.layout = layout;
+    rope.inv_freq = inv_freq;
+    RL_CHECK_MSG(spec.rope, "q/k norm without RoPE is not implemented");
+    be.rope_kv_write_attention(qkv_buf, q_norm, k_norm, b.positions, rope, NormParams{spec.norm_eps},
+                               b.slots(kv.group), kv, meta, attn_buf);
+  } else {
+    be.kv_write(qkv_buf, layout, b.slots(kv.group), kv);
+    be.attention(qkv_buf, kv, meta, attn_buf);
+  }
   if (fusion.residual.data) {
     be.linear_add(attn_buf, o, o_bias, out, fusion.residual);
   } else {
