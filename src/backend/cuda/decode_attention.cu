@@ -701,6 +701,33 @@ int blocks_per_sm(int64_t d, const DecodePlan& plan, int mode) {
   return n;
 }
 
+// The largest power-of-two cluster (≤ kDecodeMaxClusterSplits) of the cluster kernel the device can schedule, found
+// once per head_dim (cudaOccupancyMaxActiveClusters; a size it cannot place would fail the launch).
+int max_cluster_splits(int64_t d) {
+  static int cached[2] = {};
+  int& c = cached[d == 64 ? 0 : 1];
+  if (c == 0) {
+    const void* fn = d == 64 ? mma_kernel_for<64>(kMmaCluster) : mma_kernel_for<128>(kMmaCluster);
+    for (c = kDecodeMaxClusterSplits; c > 2; c /= 2) {
+      if (c > 8) allow_nonportable_cluster(fn);
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(static_cast<unsigned>(c));
+      cfg.blockDim = dim3(kDecodeWarps * 32);
+      cudaLaunchAttribute attr;
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = static_cast<unsigned>(c);
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = 1;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) == cudaSuccess && clusters > 0) break;
+      (void)cudaGetLastError();  // not left for a later launch check to report
+    }
+  }
+  return c;
+}
+
 // The one dispatch of every decode launch: lab forces a kernel or split count (DecodeLab{}: production); rope set:
 // the tensor-core kernel with the step's RoPE and KV write (decode_attention_rope_supported shapes).
 void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
@@ -713,9 +740,10 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   if (plan.kernel == DecodeKernel::kMmaCluster) {
     // One cluster per (sequence, head chunk): lab.num_splits blocks (2-16; default kDecodeMaxClusterSplits), each
     // split at least a page; the merge needs no partials workspace.
-    const int64_t c = lab.num_splits > 0 ? lab.num_splits : kDecodeMaxClusterSplits;
+    int64_t c = lab.num_splits > 0 ? lab.num_splits : kDecodeMaxClusterSplits;
     RL_CHECK_MSG(c >= 2 && c <= kDecodeMaxClusterSplits && (c & (c - 1)) == 0,
                  "decode attention: a cluster of %lld splits (2, 4, 8 or 16)", static_cast<long long>(c));
+    c = std::min<int64_t>(c, max_cluster_splits(a.head_dim));
     p.num_splits = static_cast<int>(c);
     p.min_pages = lab.min_pages > 0 ? lab.min_pages : 1;
     if (a.head_dim == 64) {
