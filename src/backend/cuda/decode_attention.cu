@@ -350,19 +350,25 @@ struct KvPage {
   uint4 v[4][D / 64];
 };
 
-template <int D>
+// kCoherent: loads that see this kernel's own writes (kMmaRope writes the new K/V row before its block reads the
+// page): ld.global.cg, ordered by the compiler after the block barrier. Otherwise the non-coherent streaming load,
+// for caches no kernel writes while this one runs.
+template <int D, bool kCoherent = false>
 __device__ __forceinline__ void load_kv_page(KvPage<D>& pg, const AttentionArgs& a, int64_t base, int gi, int qi) {
   const int64_t ts = a.num_kv_heads * D;  // elements between consecutive slots of one head
+  const auto load = [](const uint16_t* p) {
+    return kCoherent ? __ldcg(reinterpret_cast<const uint4*>(p)) : load_stream(p);
+  };
 #pragma unroll
   for (int t = 0; t < D / 32; ++t) {
-    pg.k[0][t] = load_stream(a.k_cache + base + gi * ts + 8 * qi + 32 * t);
-    pg.k[1][t] = load_stream(a.k_cache + base + (gi + 8) * ts + 8 * qi + 32 * t);
+    pg.k[0][t] = load(a.k_cache + base + gi * ts + 8 * qi + 32 * t);
+    pg.k[1][t] = load(a.k_cache + base + (gi + 8) * ts + 8 * qi + 32 * t);
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int key = 2 * qi + (j & 1) + 8 * (j >> 1);
 #pragma unroll
-    for (int u = 0; u < D / 64; ++u) pg.v[j][u] = load_stream(a.v_cache + base + key * ts + 8 * gi + 64 * u);
+    for (int u = 0; u < D / 64; ++u) pg.v[j][u] = load(a.v_cache + base + key * ts + 8 * gi + 64 * u);
   }
 }
 
@@ -552,7 +558,7 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
   } else {
     for (int page = page_begin + warp; page < page_end; page += kDecodeWarps) {
       KvPage<D> pg;
-      load_kv_page(pg, a, page_base(page), gi, qi);
+      load_kv_page<D, kMode == kMmaRope>(pg, a, page_base(page), gi, qi);
       fold_kv_page(pg, qf, acc, m, l, page * kDecodePageSize, seq_len, scale_log2, gi, qi);
     }
   }
