@@ -10,7 +10,8 @@
 #   decode_lab B1_S4096_cluster{4,8,16}[_graph] beside decode_attn_graph, the production kernel in a graph), and
 #   Llama-3.1-8B batch-1 decode at 4k context end to end, production against RIDGELINE_CUDA_DECODE_KERNEL=mma_cluster.
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
-# $OUT/attention_levers_logs.tgz. About 7 minutes; NCU=1 adds about 2.5 (then run it without the rest: ONLY_NCU=1).
+# $OUT/attention_levers_logs.tgz. About 7 minutes; NCU=1 adds about 2.5 and SANITIZE=1 about 3 (run those without
+# the rest: ONLY_NCU=1, or SKIP_MAIN=1 with NCU / SANITIZE).
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
@@ -54,7 +55,19 @@ for round in 1 2; do
 done
 stamp "batch-1 decode done"
 }
-[ "${ONLY_NCU:-0}" = 1 ] || main
+[ "${ONLY_NCU:-0}" = 1 ] || [ "${SKIP_MAIN:-0}" = 1 ] || main
+# SANITIZE=1: compute-sanitizer memcheck and racecheck over the new paths: the fused RoPE decode test, the decode
+# tests (the cluster kernel among their kernels), and mixed / chunked prefill with the Hopper prefill's continuous
+# turns and three V stages (RIDGELINE_CUDA_PREFILL_SM90 sets the backend's default for the whole process).
+if [ "${SANITIZE:-0}" = 1 ]; then
+  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  small='CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel:CudaAttention.DecodeGridSizedForLongerContext:CudaAttention.MixedPrefillAndDecode:CudaAttention.ChunkedPrefillWithPrefixInCache'
+  for tool in memcheck racecheck; do
+    RIDGELINE_CUDA_PREFILL_SM90=continuous_v3 timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 3 \
+      "$bin/rl_tests_ops" --gtest_filter="$small" > "$L/$tool.log" 2>&1
+    stamp "$tool rc=$?"
+  done
+fi
 # NCU=1: where the consumers' warps wait, production and continuous turns: one 16k-token prefill's attention kernel
 # (layer 0) under Nsight Compute, its warp-state and scheduler sections printed and its SASS with stall samples as
 # CSV (about 70 s each).
@@ -81,6 +94,9 @@ fi
 tar czf "$final_out/attention_levers_logs.tgz" -C "$L" .
 echo "== summary =="
 [ -f "$L/tests.txt" ] && gtest_summary "$L/tests.txt"
+for tool in memcheck racecheck; do
+  [ -f "$L/$tool.log" ] && grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$L/$tool.log" | head -4
+done
 [ -f "$L/bench.txt" ] && sed -n '/== kernel benchmarks ==/,$p' "$L/bench.txt" | grep -iE "prefill|shape|---" | head -30
 [ -f "$L/bench/ours.log" ] && grep -E "^RESULT prefill_lab .*(_k3|_cont|_v3|ablate)" "$L/bench/ours.log" | head -40
 for v in base continuous; do
