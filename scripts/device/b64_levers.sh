@@ -41,6 +41,20 @@ variant() {
 }
 # VARIANTS (default: base tuned rope tuned_rope; early too if named) in alternating rounds; rope = the decode
 # attention kernel doing RoPE + KV write (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1, session 17); B32=1 adds batch 32.
+# The fused RoPE decode attention end to end: greedy ids of the embedded default model and of Qwen3-0.6B (q/k norm,
+# dummy weights) with the layer kernels (RIDGELINE_CUDA_DECODE_STACK=0, so batch-1 decode takes the attention
+# layer's path), with and without the fusion. The fused path is bitwise the composed one, so the ids must match.
+rope_ids() {
+  for fused in 0 1; do
+    RIDGELINE_CUDA_DECODE_STACK=0 RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=$fused timeout 90 "$bin/ridgeline" generate \
+      --device cuda "$@" --prompt "In the beginning God created" --max-tokens 48 --temperature 0 --ignore-eos \
+      --output-ids > "$L/rope_ids_$fused.txt" 2> "$L/rope_ids_$fused.err"
+  done
+  if cmp -s "$L/rope_ids_0.txt" "$L/rope_ids_1.txt" && [ -s "$L/rope_ids_0.txt" ]; then echo "same ids ($*)"; else
+    echo "DIFFERENT ids ($*)"; diff "$L/rope_ids_0.txt" "$L/rope_ids_1.txt" | head -6; fi
+}
+{ rope_ids; rope_ids -m models/configs/Qwen3-0.6B --dummy-weights; } > "$L/rope_e2e.txt" 2>&1
+stamp "rope e2e: $(tr '\n' ' ' < "$L/rope_e2e.txt" | cut -c1-200)"
 variants="${VARIANTS:-base tuned rope tuned_rope}"
 # The fused RoPE attention runs end to end only where its op test passed.
 if ! grep -q "^\[       OK \] CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel " "$L/tests.txt"; then
@@ -83,6 +97,7 @@ fi
 tar czf "$final_out/b64_levers_logs.tgz" -C "$L" .
 echo "== summary =="
 gtest_summary "$L/tests.txt"
+cat "$L/rope_e2e.txt"
 grep -E "^RESULT (cublaslt|cublaslt_tuned|skinny) m(32|64)_" "$L/bench_skinny.txt" | sort -k3 | head -60
 grep -E "^RESULT (copy|launch_floor|decode_attn|decode_attn_b2b|decode_attn_graph|decode_kernel) " \
   "$L/bench_decode.txt" | head -40
