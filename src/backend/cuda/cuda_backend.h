@@ -152,13 +152,13 @@ class CudaBackend final : public Backend {
   enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch,
                              kDecodeMmaEarly, kDecodeMmaCluster };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
-  // The Hopper prefill's lab choices (PrefillSm90Options): the consumers' turns running on across work items, and
-  // the V stages (2, or 3 with one Q buffer). Defaults kPrefillSm90ContinuousTurns / kPrefillSm90VStages; end to end
-  // RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3. Tests run every combination.
   // Decode attention rotating q and the new k itself and writing the KV row (rope_kv_write_attention in one kernel;
   // kernel_config.h kDecodeFusedRopeAttention, RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1|0 end to end).
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
   bool fused_rope_attention() const { return fused_rope_attention_; }
+  // The Hopper prefill's lab choices (PrefillSm90Options): the consumers' turns running on across work items, and
+  // the V stages (2, or 3 with one Q buffer). Defaults kPrefillSm90ContinuousTurns / kPrefillSm90VStages; end to end
+  // RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3. Tests run every combination.
   void set_prefill_sm90_lab(bool continuous, int v_stages) {
     prefill_continuous_ = continuous;
     prefill_v_stages_ = v_stages;
