@@ -58,7 +58,8 @@ stamp "batch-1 decode done"
 [ "${ONLY_NCU:-0}" = 1 ] || [ "${SKIP_MAIN:-0}" = 1 ] || main
 # SANITIZE=1: compute-sanitizer memcheck and racecheck over the new paths: the fused RoPE decode test, the decode
 # tests (the cluster kernel among their kernels), and mixed / chunked prefill with the Hopper prefill's continuous
-# turns and three V stages (RIDGELINE_CUDA_PREFILL_SM90 sets the backend's default for the whole process).
+# turns and three V stages (RIDGELINE_CUDA_PREFILL_SM90 sets the backend's default for the whole process); then
+# racecheck on the dense stack's ring hand-off probe in both forms (issue 21.6: the stack's racecheck report).
 if [ "${SANITIZE:-0}" = 1 ]; then
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   small='CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel:CudaAttention.DecodeGridSizedForLongerContext:CudaAttention.MixedPrefillAndDecode:CudaAttention.ChunkedPrefillWithPrefixInCache'
@@ -66,6 +67,12 @@ if [ "${SANITIZE:-0}" = 1 ]; then
     RIDGELINE_CUDA_PREFILL_SM90=continuous_v3 timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 3 \
       "$bin/rl_tests_ops" --gtest_filter="$small" > "$L/$tool.log" 2>&1
     stamp "$tool rc=$?"
+  done
+  # The dense stack's ring hand-off alone (tests/ops/test_racecheck_probe.cpp), each form in a run of its own.
+  for probe in RingHandoffLaneZeroArrives RingHandoffEveryThreadArrives; do
+    timeout 120 "$sanitizer" --tool racecheck --error-exitcode 3 "$bin/rl_tests_ops" \
+      --gtest_filter="CudaRacecheckProbe.$probe" > "$L/racecheck_$probe.log" 2>&1
+    stamp "racecheck $probe rc=$?"
   done
 fi
 # NCU=1: where the consumers' warps wait, production and continuous turns: one 16k-token prefill's attention kernel
@@ -94,8 +101,8 @@ fi
 tar czf "$final_out/attention_levers_logs.tgz" -C "$L" .
 echo "== summary =="
 [ -f "$L/tests.txt" ] && gtest_summary "$L/tests.txt"
-for tool in memcheck racecheck; do
-  [ -f "$L/$tool.log" ] && grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$L/$tool.log" | head -4
+for tool in memcheck racecheck racecheck_RingHandoffLaneZeroArrives racecheck_RingHandoffEveryThreadArrives; do
+  [ -f "$L/$tool.log" ] && { echo "$tool:"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$L/$tool.log" | head -4; }
 done
 [ -f "$L/bench.txt" ] && sed -n '/== kernel benchmarks ==/,$p' "$L/bench.txt" | grep -iE "prefill|shape|---" | head -30
 [ -f "$L/bench/ours.log" ] && grep -E "^RESULT prefill_lab .*(_k3|_cont|_v3|ablate)" "$L/bench/ours.log" | head -40

@@ -1,0 +1,101 @@
+// Kernel-lab probes: one synchronization pattern of a production kernel alone, so that a tool's report on it
+// (compute-sanitizer) can be read without the rest of the kernel.
+//
+// ring_handoff_probe_kernel: the dense stack's weight ring (decode_stack.cu). A producer warp fills stages of a
+// shared-memory ring with bulk copies (async proxy) completing on a stage's full mbarrier; eight consumer warps read
+// the stage with ordinary loads (each warp one 2 KB row) and hand it back through its empty mbarrier; the producer
+// waits there and issues fence.proxy.async before it copies into the stage again. The stack hands a stage back as
+// each warp reads, __syncwarp(), then lane 0 arrives (every_thread = false); racecheck reported write-after-read
+// hazards there (session 13, docs/benchmarks.md). With every_thread, each consumer thread arrives itself, so its
+// own reads are ordered before the producer's wait by its own release. Each consumer warp sums its rows, so the
+// results show the ring delivered every tile intact.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/sm90.cuh"
+#include "backend/cuda/tma_map.h"
+#include "core/check.h"
+
+namespace rl::cuda {
+namespace {
+
+constexpr int kProbeWarps = 8;        // consumer warps; the producer is warp kProbeWarps
+constexpr int kProbeRowBytes = 2048;  // one bulk copy per consumer row and stage
+
+template <bool kEveryThread>
+__global__ void __launch_bounds__((kProbeWarps + 1) * 32, 1)
+    ring_handoff_probe_kernel(const uint16_t* w, int tiles, float* out) {
+#if RL_SM90_ENABLED
+  using namespace sm90;
+  constexpr int kProbeStages = 2;  // a short ring, so every stage is refilled many times
+  __shared__ __align__(128) uint8_t stages[kProbeStages][kProbeWarps * kProbeRowBytes];
+  __shared__ __align__(8) uint64_t bars[2 * kProbeStages];
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kProbeStages]);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kProbeStages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, kEveryThread ? kProbeWarps * 32 : kProbeWarps);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (warp == kProbeWarps) {  // producer
+    for (int t = 0; t < tiles; ++t) {
+      const int s = t % kProbeStages, n = t / kProbeStages;
+      if (n > 0) {
+        mbar_wait(empty0 + 8 * s, (n - 1) & 1);
+        fence_proxy_async();  // the consumers' generic reads of the stage before this async-proxy write
+      }
+      if (lane == 0) mbar_arrive_expect_tx(full0 + 8 * s, kProbeWarps * kProbeRowBytes);
+      __syncwarp();
+      if (lane < kProbeWarps) {
+        const uint16_t* src = w + (static_cast<int64_t>(t) * kProbeWarps + lane) * (kProbeRowBytes / 2);
+        bulk_load(smem_addr(stages[s] + lane * kProbeRowBytes), src, kProbeRowBytes, full0 + 8 * s);
+      }
+    }
+    return;
+  }
+  float acc = 0.0f;
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t % kProbeStages;
+    mbar_wait(full0 + 8 * s, (t / kProbeStages) & 1);
+    const uint16_t* row = reinterpret_cast<const uint16_t*>(stages[s] + warp * kProbeRowBytes);
+    for (int e = lane * 8; e < kProbeRowBytes / 2; e += 256) {
+      float f[8];
+      unpack8(*reinterpret_cast<const uint4*>(row + e), f);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc += f[i];
+    }
+    if (kEveryThread) {
+      mbar_arrive(empty0 + 8 * s);
+    } else {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    }
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) out[warp] = acc;
+#else
+  __trap();  // sm_90a only (launch_ring_handoff_probe checks)
+#endif
+}
+
+}  // namespace
+
+int ring_handoff_probe_rows() { return kProbeWarps; }
+int ring_handoff_probe_row_elems() { return kProbeRowBytes / 2; }
+
+void launch_ring_handoff_probe(const uint16_t* w, int tiles, float* out, bool every_thread, cudaStream_t stream) {
+  RL_CHECK_MSG(device_is_sm90(), "the ring hand-off probe needs compute capability 9.0");
+  RL_CHECK(tiles > 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
+  const dim3 block((kProbeWarps + 1) * 32);
+  if (every_thread) {
+    ring_handoff_probe_kernel<true><<<1, block, 0, stream>>>(w, tiles, out);
+  } else {
+    ring_handoff_probe_kernel<false><<<1, block, 0, stream>>>(w, tiles, out);
+  }
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace rl::cuda
