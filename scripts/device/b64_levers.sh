@@ -7,7 +7,8 @@
 # - Llama-3.1-8B batch 64 decode (B32=1: and 32) as base / tuned GEMMs (RIDGELINE_CUDA_GEMM_TUNE=1) / mma_early
 #   (RIDGELINE_CUDA_DECODE_KERNEL=mma_early) / rope (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1) / tuned + rope, in
 #   alternating rounds;
-# - OFFLINE: the 1000 x 1024/1024 offline engine; NSYS=1: timelines of batch-64 steps (tools/nsys_gaps.py).
+# - OFFLINE: the 1000 x 1024/1024 offline engine (GEMM tuning, max-num-seqs, the mixed-step split); NSYS=1:
+#   timelines of batch-64 steps (tools/nsys_gaps.py).
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
 # $OUT/b64_levers_logs.tgz. About 8 minutes without OFFLINE and NSYS (run those in a call of their own), 2-3 more
 # per offline run.
@@ -65,14 +66,21 @@ for round in 1 2; do
   for v in $variants; do variant "$v" "$round"; done
 done
 stamp "latency done"
-# OFFLINE="1:256 0:256": offline runs as tune:max-num-seqs pairs, in this order (each ~2-3 minutes).
+# OFFLINE="1:256 0:256 1:512:1": offline runs as tune:max-num-seqs[:split] (split 1: a mixed step's decode rows
+# through the decode kernel, RIDGELINE_CUDA_SPLIT_MIXED=1, only where its op test passed), in this order (each ~2-3
+# minutes).
 for cfg in ${OFFLINE:-}; do
-  tune=${cfg%%:*}
-  seqs=${cfg##*:}
-  RIDGELINE_CUDA_GEMM_TUNE=$tune timeout "${OFFLINE_LIMIT:-300}" "$bin/ridgeline" bench throughput "${LLAMA8B[@]}" \
-    --max-num-seqs "$seqs" --max-num-batched-tokens 8192 --num-prompts 1000 --input-len 1024 --output-len 1024 \
-    --json "$L/tp_t${tune}_s$seqs.json" > "$L/tp_t${tune}_s$seqs.log" 2>&1
-  stamp "throughput tune=$tune seqs=$seqs rc=$?"
+  IFS=: read -r tune seqs split <<< "$cfg"
+  split=${split:-0}
+  if [ "$split" = 1 ] && ! grep -q "^\[       OK \] CudaAttention.MixedBatchLeadingDecodeRowsSplit " "$L/tests.txt"; then
+    echo "split-mixed test did not pass: $cfg left out"
+    continue
+  fi
+  tag="t${tune}_s${seqs}_m$split"
+  RIDGELINE_CUDA_GEMM_TUNE=$tune RIDGELINE_CUDA_SPLIT_MIXED=$split timeout "${OFFLINE_LIMIT:-300}" "$bin/ridgeline" \
+    bench throughput "${LLAMA8B[@]}" --max-num-seqs "$seqs" --max-num-batched-tokens 8192 --num-prompts 1000 \
+    --input-len 1024 --output-len 1024 --json "$L/tp_$tag.json" > "$L/tp_$tag.log" 2>&1
+  stamp "throughput $tag rc=$?"
 done
 # NSYS=1: a timeline of batch-64 decode steps with cuBLASLt (default) and with the skinny GEMM, folded by
 # tools/nsys_gaps.py into each step's idle time between kernels and the hand-offs it falls in (why the skinny GEMM,

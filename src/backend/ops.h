@@ -78,6 +78,9 @@ struct AttentionMetadata {
   int64_t max_seqlen_q = 0;
   int64_t max_seqlen_k = 0;
   bool all_decode = false;  // every sequence has exactly one query token
+  // Sequences 0 .. n-1 have one query token each (rows 0 .. n-1): a mixed batch's leading decode rows, which a
+  // backend may serve with its decode kernel and the rest with its prefill kernel (0: not known).
+  int64_t num_leading_decodes = 0;
   QkvLayout layout;
   float scale = 1.0f;       // softmax scale, usually head_dim^-0.5
   // Set per layer by the model (defaults: full causal attention, no sinks).

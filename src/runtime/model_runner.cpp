@@ -38,6 +38,16 @@ ModelRunner::ModelRunner(Model* model, KvStorage* kv, const RunnerLimits& limits
   }
 }
 
+namespace {
+// Sequences at the front of a step with one new token each (AttentionMetadata::num_leading_decodes): the scheduler
+// puts running requests first, so a mixed step's decodes lead its prefill chunks.
+int64_t leading_decodes(const std::vector<SeqStep>& seqs) {
+  int64_t n = 0;
+  while (n < static_cast<int64_t>(seqs.size()) && seqs[static_cast<size_t>(n)].num_new_tokens == 1) ++n;
+  return n;
+}
+}  // namespace
+
 ModelRunner::~ModelRunner() {
   for (int32_t* h : h_staging_) model_->backend().free_pinned(h);
 }
@@ -164,7 +174,9 @@ void ModelRunner::step(const std::vector<SeqStep>& seqs, std::vector<float>* log
   const int64_t t = stage(h_staging_[0], seqs, num_seqs, &n, &max_q, &max_k, &all_decode, &any_pending);
   RL_CHECK_MSG(!any_pending, "step() has no previous step to read pending tokens from");
   be.upload_async(d_staging_.data(), h_staging_[0], upload_bytes(num_seqs));
-  Tensor logits = model_->forward(make_batch(t, num_seqs, n, max_q, max_k, all_decode), kv_->layers());
+  ForwardBatch b = make_batch(t, num_seqs, n, max_q, max_k, all_decode);
+  b.attn.num_leading_decodes = leading_decodes(seqs);
+  Tensor logits = model_->forward(b, kv_->layers());
   logits_out->resize(static_cast<size_t>(n * model_->config().vocab_size));
   if (n > 0) be.download(logits_out->data(), logits.data, logits_out->size() * sizeof(float));
 }
@@ -220,7 +232,9 @@ int64_t ModelRunner::launch(const std::vector<SeqStep>& seqs, std::span<const Sa
     }
   } else {
     if (any_pending) be.resolve_pending_ids(ids, prev);
-    Tensor logits = model_->forward(make_batch(t, num_seqs, n, max_q, max_k, all_decode), kv_->layers());
+    ForwardBatch b = make_batch(t, num_seqs, n, max_q, max_k, all_decode);
+    b.attn.num_leading_decodes = leading_decodes(seqs);
+    Tensor logits = model_->forward(b, kv_->layers());
     if (n > 0) sampler->sample(logits, n);
   }
   sampler->fetch(n, parity);

@@ -24,7 +24,7 @@ struct SeqSpec {
 // as after the KV manager released them. block_size: tokens per KV page.
 double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                 CudaBackend::AttentionImpl impl, int64_t max_seqlen_k_override = 0, int64_t window = 0,
-                bool sinks = false, int64_t block_size = 16) {
+                bool sinks = false, int64_t block_size = 16, int64_t leading_decodes = 0) {
   const QkvLayout l{num_heads, num_kv_heads, head_dim};
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 0, total_blocks = 0;
@@ -80,6 +80,7 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
     m.max_seqlen_q = max_q;
     m.max_seqlen_k = max_seqlen_k_override > 0 ? max_seqlen_k_override : max_k;
     m.all_decode = max_q == 1;
+    m.num_leading_decodes = leading_decodes;
     m.layout = l;
     m.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     m.sliding_window = window;
@@ -177,6 +178,30 @@ TEST(CudaAttention, ChunkedPrefillWithPrefixInCache) {
 
 TEST(CudaAttention, MixedPrefillAndDecode) {
   check_all_impls({{1, 50}, {70, 70}, {1, 17}, {33, 129}, {1, 1}}, "mixed");
+}
+
+// Mixed steps as the model runner stages them: the decode rows first (num_leading_decodes), then prefill chunks,
+// some with a prefix in the cache. With the split on (CudaBackend::set_split_mixed), the leading decode rows run
+// through the decode kernel and the rest through the prefill kernel (from the first of them on: offset tables,
+// absolute rows); with it off, every row through the prefill kernel. Both against the CPU, at the GQA shapes, with
+// the count of leading decodes from one to all but one.
+TEST(CudaAttention, MixedBatchLeadingDecodeRowsSplit) {
+  const std::vector<SeqSpec> seqs = {{1, 300}, {1, 17}, {1, 4097}, {1, 1}, {40, 200}, {130, 130}, {1, 50}, {7, 7}};
+  const bool split_default = cuda().split_mixed();
+  for (bool split : {true, false}) {
+    cuda().set_split_mixed(split);
+    for (const Shape& s : kShapes) {
+      for (int64_t lead : {1, 4}) {
+        const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kAuto, 0, 0, false, 16, lead);
+        EXPECT_LT(e, kBf16Tol) << "heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
+                               << " leading decodes " << lead << (split ? " split" : "");
+      }
+    }
+    const std::vector<SeqSpec> one_prefill = {{1, 33}, {1, 2000}, {1, 16}, {1, 129}, {64, 64 + 100}};
+    const double e = run_case(one_prefill, 32, 8, 128, Impl::kAuto, 0, 0, false, 16, 4);
+    EXPECT_LT(e, kBf16Tol) << "all but one sequence decoding" << (split ? " split" : "");
+  }
+  cuda().set_split_mixed(split_default);
 }
 
 TEST(CudaAttention, LargeRandomBatch) {

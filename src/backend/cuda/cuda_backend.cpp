@@ -114,6 +114,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE"); env != nullptr && std::string(env) == "0") {
     fused_rope_kv_write_ = false;
   }
+  split_mixed_ = cuda::kSplitMixedDecodeRows;
+  if (const char* env = std::getenv("RIDGELINE_CUDA_SPLIT_MIXED")) split_mixed_ = std::string(env) == "1";
   fused_rope_attention_ = cuda::kDecodeFusedRopeAttention;
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_ROPE_ATTENTION")) {
     fused_rope_attention_ = std::string(env) == "1";
@@ -316,9 +318,28 @@ void CudaBackend::rope_kv_write_attention(const Tensor& qkv, const Tensor& q_nor
   Backend::rope_kv_write_attention(qkv, q_norm, k_norm, positions, rope, norm, slot_mapping, cache, meta, out);
 }
 
+// The split-KV decode kernel the backend's settings pick (tests and A/B switches force one) over a's sequences.
+void CudaBackend::launch_decode(const cuda::AttentionArgs& a) {
+  const size_t o_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * 128;
+  cuda::DecodeWorkspace ws{decode_partials_, decode_partials_ + o_floats, decode_counters_,
+                           cuda::kDecodeWorkspaceRows};
+  cuda::DecodeLab lab;
+  lab.kernel = attention_impl_ == AttentionImpl::kDecodeSimt        ? cuda::DecodeKernel::kSimt
+               : attention_impl_ == AttentionImpl::kDecodeMma         ? cuda::DecodeKernel::kMma
+               : attention_impl_ == AttentionImpl::kDecodeMmaPrefetch ? cuda::DecodeKernel::kMmaPrefetch
+               : attention_impl_ == AttentionImpl::kDecodeMmaEarly    ? cuda::DecodeKernel::kMmaEarly
+               : attention_impl_ == AttentionImpl::kDecodeMmaCluster  ? cuda::DecodeKernel::kMmaCluster
+                                                                      : decode_kernel_;
+  if (lab.kernel == cuda::DecodeKernel::kAuto) {
+    cuda::launch_decode_attention(a, ws, num_sms_, stream_);
+  } else {
+    cuda::launch_decode_attention_lab(a, ws, num_sms_, stream_, lab);  // tests and end-to-end A/B
+  }
+}
+
 void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
                             const Tensor& out) {
-  const cuda::AttentionArgs a = attention_args(qkv, cache, meta, out);
+  cuda::AttentionArgs a = attention_args(qkv, cache, meta, out);
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   if (!meta.plain()) return cuda::launch_attention_window(a, meta.sliding_window, meta.sinks, stream_);
   if (attention_impl_ == AttentionImpl::kAuto && deterministic_) {
@@ -334,22 +355,25 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
     }
   } else if (attention_impl_ != AttentionImpl::kNaive) {
     if (meta.all_decode && cuda::decode_attention_supported(a)) {
-      const size_t o_floats = static_cast<size_t>(cuda::kDecodeWorkspaceRows) * 128;
-      cuda::DecodeWorkspace ws{decode_partials_, decode_partials_ + o_floats, decode_counters_,
-                               cuda::kDecodeWorkspaceRows};
-      cuda::DecodeLab lab;
-      lab.kernel = attention_impl_ == AttentionImpl::kDecodeSimt        ? cuda::DecodeKernel::kSimt
-                   : attention_impl_ == AttentionImpl::kDecodeMma         ? cuda::DecodeKernel::kMma
-                   : attention_impl_ == AttentionImpl::kDecodeMmaPrefetch ? cuda::DecodeKernel::kMmaPrefetch
-                   : attention_impl_ == AttentionImpl::kDecodeMmaEarly    ? cuda::DecodeKernel::kMmaEarly
-                   : attention_impl_ == AttentionImpl::kDecodeMmaCluster  ? cuda::DecodeKernel::kMmaCluster
-                                                                          : decode_kernel_;
-      if (lab.kernel == cuda::DecodeKernel::kAuto) {
-        cuda::launch_decode_attention(a, ws, num_sms_, stream_);
-      } else {
-        cuda::launch_decode_attention_lab(a, ws, num_sms_, stream_, lab);  // tests and end-to-end A/B
-      }
+      launch_decode(a);
       return;
+    }
+    // A mixed batch's leading decode rows (lab until measured: kernel_config.h kSplitMixedDecodeRows) through the
+    // decode kernel, as in an all-decode step; the sequences after them through the prefill kernel below, whose
+    // arguments then start at the first of those (row indices stay absolute).
+    const int64_t nd = meta.num_leading_decodes;
+    if (split_mixed_ && !meta.all_decode && nd > 0 && nd < a.num_seqs && attention_impl_ == AttentionImpl::kAuto) {
+      cuda::AttentionArgs d = a;
+      d.num_seqs = nd;
+      d.num_tokens = nd;
+      d.max_seqlen_q = 1;
+      if (cuda::decode_attention_supported(d)) {
+        launch_decode(d);
+        a.cu_seqlens_q += nd;
+        a.seq_lens_k += nd;
+        a.block_tables += nd * a.max_blocks;
+        a.num_seqs -= nd;
+      }
     }
     if (attention_impl_ != AttentionImpl::kFlash2 && cuda::prefill_attention_sm90_supported(a)) {
       cuda::PrefillSm90Options o;

@@ -152,6 +152,10 @@ class CudaBackend final : public Backend {
   enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch,
                              kDecodeMmaEarly, kDecodeMmaCluster };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
+  // A mixed batch's leading decode rows (AttentionMetadata::num_leading_decodes) through the decode kernel and the
+  // rest through the prefill kernel (kernel_config.h kSplitMixedDecodeRows; RIDGELINE_CUDA_SPLIT_MIXED=1|0).
+  void set_split_mixed(bool on) { split_mixed_ = on; }
+  bool split_mixed() const { return split_mixed_; }
   // Decode attention rotating q and the new k itself and writing the KV row (rope_kv_write_attention in one kernel;
   // kernel_config.h kDecodeFusedRopeAttention, RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1|0 end to end).
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
@@ -171,6 +175,7 @@ class CudaBackend final : public Backend {
   void set_chunk_scratch_limit(int64_t floats) { chunk_scratch_limit_ = floats; }
 
  private:
+  void launch_decode(const cuda::AttentionArgs& a);
   int device_ = 0;
   int num_sms_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -203,6 +208,7 @@ class CudaBackend final : public Backend {
   // RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE=0 (the A/B switch) or the fused decode path is on (which includes it).
   bool fused_rope_kv_write_ = true;
   bool fused_rope_attention_ = false;  // set_fused_rope_attention
+  bool split_mixed_ = false;           // set_split_mixed
   int64_t chunk_scratch_limit_ = -1;
   bool dense_stack_ = true;
   int stack_lab_ = 0;  // RIDGELINE_CUDA_STACK_LAB: decode_stack.h's lab bits (timing ablations only)

@@ -180,6 +180,12 @@ constexpr int kDecodeMaxClusterSplits = 16;
 // batch-64 target needs 0.18 ms. Each block rotates its chunk's q heads (8 at most) again, and the split holding the
 // new key writes it before loading its page.
 constexpr bool kDecodeFusedRopeAttention = false;
+// Mixed steps (decode rows beside prefill chunks): the leading decode rows through the decode kernel, the rest through
+// the prefill kernel, instead of every row through the prefill kernel. There a decode row is a work item per query
+// head whose 128-row tiles hold one valid row: each key tile of its context costs a whole tile's two GEMMs, and each
+// query head re-reads the K/V tiles. Off until measured (session 17, no GPU): the offline 1000 × 1024/1024 run's
+// mixed steps, and serving under steady arrivals, where most steps are mixed.
+constexpr bool kSplitMixedDecodeRows = false;
 // Production: the tensor-core kernel without the register prefetch for head_dim 64 / 128. Reason (H200, Llama-3.1-8B
 // shape 32q/8kv d128, rl_bench_kernels decode, session 15): against the CUDA-core kernel, B=64 S=4k 4.26-4.32 vs
 // 3.81-3.83 TB/s, B=16 S=32k 4.33-4.39 vs 4.09-4.14, B=1 S=4k 0.90 vs 0.82-0.84, and batch 64 at 80 / 192 / 512 keys
