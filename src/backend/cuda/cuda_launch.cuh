@@ -28,16 +28,18 @@ inline bool pdl_supported() {
   return c == 2;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) in clusters of `cluster` blocks along x (cluster.cuh has the device
-// side), with the PDL attribute, where the device has both (compute capability 9.0 or newer); elsewhere a plain
-// launch, which is only right for cluster == 1. Sizes over 8 are non-portable: the kernel is allowed them first.
+// Lets a kernel run in clusters of more than 8 blocks on the current device (once per kernel and device).
 void allow_nonportable_cluster(const void* kernel);
+
+// kernel<<<grid, block, smem, stream>>>(args...) through cudaLaunchKernelEx with the PDL attribute and, for
+// cluster > 0, the cluster shape (cluster blocks along x), where the device has both (compute capability 9.0 or
+// newer); elsewhere a plain launch, which is only right without a cluster or with one block a cluster.
 template <typename... KernelArgs, typename... Args>
-void launch_pdl_cluster(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                        unsigned cluster, Args&&... args) {
+void launch_ex(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+               unsigned cluster, Args&&... args) {
   const bool sm90 = pdl_supported();
-  RL_CHECK_MSG(cluster >= 1 && cluster <= 16 && (sm90 || cluster == 1), "launch: clusters of %u blocks", cluster);
-  if (cluster > 8) allow_nonportable_cluster(reinterpret_cast<const void*>(kernel));
+  RL_CHECK_MSG(cluster <= 16 && (sm90 || cluster <= 1), "launch: clusters of %u blocks", cluster);
+  if (cluster > 8) allow_nonportable_cluster(reinterpret_cast<const void*>(kernel));  // non-portable sizes
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -51,7 +53,7 @@ void launch_pdl_cluster(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, si
   attr[1].val.clusterDim.y = 1;
   attr[1].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = !sm90 ? 0 : cluster > 1 ? 2 : 1;
+  cfg.numAttrs = !sm90 ? 0 : cluster > 0 ? 2 : 1;
   RL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
@@ -59,7 +61,16 @@ void launch_pdl_cluster(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, si
 template <typename... KernelArgs, typename... Args>
 void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                 Args&&... args) {
-  launch_pdl_cluster(kernel, grid, block, smem, stream, 1u, std::forward<Args>(args)...);
+  launch_ex(kernel, grid, block, smem, stream, 0u, std::forward<Args>(args)...);
+}
+
+// The same in clusters of `cluster` blocks (1-16) along x (cluster.cuh has the device side): the sampler, the
+// cluster decode lab kernel.
+template <typename... KernelArgs, typename... Args>
+void launch_pdl_cluster(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                        unsigned cluster, Args&&... args) {
+  RL_CHECK_MSG(cluster >= 1, "launch: a cluster of 0 blocks");
+  launch_ex(kernel, grid, block, smem, stream, cluster, std::forward<Args>(args)...);
 }
 
 }  // namespace rl::cuda
