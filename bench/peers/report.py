@@ -27,7 +27,8 @@ def main(ours_path, peers_path):
         base = kernel[:-4] if kernel.endswith("_det") else kernel.replace("_det_", "_")
         cands = [(v, p) for k, s, v, u, p in peers if k == base and s == shape]
         best = max(cands) if cands else (float("nan"), "-")
-        ceiling = copy_bw if unit == "TB/s" else gemm
+        # Rates only: times (us) and counts have no roofline.
+        ceiling = copy_bw if unit == "TB/s" else gemm if unit == "TFLOP/s" else None
         roof = f"{100 * value / ceiling:.0f}%" if ceiling else "-"
         ratio = value / best[0] if cands else float("nan")
         flash = [v for v, p in cands if p == "sdpa_flash"]

@@ -105,7 +105,8 @@ for tool in memcheck racecheck racecheck_RingHandoffLaneZeroArrives racecheck_Ri
   [ -f "$L/$tool.log" ] && { echo "$tool:"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$L/$tool.log" | head -4; }
 done
 [ -f "$L/bench.txt" ] && sed -n '/== kernel benchmarks ==/,$p' "$L/bench.txt" | grep -iE "prefill|shape|---" | head -30
-[ -f "$L/bench/ours.log" ] && grep -E "^RESULT prefill_lab .*(_k3|_cont|_v3|ablate)" "$L/bench/ours.log" | head -40
+[ -f "$L/bench/ours.log" ] && grep -E "^RESULT prefill_lab .*(_k3|_cont|_v3|ablate)|^RESULT mixed_attn" \
+  "$L/bench/ours.log" | head -44
 for v in base continuous; do
   [ -f "$L/ncu_${v}_details.txt" ] && { echo "== ncu $v"; grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|No Eligible|Active Warps Per Scheduler|Eligible Warps|Warp Cycles Per Issued|Tensor|Stall" "$L/ncu_${v}_details.txt" | head -24; }
 done

@@ -307,10 +307,31 @@ struct AttnProblem {
   Tensor qkv, out;
 };
 
-AttnProblem make_attn(CudaBackend& be, int64_t b, int64_t q_len, int64_t ctx, int64_t heads, int64_t kv_heads,
-                      int64_t d, int copies) {
+// One sequence of an attention problem: q_len new tokens, ctx keys in all.
+struct SeqShape {
+  int64_t q_len, ctx;
+};
+
+// Sequences' pages laid out one after another in each rotation copy's range of the cache (block 0 never used).
+AttnProblem make_attn_seqs(CudaBackend& be, const std::vector<SeqShape>& seqs, int64_t heads, int64_t kv_heads,
+                           int64_t d, int copies) {
   AttnProblem p;
-  const int64_t bs = 16, pages = (ctx + bs - 1) / bs, num_blocks = 1 + copies * b * pages;
+  const int64_t bs = 16, b = static_cast<int64_t>(seqs.size());
+  int64_t tokens = 0, max_pages = 1, total_pages = 0, max_q = 0, max_k = 0;
+  std::vector<int32_t> cu(b + 1, 0), lens(b);
+  std::vector<int64_t> first_page(b);
+  for (int64_t s = 0; s < b; ++s) {
+    const int64_t pages = (seqs[s].ctx + bs - 1) / bs;
+    first_page[s] = total_pages;
+    total_pages += pages;
+    max_pages = std::max(max_pages, pages);
+    tokens += seqs[s].q_len;
+    cu[s + 1] = static_cast<int32_t>(tokens);
+    lens[s] = static_cast<int32_t>(seqs[s].ctx);
+    max_q = std::max(max_q, seqs[s].q_len);
+    max_k = std::max(max_k, seqs[s].ctx);
+  }
+  const int64_t num_blocks = 1 + copies * total_pages;
   const QkvLayout l{heads, kv_heads, d};
   auto alloc = [&](DType dt, std::initializer_list<int64_t> dims) {
     Tensor t(nullptr, dt, dims);
@@ -322,31 +343,38 @@ AttnProblem make_attn(CudaBackend& be, int64_t b, int64_t q_len, int64_t ctx, in
   p.cache.v = alloc(DType::kBF16, {num_blocks, bs, kv_heads, d});
   be.fill_uniform(p.cache.k, 5, -1, 1);
   be.fill_uniform(p.cache.v, 6, -1, 1);
-  p.qkv = alloc(DType::kBF16, {b * q_len, l.row()});
+  p.qkv = alloc(DType::kBF16, {tokens, l.row()});
   be.fill_uniform(p.qkv, 7, -1, 1);
-  p.out = alloc(DType::kBF16, {b * q_len, heads * d});
-  std::vector<int32_t> cu(b + 1), lens(b, static_cast<int32_t>(ctx));
-  for (int64_t s = 0; s <= b; ++s) cu[s] = static_cast<int32_t>(s * q_len);
+  p.out = alloc(DType::kBF16, {tokens, heads * d});
   for (int c = 0; c < copies; ++c) {
-    std::vector<int32_t> table(b * pages);
-    for (int64_t s = 0; s < b; ++s)
-      for (int64_t j = 0; j < pages; ++j) table[s * pages + j] = static_cast<int32_t>(1 + (c * b + s) * pages + j);
+    std::vector<int32_t> table(b * max_pages, 0);
+    for (int64_t s = 0; s < b; ++s) {
+      for (int64_t j = 0; j < (seqs[s].ctx + bs - 1) / bs; ++j) {
+        table[s * max_pages + j] = static_cast<int32_t>(1 + c * total_pages + first_page[s] + j);
+      }
+    }
     AttentionMetadata m;
     m.cu_seqlens_q = alloc(DType::kI32, {b + 1});
     m.seq_lens_k = alloc(DType::kI32, {b});
-    m.block_tables = alloc(DType::kI32, {b, pages});
+    m.block_tables = alloc(DType::kI32, {b, max_pages});
     be.upload(m.cu_seqlens_q.data, cu.data(), cu.size() * 4);
     be.upload(m.seq_lens_k.data, lens.data(), lens.size() * 4);
     be.upload(m.block_tables.data, table.data(), table.size() * 4);
     m.num_seqs = b;
-    m.max_seqlen_q = q_len;
-    m.max_seqlen_k = ctx;
-    m.all_decode = q_len == 1;
+    m.max_seqlen_q = max_q;
+    m.max_seqlen_k = max_k;
+    m.all_decode = max_q == 1;
     m.layout = l;
     m.scale = 1.0f / std::sqrt(static_cast<float>(d));
     p.metas.push_back(m);
   }
   return p;
+}
+
+AttnProblem make_attn(CudaBackend& be, int64_t b, int64_t q_len, int64_t ctx, int64_t heads, int64_t kv_heads,
+                      int64_t d, int copies) {
+  return make_attn_seqs(be, std::vector<SeqShape>(static_cast<size_t>(b), SeqShape{q_len, ctx}), heads, kv_heads, d,
+                        copies);
 }
 
 // The kernel arguments of an attention problem (b sequences of q_len new tokens, a grid sized for max_ctx keys)
@@ -573,6 +601,25 @@ void bench_decode(CudaBackend& be) {
 
 void bench_prefill(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
+  // A mixed step as the offline run has them: 256 decode rows at 1,536 keys first, then 8 prefill chunks of 1,024
+  // new tokens. All rows through the prefill kernel (production) against the decode rows through the decode kernel
+  // (CudaBackend::set_split_mixed, lab), and the decode rows alone (the decode kernel's share).
+  {
+    std::vector<SeqShape> seqs(256, SeqShape{1, 1536});
+    for (int i = 0; i < 8; ++i) seqs.push_back(SeqShape{1024, 1024});
+    AttnProblem p = make_attn_seqs(be, seqs, heads, kv_heads, d, 1);
+    p.metas[0].num_leading_decodes = 256;
+    const bool split_default = be.split_mixed();
+    for (bool split : {false, true}) {
+      be.set_split_mixed(split);
+      const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 10);
+      result("mixed_attn", std::string("256x1536_decode_8x1024_prefill") + (split ? "_split" : ""), ms * 1e3, "us");
+    }
+    be.set_split_mixed(split_default);
+    AttnProblem dp = make_attn(be, 256, 1, 1536, heads, kv_heads, d, 1);
+    const double ms = time_ms(be, [&](int) { be.attention(dp.qkv, dp.cache, dp.metas[0], dp.out); }, 10);
+    result("mixed_attn", "256x1536_decode_alone", ms * 1e3, "us");
+  }
   for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{4, 4096}, {16, 1024}, {1, 16384}}) {
     const int64_t b = shape.first, s = shape.second;
     AttnProblem p = make_attn(be, b, s, s, heads, kv_heads, d, 1);
