@@ -8,7 +8,8 @@
 #   end to end (RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3), production first and last;
 # - decode attention at batch 1 (issue 21.2): `rl_bench_kernels decode` (the cluster-merged kernel's rows
 #   decode_lab B1_S4096_cluster{4,8,16}[_graph] beside decode_attn_graph, the production kernel in a graph), and
-#   Llama-3.1-8B batch-1 decode at 4k context end to end, production against RIDGELINE_CUDA_DECODE_KERNEL=mma_cluster.
+#   Llama-3.1-8B batch-1 decode at 4k context end to end (past the dense stack's bound: the layer kernels),
+#   production against RIDGELINE_CUDA_DECODE_KERNEL=mma_cluster and RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1.
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
 # $OUT/attention_levers_logs.tgz. About 7 minutes; NCU=1 adds about 2.5 and SANITIZE=1 about 3 (run those without
 # the rest: ONLY_NCU=1, or SKIP_MAIN=1 with NCU / SANITIZE).
@@ -30,6 +31,7 @@ passed CudaAttention.HopperPrefillLayoutsAndPageSizes || { prefill_lab=""; echo 
 decode_lab="mma_cluster"
 passed CudaAttention.DecodePageBoundaries && passed CudaAttention.DecodeLongContextSplits ||
   { decode_lab=""; echo "decode lab tests failed"; }
+passed CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel && decode_lab="$decode_lab rope"
 ttft() {
   (
     [ "$1" != base ] && export RIDGELINE_CUDA_PREFILL_SM90="$1"
@@ -48,7 +50,8 @@ stamp "bench decode rc=$?"
 for round in 1 2; do
   for v in base $decode_lab; do
     (
-      [ "$v" != base ] && export RIDGELINE_CUDA_DECODE_KERNEL="$v"
+      [ "$v" = mma_cluster ] && export RIDGELINE_CUDA_DECODE_KERNEL="$v"
+      [ "$v" = rope ] && export RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
       lat "b1ctx4k_${v}_r$round" "${LLAMA8B[@]}" --batch 1 --input-len 3968 --output-len 128
     )
   done
