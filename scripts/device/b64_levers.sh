@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What sessions 16 and 17 wrote without a GPU, measured in one call:
-# - the CUDA op tests (the new tuned-GEMM test and the mma_early decode kernel among them);
+# - the CUDA op tests (the tuned GEMM, the mma_early / mma_cluster decode kernels, the fused RoPE decode attention,
+#   the mixed-step split among them), then greedy ids with and without the fused RoPE attention (must match);
 # - kernel rows: cuBLASLt's tuned algorithm next to its first choice and the skinny GEMM; decode attention alone,
 #   20 back to back, 20 in one CUDA graph, every kernel, split slots at short contexts; the GEMV alone and in a
 #   CUDA graph (issue 21.3);
