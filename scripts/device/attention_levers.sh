@@ -20,7 +20,8 @@ t0=$(date +%s)
 stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
 [ "${ONLY_NCU:-0}" = 1 ] && NCU=1
 main() {
-timeout 200 "$bin/rl_tests_ops" --gtest_filter='CudaAttention.*:CudaFusedOps.*' > "$L/tests.txt" 2>&1
+timeout 240 "$bin/rl_tests_ops" --gtest_filter='CudaAttention.*:CudaFusedOps.*:CudaRacecheckProbe.*' \
+  > "$L/tests.txt" 2>&1
 stamp "tests rc=$?"
 OUT="$L/bench" RL_BIN_DIR="$bin" timeout 300 bash scripts/device/bench.sh prefill > "$L/bench.txt" 2>&1
 stamp "bench prefill rc=$?"

@@ -251,8 +251,12 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
     cuda().set_prefill_sm90_lab(continuous, v_stages);
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
+        // The lab forms on the page sizes at both ends (one box per page, one box per tile) and two GQA shapes
+        // (one that packs, one that falls back): every case takes a CPU reference.
+        if (lab != 0 && (bs == 8 || bs == 32)) continue;
         for (size_t b = 0; b < std::size(batches); ++b) {
           for (const Shape& s : shapes) {
+            if (lab != 0 && s.num_heads != 32 && s.num_heads != 14) continue;
             const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, bs);
             EXPECT_LT(e, kBf16Tol) << "block size " << bs << " batch " << b << " heads " << s.num_heads << "/"
                                    << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed")
