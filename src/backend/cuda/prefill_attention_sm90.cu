@@ -553,11 +553,13 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
 }
 
 void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream) {
-  constexpr int ks = kPrefillSm90KStages;
+  // The production form (kernel_config.h), so the ablations follow its defaults.
+  constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
+  constexpr bool cont = kPrefillSm90ContinuousTurns;
   switch (ablate) {
-    case 1: launch_sm90<false, true, ks, 1>(a, true, num_sms, stream); break;
-    case 2: launch_sm90<false, true, ks, 2>(a, true, num_sms, stream); break;
-    default: launch_sm90<false, true, ks, 3>(a, true, num_sms, stream); break;
+    case 1: launch_sm90<false, true, ks, 1, cont, vs>(a, true, num_sms, stream); break;
+    case 2: launch_sm90<false, true, ks, 2, cont, vs>(a, true, num_sms, stream); break;
+    default: launch_sm90<false, true, ks, 3, cont, vs>(a, true, num_sms, stream); break;
   }
 }
 
