@@ -37,14 +37,17 @@ variant() {
     [ "$1" = rope ] && export RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
     [ "$1" = tuned_rope ] && export RIDGELINE_CUDA_GEMM_TUNE=1 RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
     lat "b64_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
-    lat "b64in16_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 16 --output-len 128 --max-num-batched-tokens 8192
+    if [ "${SHORT:-0}" != 1 ]; then
+      lat "b64in16_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 16 --output-len 128 --max-num-batched-tokens 8192
+    fi
     if [ "${B32:-0}" = 1 ]; then
       lat "b32_$1_r$2" "${LLAMA8B[@]}" --batch 32 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
     fi
   )
 }
 # VARIANTS (default: base tuned rope tuned_rope; early too if named) in alternating rounds; rope = the decode
-# attention kernel doing RoPE + KV write (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1, session 17); B32=1 adds batch 32.
+# attention kernel doing RoPE + KV write (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1, session 17); B32=1 adds batch 32;
+# SHORT=1 leaves out the 16-token-prompt runs (a call that must fit its time limit).
 # The fused RoPE decode attention end to end: greedy ids of the embedded default model and of Qwen3-0.6B (q/k norm,
 # dummy weights) with the layer kernels (RIDGELINE_CUDA_DECODE_STACK=0, so batch-1 decode takes the attention
 # layer's path), with and without the fusion. The fused path is bitwise the composed one, so the ids must match.
