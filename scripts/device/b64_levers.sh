@@ -54,13 +54,15 @@ variant() {
 rope_ids() {
   for fused in 0 1; do
     RIDGELINE_CUDA_DECODE_STACK=0 RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=$fused timeout 90 "$bin/ridgeline" generate \
-      --device cuda "$@" --prompt "In the beginning God created" --max-tokens 48 --temperature 0 --ignore-eos \
+      --device cuda "$@" --max-tokens 48 --temperature 0 --ignore-eos \
       --output-ids > "$L/rope_ids_$fused.txt" 2> "$L/rope_ids_$fused.err"
   done
   if cmp -s "$L/rope_ids_0.txt" "$L/rope_ids_1.txt" && [ -s "$L/rope_ids_0.txt" ]; then echo "same ids ($*)"; else
     echo "DIFFERENT ids ($*)"; diff "$L/rope_ids_0.txt" "$L/rope_ids_1.txt" | head -6; fi
 }
-{ rope_ids; rope_ids -m models/configs/Qwen3-0.6B --dummy-weights; } > "$L/rope_e2e.txt" 2>&1
+# (The dummy-weight model folder has no tokenizer: prompt ids.)
+{ rope_ids --prompt "In the beginning God created"; rope_ids -m models/configs/Qwen3-0.6B --dummy-weights \
+    --prompt-ids "1 2 3 4 5 6 7 8 9 10"; } > "$L/rope_e2e.txt" 2>&1
 stamp "rope e2e: $(tr '\n' ' ' < "$L/rope_e2e.txt" | cut -c1-200)"
 variants="${VARIANTS:-base tuned rope tuned_rope}"
 # The fused RoPE attention runs end to end only where its op test passed.

@@ -336,7 +336,10 @@ void check_rope_attention(const RopeAttnCase& c, const std::vector<int32_t>& ctx
   EXPECT_EQ(fused.k, composed.k) << what;
   EXPECT_EQ(fused.v, composed.v) << what;
   EXPECT_EQ(fused.qkv, qkv) << what << ": the fused kernel leaves qkv as the projection wrote it";
-  EXPECT_NE(composed.qkv, qkv) << what << ": the composed ops rotate qkv in place";
+  // (At position 0 without q/k norm the rotation is the identity: nothing to tell apart.)
+  if (c.norms || *std::max_element(pos.begin(), pos.end()) > 0) {
+    EXPECT_NE(composed.qkv, qkv) << what << ": the composed ops rotate qkv in place";
+  }
 }
 
 TEST(CudaFusedOps, RopeKvWriteAttentionInTheDecodeKernel) {

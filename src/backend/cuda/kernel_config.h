@@ -146,8 +146,9 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 // first choice stays unless another is kGemmTuneMinGain faster. Why: cuBLASLt's first choice for the decode
 // batches leaves the mid-size Llama-3.1-8B projections at 63-84 % of copy bandwidth at M = 64 (ncu, H200,
 // 2026-12-04: qkv 16.8 µs, o_proj 12.6 µs, down 33 µs + a 4.3 µs split-K reduction), where gate_up streams at 90 %.
-// Opt-in (RIDGELINE_CUDA_GEMM_TUNE=1) until a device run has measured it end to end (written in session 16, when
-// no GPU was lent).
+// Opt-in (RIDGELINE_CUDA_GEMM_TUNE=1). Measured end to end in session 17 (H100, batch 64 at 128/128, 2 rounds
+// alternating): 8,170 / 9,087 tok/s against 8,849 / 8,964, so the choice is erratic: the timed picks differ from run
+// to run (docs/benchmarks.md). Not on by default.
 constexpr int64_t kGemmTuneMaxM = 1024;
 constexpr int kGemmTuneCandidates = 16;
 constexpr int kGemmTuneReps = 5;
@@ -167,7 +168,9 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // GQA chunks of up to 8 heads, with or without each warp's next page loaded ahead; CUDA cores for the rest.
 // kMmaEarly (lab, session 16, not yet measured): the tensor-core kernel with each warp's first page requested
 // before pdl_wait() where no kernel of the step writes it.
-// kMmaCluster (lab, session 17, not yet measured): the tensor-core kernel with the register prefetch, the splits of a
+// kMmaCluster (lab, session 17; measured on an H100 and not better: batch 1 at 4k keys 1.17 TB/s in a CUDA graph
+// against the production kernel's 1.28, and far slower at batch 64: docs/benchmarks.md): the tensor-core kernel with
+// the register prefetch, the splits of a
 // (sequence, head chunk) one thread-block cluster that merges through distributed shared memory (no partials in
 // global memory, no arrival counter, no last-block round trip). For small batches at long contexts (issue 21.2:
 // batch 1 at 4k keys reads 23 % of copy bandwidth, its chain being page loads → partial store → fence + atomic →
@@ -178,7 +181,8 @@ constexpr int kDecodeMaxClusterSplits = 16;
 // of a kernel before it: one kernel fewer a layer. Off until measured (session 17, no GPU). Why: at batch 64 the
 // RoPE + KV-write kernel took 4.7 µs a layer by ncu (session 15), ~0.15 ms of a 5.5 ms Llama-3.1-8B step, and the
 // batch-64 target needs 0.18 ms. Each block rotates its chunk's q heads (8 at most) again, and the split holding the
-// new key writes it before loading its page.
+// new key writes it before loading its page. Measured (H100, session 17, 2 rounds alternating): batch 64 at 128/128
+// 8,831 / 8,994 tok/s against 8,849 / 8,964, within noise; greedy ids equal end to end. Stays off until an H200 run.
 constexpr bool kDecodeFusedRopeAttention = false;
 // Mixed steps (decode rows beside prefill chunks): the leading decode rows through the decode kernel, the rest through
 // the prefill kernel, instead of every row through the prefill kernel. There a decode row is a work item per query
