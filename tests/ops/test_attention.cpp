@@ -127,7 +127,6 @@ const char* impl_name(Impl impl) {
     case Impl::kDecodeMma: return "decode mma";
     case Impl::kDecodeMmaPrefetch: return "decode mma prefetch";
     case Impl::kDecodeMmaEarly: return "decode mma early first page";
-    case Impl::kDecodeMmaCluster: return "decode mma cluster merge";
     default: return "auto";
   }
 }
@@ -136,7 +135,7 @@ const char* impl_name(Impl impl) {
 void check_all_impls(const std::vector<SeqSpec>& seqs, const char* what) {
   for (const Shape& s : kShapes) {
     for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
-                      Impl::kDecodeMmaEarly, Impl::kDecodeMmaCluster}) {
+                      Impl::kDecodeMmaEarly}) {
       const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl);
       EXPECT_LT(e, kBf16Tol) << what << ": heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                              << " " << impl_name(impl);
@@ -157,8 +156,7 @@ TEST(CudaAttention, DecodeGridSizedForLongerContext) {
   const std::vector<SeqSpec> seqs = {{1, 1}, {1, 17}, {1, 384}, {1, 4097}, {1, 64}};
   for (const Shape& s : kShapes) {
     for (int64_t max_k : {int64_t(8192), int64_t(131072)}) {
-      for (auto impl : {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMmaPrefetch, Impl::kDecodeMmaEarly,
-                        Impl::kDecodeMmaCluster}) {
+      for (auto impl : {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMmaPrefetch, Impl::kDecodeMmaEarly}) {
         const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl, max_k);
         EXPECT_LT(e, kBf16Tol) << "heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                                << " grid for " << max_k << " " << impl_name(impl);
@@ -249,14 +247,15 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
     const bool continuous = lab & 1;
     const int v_stages = lab & 2 ? 3 : 2;
     cuda().set_prefill_sm90_lab(continuous, v_stages);
+    const bool production = continuous == continuous_default && v_stages == v_stages_default;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
-        // The lab forms on the page sizes at both ends (one box per page, one box per tile) and two GQA shapes
-        // (one that packs, one that falls back): every case takes a CPU reference.
-        if (lab != 0 && (bs == 8 || bs == 32)) continue;
+        // The production form on every case; the others on the page sizes at both ends (one box per page, one box
+        // per tile) and two GQA shapes (one that packs, one that falls back): every case takes a CPU reference.
+        if (!production && (bs == 8 || bs == 32)) continue;
         for (size_t b = 0; b < std::size(batches); ++b) {
           for (const Shape& s : shapes) {
-            if (lab != 0 && s.num_heads != 32 && s.num_heads != 14) continue;
+            if (!production && s.num_heads != 32 && s.num_heads != 14) continue;
             const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, bs);
             EXPECT_LT(e, kBf16Tol) << "block size " << bs << " batch " << b << " heads " << s.num_heads << "/"
                                    << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed")

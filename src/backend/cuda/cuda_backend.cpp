@@ -89,24 +89,24 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_STACK_LAB")) stack_lab_ = std::atoi(env);
   // End-to-end A/B of the decode attention kernels (kernel_config.h, kDecodeMmaKernel): simt, mma, mma_prefetch,
-  // mma_early, mma_cluster. Unset: the production choice.
+  // mma_early. Unset: the production choice.
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_KERNEL")) {
     const std::string k = env;
     decode_kernel_ = k == "simt"           ? cuda::DecodeKernel::kSimt
                      : k == "mma"          ? cuda::DecodeKernel::kMma
                      : k == "mma_prefetch" ? cuda::DecodeKernel::kMmaPrefetch
                      : k == "mma_early"    ? cuda::DecodeKernel::kMmaEarly
-                     : k == "mma_cluster"  ? cuda::DecodeKernel::kMmaCluster
                                            : cuda::DecodeKernel::kAuto;
   }
-  // End-to-end A/B of the Hopper prefill's lab choices (kernel_config.h, kPrefillSm90ContinuousTurns and
-  // kPrefillSm90VStages); "0" turns the kernel off (prefill_attention_sm90_supported).
+  // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
+  // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the
+  // form before session 18, "continuous_v3" production); "0" turns the kernel off (prefill_attention_sm90_supported).
   prefill_continuous_ = cuda::kPrefillSm90ContinuousTurns;
   prefill_v_stages_ = cuda::kPrefillSm90VStages;
-  if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_SM90")) {
+  if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_SM90"); env != nullptr && std::string(env) != "0") {
     const std::string v = env;
-    if (v == "continuous" || v == "continuous_v3") prefill_continuous_ = true;
-    if (v == "v3" || v == "continuous_v3") prefill_v_stages_ = 3;
+    prefill_continuous_ = v.find("continuous") != std::string::npos;
+    prefill_v_stages_ = v.find("v3") != std::string::npos ? 3 : 2;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -328,7 +328,6 @@ void CudaBackend::launch_decode(const cuda::AttentionArgs& a) {
                : attention_impl_ == AttentionImpl::kDecodeMma         ? cuda::DecodeKernel::kMma
                : attention_impl_ == AttentionImpl::kDecodeMmaPrefetch ? cuda::DecodeKernel::kMmaPrefetch
                : attention_impl_ == AttentionImpl::kDecodeMmaEarly    ? cuda::DecodeKernel::kMmaEarly
-               : attention_impl_ == AttentionImpl::kDecodeMmaCluster  ? cuda::DecodeKernel::kMmaCluster
                                                                       : decode_kernel_;
   if (lab.kernel == cuda::DecodeKernel::kAuto) {
     cuda::launch_decode_attention(a, ws, num_sms_, stream_);

@@ -150,7 +150,7 @@ class CudaBackend final : public Backend {
   // where the Hopper one serves; kHopperPacked: the Hopper prefill with GQA-packed blocks (tests and the lab).
   // kDecode*: decode batches through that split-KV decode kernel where the shape allows it (tests of every kernel).
   enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch,
-                             kDecodeMmaEarly, kDecodeMmaCluster };
+                             kDecodeMmaEarly };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
   // A mixed batch's leading decode rows (AttentionMetadata::num_leading_decodes) through the decode kernel and the
   // rest through the prefill kernel (kernel_config.h kSplitMixedDecodeRows; RIDGELINE_CUDA_SPLIT_MIXED=1|0).
@@ -160,9 +160,10 @@ class CudaBackend final : public Backend {
   // kernel_config.h kDecodeFusedRopeAttention, RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1|0 end to end).
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
   bool fused_rope_attention() const { return fused_rope_attention_; }
-  // The Hopper prefill's lab choices (PrefillSm90Options): the consumers' turns running on across work items, and
-  // the V stages (2, or 3 with one Q buffer). Defaults kPrefillSm90ContinuousTurns / kPrefillSm90VStages; end to end
-  // RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3. Tests run every combination.
+  // The Hopper prefill's form (PrefillSm90Options): the consumers' turns running on across work items, and the V
+  // stages (2, or 3 with one Q buffer). Defaults kPrefillSm90ContinuousTurns / kPrefillSm90VStages (both on since
+  // session 18); end to end RIDGELINE_CUDA_PREFILL_SM90=per_item_v2|continuous|v3|continuous_v3. Tests run every
+  // combination.
   void set_prefill_sm90_lab(bool continuous, int v_stages) {
     prefill_continuous_ = continuous;
     prefill_v_stages_ = v_stages;
@@ -184,8 +185,8 @@ class CudaBackend final : public Backend {
   int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
   cuda::SkinnyWorkspace skinny_ws_;   // split partials and per-tile counters of the skinny GEMM
   cuda::DecodeKernel decode_kernel_ = cuda::DecodeKernel::kAuto;  // RIDGELINE_CUDA_DECODE_KERNEL (lab A/B)
-  bool prefill_continuous_ = false;  // set_prefill_sm90_lab
-  int prefill_v_stages_ = 2;
+  bool prefill_continuous_ = true;  // set_prefill_sm90_lab (the constructor: kernel_config.h)
+  int prefill_v_stages_ = 3;
   bool gemm_tuning_ = false;  // set_gemm_tuning takes effect (opt-in: RIDGELINE_CUDA_GEMM_TUNE=1)
   bool skinny_gemm_ = false;  // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1)
   // Fences: a ring of events; fence f is events_[f % kNumFences], recorded at most kNumFences fences ago.

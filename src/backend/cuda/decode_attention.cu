@@ -14,9 +14,7 @@
 // host for the longest context the launch may see, so a CUDA graph captured once serves any length); each
 // sequence spreads its pages over as many of them as it can fill (from its seq_len in device memory), and the
 // rest exit at once. With several active splits, each writes a partial (normalized o + lse) and the last block
-// to finish merges them; with one the block writes the output. Lab (kMmaCluster): the splits of a (sequence, head
-// chunk) form one thread-block cluster and merge through distributed shared memory instead (merge_cluster).
-#include "backend/cuda/cluster.cuh"
+// to finish merges them; with one the block writes the output.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -157,56 +155,6 @@ __device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, 
     *reinterpret_cast<uint2*>(dst) = make_uint2(uint32_t(f32_to_bf16_bits(o.x)) | (uint32_t(f32_to_bf16_bits(o.y)) << 16),
                                                 uint32_t(f32_to_bf16_bits(o.z)) | (uint32_t(f32_to_bf16_bits(o.w)) << 16));
   }
-}
-
-// Each block's (normalized o, lse) per head of the chunk, read by the other blocks of its cluster.
-template <int D, int GM>
-struct ClusterSlots {
-  float o[GM][D];
-  float lse[GM];
-};
-
-// merge_block for a cluster of splits (kMmaCluster; the grid's x is one cluster of p.num_splits blocks): each block
-// merges its warps into its own slot, the cluster barrier publishes the slots, and block r computes outputs r·T,
-// r·T + C·T, ... (T threads a block, C blocks) from every block's slot in rank order: the split weights from the
-// ranks' lse, then their o. Blocks with no pages (inactive splits) take part with lse = -inf (weight 0). A second
-// barrier keeps every block resident until no other still reads its slot. No partials in global memory, no counter.
-template <int D, int GM>
-__device__ __forceinline__ void merge_cluster(const DecodeParams& p, MergeSmem<D, GM>& sm, ClusterSlots<D, GM>& cs,
-                                              int64_t tok, int64_t h0, int gh) {
-  const AttentionArgs& a = p.a;
-  __syncthreads();
-  for (int i = threadIdx.x; i < gh * D; i += blockDim.x) {
-    const int g = i / D, c = i % D;
-    float lse;
-    cs.o[g][c] = merge_warps(sm, g, c, &lse);
-    if (c == 0) cs.lse[g] = lse;
-  }
-  cl_sync();
-  const unsigned ranks = cl_size();
-  for (int i = static_cast<int>(cl_rank() * blockDim.x + threadIdx.x); i < gh * D;
-       i += static_cast<int>(ranks * blockDim.x)) {
-    const int g = i / D, c = i % D;
-    float lse[kDecodeMaxClusterSplits];
-    float mx = -INFINITY;
-#pragma unroll
-    for (unsigned r = 0; r < kDecodeMaxClusterSplits; ++r) {
-      lse[r] = r < ranks ? *cl_map(&cs.lse[g], r) : -INFINITY;
-      mx = fmaxf(mx, lse[r]);
-    }
-    // Finite: rank 0 holds the sequence's first page, whose first key is valid.
-    float sum = 0.0f, o = 0.0f;
-#pragma unroll
-    for (unsigned r = 0; r < kDecodeMaxClusterSplits; ++r) {
-      if (r < ranks) {
-        const float w = lse[r] == -INFINITY ? 0.0f : exp2f(lse[r] - mx);
-        sum += w;
-        o = fmaf(w, *cl_map(&cs.o[g][c], r), o);
-      }
-    }
-    a.out[tok * a.num_heads * D + (h0 + g) * D + c] = f32_to_bf16_bits(o / sum);
-  }
-  cl_sync();
 }
 
 template <int D, int G>
@@ -439,7 +387,6 @@ enum MmaMode : int {
   kMmaPlain = 0,     // load a page, fold it, load the next
   kMmaPrefetchNext,  // load the next page before folding the current one (registers for two pages)
   kMmaEarlyFirst,    // as kMmaPlain, but the first page is requested before pdl_wait() where it may be
-  kMmaCluster,       // as kMmaPrefetchNext, the splits merged in a thread-block cluster (merge_cluster)
   kMmaRope,          // as kMmaPlain, after the step's q/k norm + RoPE and KV write (DecodeRope)
 };
 
@@ -467,9 +414,7 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
   const int seq_len = a.seq_lens_k[s];
   const SplitPages sp = split_pages(p, seq_len, split);
   const int num_active = sp.num_active, page_begin = sp.begin, page_end = sp.end;
-  // Block-uniform, before any barrier; never counted by the merge. In a cluster every block takes part in the
-  // merge: an inactive split has no pages (begin ≥ the sequence's pages), so it folds nothing.
-  if (kMode != kMmaCluster && split >= num_active) return;
+  if (split >= num_active) return;  // block-uniform, before any barrier; never counted by the merge
   const int32_t* table = a.block_tables + s * a.max_blocks;
   const auto page_base = [&](int page) {
     return (static_cast<int64_t>(table[page]) * kDecodePageSize * a.num_kv_heads + kvh) * D;
@@ -530,7 +475,7 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
 #pragma unroll
   for (int mt = 0; mt < D / 16; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
   const float scale_log2 = a.scale * kLog2e;
-  if constexpr (kMode == kMmaPrefetchNext || kMode == kMmaCluster) {
+  if constexpr (kMode == kMmaPrefetchNext) {
     KvPage<D> pg[2];
     int page = page_begin + warp;
     if (page < page_end) load_kv_page(pg[0], a, page_base(page), gi, qi);
@@ -584,12 +529,7 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
       }
     }
   }
-  if constexpr (kMode == kMmaCluster) {
-    __shared__ ClusterSlots<D, kDecodeMaxGroup> cs;
-    merge_cluster<D, kDecodeMaxGroup>(p, sm, cs, tok, h0, gh);
-  } else {
-    merge_block<D, kDecodeMaxGroup>(p, sm, s, tok, h0, gh, split, num_active);
-  }
+  merge_block<D, kDecodeMaxGroup>(p, sm, s, tok, h0, gh, split, num_active);
 }
 
 template <int D, int kMode>
@@ -629,8 +569,7 @@ void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
 int mma_mode(DecodeKernel k) {
   return k == DecodeKernel::kMmaPrefetch ? kMmaPrefetchNext
          : k == DecodeKernel::kMmaEarly  ? kMmaEarlyFirst
-         : k == DecodeKernel::kMmaCluster ? kMmaCluster
-                                          : kMmaPlain;
+                                         : kMmaPlain;
 }
 
 // rope: kMmaRope's inputs (null for the other modes).
@@ -640,11 +579,6 @@ void launch_mma(const DecodeParams& p, int mode, const DecodeRope* rope, cudaStr
                   static_cast<unsigned int>(p.a.num_seqs));
   if (mode == kMmaRope) {
     launch_pdl(decode_attention_mma_rope_kernel<D>, grid, dim3(kDecodeWarps * 32), 0, stream, p, *rope);
-    return;
-  }
-  if (mode == kMmaCluster) {  // one cluster of all the split slots per (sequence, head chunk)
-    launch_pdl_cluster(decode_attention_mma_kernel<D, kMmaCluster>, grid, dim3(kDecodeWarps * 32), 0, stream,
-                       static_cast<unsigned>(p.num_splits), p);
     return;
   }
   launch_pdl(mode == kMmaPrefetchNext ? decode_attention_mma_kernel<D, kMmaPrefetchNext>
@@ -657,7 +591,6 @@ template <int D>
 const void* mma_kernel_for(int mode) {
   return mode == kMmaPrefetchNext ? reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPrefetchNext>)
          : mode == kMmaEarlyFirst ? reinterpret_cast<const void*>(decode_attention_mma_early_kernel<D>)
-         : mode == kMmaCluster    ? reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaCluster>)
          : mode == kMmaRope       ? reinterpret_cast<const void*>(decode_attention_mma_rope_kernel<D>)
                                   : reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPlain>);
 }
@@ -678,7 +611,6 @@ DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool mma_ok = (a.head_dim == 64 || a.head_dim == 128) && (group <= kDecodeMaxGroup || group % kDecodeMaxGroup == 0);
   if (want == DecodeKernel::kAuto) want = mma_ok ? kDecodeMmaKernel : DecodeKernel::kSimt;
-  if (want == DecodeKernel::kMmaCluster && !pdl_supported()) want = DecodeKernel::kMma;  // clusters: sm_90
   if (want != DecodeKernel::kSimt && mma_ok) {
     return {want, static_cast<int>(std::min<int64_t>(group, kDecodeMaxGroup))};
   }
@@ -707,33 +639,6 @@ int blocks_per_sm(int64_t d, const DecodePlan& plan, int mode) {
   return n;
 }
 
-// The largest power-of-two cluster (≤ kDecodeMaxClusterSplits) of the cluster kernel the device can schedule, found
-// once per head_dim (cudaOccupancyMaxActiveClusters; a size it cannot place would fail the launch).
-int max_cluster_splits(int64_t d) {
-  static int cached[2] = {};
-  int& c = cached[d == 64 ? 0 : 1];
-  if (c == 0) {
-    const void* fn = d == 64 ? mma_kernel_for<64>(kMmaCluster) : mma_kernel_for<128>(kMmaCluster);
-    for (c = kDecodeMaxClusterSplits; c > 2; c /= 2) {
-      if (c > 8) allow_nonportable_cluster(fn);
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(static_cast<unsigned>(c));
-      cfg.blockDim = dim3(kDecodeWarps * 32);
-      cudaLaunchAttribute attr;
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = static_cast<unsigned>(c);
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-      int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) == cudaSuccess && clusters > 0) break;
-      (void)cudaGetLastError();  // not left for a later launch check to report
-    }
-  }
-  return c;
-}
-
 // The one dispatch of every decode launch: lab forces a kernel or split count (DecodeLab{}: production); rope set:
 // the tensor-core kernel with the step's RoPE and KV write (decode_attention_rope_supported shapes).
 void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
@@ -743,23 +648,6 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   RL_CHECK_MSG(!rope || plan.kernel == DecodeKernel::kMma, "decode attention with RoPE: not a tensor-core shape");
   DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / plan.heads_per_chunk),
                  lab.min_pages > 0 ? lab.min_pages : kDecodeWarps};
-  if (plan.kernel == DecodeKernel::kMmaCluster) {
-    // One cluster per (sequence, head chunk): lab.num_splits blocks (2-16; default kDecodeMaxClusterSplits), each
-    // split at least a page; the merge needs no partials workspace.
-    int64_t c = lab.num_splits > 0 ? lab.num_splits : kDecodeMaxClusterSplits;
-    RL_CHECK_MSG(c >= 2 && c <= kDecodeMaxClusterSplits && (c & (c - 1)) == 0,
-                 "decode attention: a cluster of %lld splits (2, 4, 8 or 16)", static_cast<long long>(c));
-    c = std::min<int64_t>(c, max_cluster_splits(a.head_dim));
-    p.num_splits = static_cast<int>(c);
-    p.min_pages = lab.min_pages > 0 ? lab.min_pages : 1;
-    if (a.head_dim == 64) {
-      launch_mma<64>(p, kMmaCluster, nullptr, stream);
-    } else {
-      launch_mma<128>(p, kMmaCluster, nullptr, stream);
-    }
-    RL_CUDA_CHECK_LAUNCH();
-    return;
-  }
   const int mode = rope ? kMmaRope : mma_mode(plan.kernel);
   int64_t splits =
       lab.num_splits > 0

@@ -373,8 +373,12 @@ __device__ void consume(const StackParams& p, const StackLayer& L, int layer, co
           for (int i = 0; i < 8; ++i) acc = fmaf(a[i], b[i], acc);
         }
       }
-      __syncwarp();
-      if (lane == 0) sm90::mbar_arrive(ring.empty0 + 8 * s);
+      if (p.lab & kStackLabEveryThreadArrive) {
+        sm90::mbar_arrive(ring.empty0 + 8 * s);
+      } else {
+        __syncwarp();
+        if (lane == 0) sm90::mbar_arrive(ring.empty0 + 8 * s);
+      }
     }
     acc = warp_sum(acc);
     if constexpr (kPh == kGateUp) {
@@ -788,7 +792,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(ring.full0 + 8 * s, 1);
-      sm90::mbar_init(ring.empty0 + 8 * s, kWarps);
+      sm90::mbar_init(ring.empty0 + 8 * s, (p.lab & kStackLabEveryThreadArrive) ? kWarps * 32 : kWarps);
     }
     sm90::mbar_init_fence();
   }

@@ -408,8 +408,7 @@ __global__ void empty_kernel() {}
 
 const std::vector<std::pair<std::string, cuda::DecodeKernel>> kDecodeKernels = {
     {"simt", cuda::DecodeKernel::kSimt}, {"mma", cuda::DecodeKernel::kMma},
-    {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}, {"mma_early", cuda::DecodeKernel::kMmaEarly},
-    {"mma_cluster", cuda::DecodeKernel::kMmaCluster}};
+    {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}, {"mma_early", cuda::DecodeKernel::kMmaEarly}};
 
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
@@ -467,22 +466,6 @@ void bench_decode(CudaBackend& be) {
       }, 50);
       result("decode_kernel", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_" + k.first,
              kv_bytes / (k_ms * 1e-3) / 1e12, "TB/s");
-    }
-    if (b == 1) {
-      // The cluster-merged kernel with 4, 8 and 16 splits a cluster, alone and 20 launches in one CUDA graph (the
-      // production kernel's graph figure is decode_attn_graph above).
-      for (int64_t c : {4, 8, 16}) {
-        const cuda::DecodeLab lab{c, 0, cuda::DecodeKernel::kMmaCluster};
-        auto launch = [&](int i) {
-          cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], b, 1, ctx, heads, kv_heads, d), ws,
-                                            be.num_sms(), be.stream(), lab);
-        };
-        const std::string shape = "B1_S" + std::to_string(ctx) + "_cluster" + std::to_string(c);
-        result("decode_lab", shape, kv_bytes / (time_ms(be, launch, 50) * 1e-3) / 1e12, "TB/s");
-        const double g_ms = graph_ms_per_launch(be, 20, launch);
-        result("decode_lab", shape + "_graph", kv_bytes / (g_ms * 1e-3) / 1e12, "TB/s");
-        result("decode_lab_us", shape + "_graph", g_ms * 1e3, "us");
-      }
     }
     const std::vector<int64_t> split_list =
         b == 1 ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{1, 2, 3, 4, 6, 8};

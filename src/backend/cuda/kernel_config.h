@@ -166,30 +166,28 @@ constexpr int kDecodePageSize = 16;
 constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // The decode kernel (launch_decode_attention's DecodeLab picks one in the lab): tensor cores for head_dim 64/128 and
 // GQA chunks of up to 8 heads, with or without each warp's next page loaded ahead; CUDA cores for the rest.
-// kMmaEarly (lab, session 16, not yet measured): the tensor-core kernel with each warp's first page requested
-// before pdl_wait() where no kernel of the step writes it.
-// kMmaCluster (lab, session 17; measured on an H100 and not better: batch 1 at 4k keys 1.17 TB/s in a CUDA graph
-// against the production kernel's 1.28, and far slower at batch 64: docs/benchmarks.md): the tensor-core kernel with
-// the register prefetch, the splits of a
-// (sequence, head chunk) one thread-block cluster that merges through distributed shared memory (no partials in
-// global memory, no arrival counter, no last-block round trip). For small batches at long contexts (issue 21.2:
-// batch 1 at 4k keys reads 23 % of copy bandwidth, its chain being page loads → partial store → fence + atomic →
-// partial loads); kDecodeMaxClusterSplits blocks a cluster unless the lab asks for fewer.
-enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kMmaCluster };
-constexpr int kDecodeMaxClusterSplits = 16;
+// kMmaEarly (lab, session 16): the tensor-core kernel with each warp's first page requested before pdl_wait() where
+// no kernel of the step writes it. Not better (H200, session 18, alone): B1 S4k 0.91 vs 0.92 TB/s, B64 S4k 4.24 vs
+// 4.28. A cluster-merged form (splits merging through distributed shared memory) lost too (session 18: B1 S4k
+// 1.32 TB/s in a graph against 1.43, B64 S4k 2.57 against 4.28) and was removed; docs/benchmarks.md has both.
+enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly };
 // Decode steps: q/k norm + RoPE and the KV write inside the tensor-core decode attention kernel (DecodeRope) instead
 // of a kernel before it: one kernel fewer a layer. Off until measured (session 17, no GPU). Why: at batch 64 the
 // RoPE + KV-write kernel took 4.7 µs a layer by ncu (session 15), ~0.15 ms of a 5.5 ms Llama-3.1-8B step, and the
 // batch-64 target needs 0.18 ms. Each block rotates its chunk's q heads (8 at most) again, and the split holding the
 // new key writes it before loading its page. Measured (H100, session 17, 2 rounds alternating): batch 64 at 128/128
-// 8,831 / 8,994 tok/s against 8,849 / 8,964, within noise; greedy ids equal end to end. Stays off until an H200 run.
+// 8,831 / 8,994 tok/s against 8,849 / 8,964, within noise; greedy ids equal end to end. H200 (session 18, 2 rounds
+// alternating): batch 64 11,056 / 11,313 against 11,308 / 11,855, and Llama-3.1-8B batch 1 at 4k keys 212.6 / 212.5
+// against 216.5 / 216.4: slower. Each block re-rotates its chunk's q heads, and the split holding the new key waits
+// for its write before loading its page; that costs more than the launch it saves. Stays off.
 constexpr bool kDecodeFusedRopeAttention = false;
 // Mixed steps (decode rows beside prefill chunks): the leading decode rows through the decode kernel, the rest through
 // the prefill kernel, instead of every row through the prefill kernel. There a decode row is a work item per query
 // head whose 128-row tiles hold one valid row: each key tile of its context costs a whole tile's two GEMMs, and each
-// query head re-reads the K/V tiles. Off until measured (session 17, no GPU): the offline 1000 × 1024/1024 run's
-// mixed steps, and serving under steady arrivals, where most steps are mixed.
-constexpr bool kSplitMixedDecodeRows = false;
+// query head re-reads the K/V tiles. Measured (H200, session 18): the kernel row mixed_attn (256 decode rows at
+// 1,536 keys beside 8 prefill chunks of 1,024) 582 µs split against 1,628 µs (the decode rows alone: 376 µs); the
+// offline 1000 × 1024/1024 run on the Llama-3.1-8B shape (256 sequences) 9,658 out tok/s against 9,373 in one call.
+constexpr bool kSplitMixedDecodeRows = true;
 // Production: the tensor-core kernel without the register prefetch for head_dim 64 / 128. Reason (H200, Llama-3.1-8B
 // shape 32q/8kv d128, rl_bench_kernels decode, session 15): against the CUDA-core kernel, B=64 S=4k 4.26-4.32 vs
 // 3.81-3.83 TB/s, B=16 S=32k 4.33-4.39 vs 4.09-4.14, B=1 S=4k 0.90 vs 0.82-0.84, and batch 64 at 80 / 192 / 512 keys
@@ -259,21 +257,22 @@ constexpr bool kPrefillSm90IntraOverlap = true;
 // Hopper prefill: one block per SM walking the work items (longest first), so an item's Q and first K/V tiles load
 // while the previous item's last tiles and output store finish; else one block per item.
 constexpr bool kPrefillSm90Persistent = true;
-// Hopper prefill: K tiles in flight (V: 2). Three fill the 227 KB of shared memory (Q ×2 + 3 K + 2 V tiles of 32 KB).
+// Hopper prefill: K tiles in flight. Three fill the 227 KB of shared memory (Q ×2 + 3 K + 2 V tiles of 32 KB, or with
+// kPrefillSm90VStages = 3: Q + 3 K + 3 V).
 constexpr int kPrefillSm90KStages = 3;
 // Hopper prefill: whether the two consumers' ping-pong turns run on across work items (one consumer stores its rows
 // and starts the next item's first S = Q Kᵀ while the other's last P V runs) instead of both meeting at a barrier
-// after each item. Off until measured (written in session 17 without a GPU; lab rows `_cont` in `bench kernels
-// prefill`, RIDGELINE_CUDA_PREFILL_SM90=continuous end to end). Expected to matter most for short items: 16 × 1k
-// averages 4.5 key tiles an item, and the barrier drains the tensor cores for about a tile at every item's end.
-constexpr bool kPrefillSm90ContinuousTurns = false;
+// after each item, which drains the tensor cores for about a tile at every item's end (16 × 1k averages 4.5 key
+// tiles an item). With kPrefillSm90VStages, measured (H200, session 18, `bench kernels prefill`, neighbouring rows,
+// TFLOP/s, per item + 2 V stages / continuous / 3 V stages / both): 4 × 4k 450 / 469 / 467 / 481, 16 × 1k
+// 328 / 364 / 339 / 350, 1 × 16k 503 / 515 / 519 / 536; the 32k prompt's TTFT 1,268 and 1,272 ms (per item, before
+// and after) against 1,265 / 1,267 / 1,259. Both on. RIDGELINE_CUDA_PREFILL_SM90=per_item_v2 runs the old form.
+constexpr bool kPrefillSm90ContinuousTurns = true;
 // Hopper prefill: V tiles in flight. A V stage is released only once P V is done by both consumers (after the next
 // tile's softmax), so with 2 stages the load of tile t + 2 has about one tile period minus a softmax to land, where
 // K (released right after S = Q Kᵀ) has two. 3 V stages fit only with one Q buffer (the next item's Q then loads
-// after this item, not under it). Off until measured (session 17, no GPU; lab rows `_v3`,
-// RIDGELINE_CUDA_PREFILL_SM90=v3 end to end). Session 10's ablation without K/V loads ran 6-13 % faster, so the
-// loads still stall the consumers.
-constexpr int kPrefillSm90VStages = 2;
+// after this item, not under it). Measured with kPrefillSm90ContinuousTurns above.
+constexpr int kPrefillSm90VStages = 3;
 // Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
 // group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
 // Deterministic mode cuts every row's keys into chunks of kDetChunkKeys at absolute key positions (a multiple of
