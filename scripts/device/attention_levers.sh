@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The attention lab choices written in session 17 without a GPU, measured in one call:
-# - the CudaAttention op tests (every Hopper prefill turn order x V stages combination, and the cluster-merged
-#   decode kernel, against the CPU reference);
+# The attention kernels' choices, measured in one call:
+# - the CudaAttention op tests (every Hopper prefill turn order x V stages combination against the CPU reference);
 # - `bench.sh prefill`: our kernel and its lab rows (`_cont`: the consumers' turns run on across work items; `_v3`:
-#   three V stages with one Q buffer) beside torch's SDPA backends (cuDNN, flash) from the same call;
-# - the 32,000-token prompt's time to first token on the Llama-3.1-8B shape, production against each lab choice
-#   end to end (RIDGELINE_CUDA_PREFILL_SM90=continuous|v3|continuous_v3), production first and last;
-# - decode attention at batch 1 (issue 21.2): `rl_bench_kernels decode` (the cluster-merged kernel's rows
-#   decode_lab B1_S4096_cluster{4,8,16}[_graph] beside decode_attn_graph, the production kernel in a graph), and
-#   Llama-3.1-8B batch-1 decode at 4k context end to end (past the dense stack's bound: the layer kernels),
-#   production against RIDGELINE_CUDA_DECODE_KERNEL=mma_cluster and RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1.
+#   three V stages with one Q buffer; both are production since session 18) beside torch's SDPA backends (cuDNN,
+#   flash) from the same call;
+# - the 32,000-token prompt's time to first token on the Llama-3.1-8B shape, production (continuous turns, 3 V
+#   stages) against PREFILL_LAB's forms (default: per_item_v2, the form before session 18;
+#   RIDGELINE_CUDA_PREFILL_SM90), TTFT_ROUNDS rounds (default 2), production first and last;
+# - decode attention at batch 1 (issue 21.2): `rl_bench_kernels decode`, and Llama-3.1-8B batch-1 decode at 4k
+#   context end to end (past the dense stack's bound: the layer kernels), production against DECODE_LAB's forms
+#   (default none; mma_early: RIDGELINE_CUDA_DECODE_KERNEL, rope: RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1).
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
 # $OUT/attention_levers_logs.tgz. About 7 minutes; NCU=1 adds about 2.5 and SANITIZE=1 about 3 (run those without
 # the rest: ONLY_NCU=1, or SKIP_MAIN=1 with NCU / SANITIZE).
@@ -27,12 +27,16 @@ OUT="$L/bench" RL_BIN_DIR="$bin" timeout 300 bash scripts/device/bench.sh prefil
 stamp "bench prefill rc=$?"
 # A lab variant runs end to end only where its op tests passed (a hang there would cost the rest of the call).
 passed() { grep -q "^\[       OK \] $1 " "$L/tests.txt"; }
-prefill_lab="continuous v3 continuous_v3"
+prefill_lab="${PREFILL_LAB:-per_item_v2}"
 passed CudaAttention.HopperPrefillLayoutsAndPageSizes || { prefill_lab=""; echo "Hopper prefill lab tests failed"; }
-decode_lab="mma_cluster"
-passed CudaAttention.DecodePageBoundaries && passed CudaAttention.DecodeLongContextSplits ||
-  { decode_lab=""; echo "decode lab tests failed"; }
-passed CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel && decode_lab="$decode_lab rope"
+decode_lab=""
+for v in ${DECODE_LAB:-}; do
+  if [ "$v" = rope ]; then
+    passed CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel && decode_lab="$decode_lab rope"
+  elif passed CudaAttention.DecodePageBoundaries && passed CudaAttention.DecodeLongContextSplits; then
+    decode_lab="$decode_lab $v"
+  fi
+done
 ttft() {
   (
     [ "$1" != base ] && export RIDGELINE_CUDA_PREFILL_SM90="$1"
@@ -40,35 +44,38 @@ ttft() {
       --output-len 2 --max-model-len 32768 --max-num-batched-tokens 32768
   )
 }
-# TTFT_ROUNDS (default 1) rounds; each ends with production again (drift check).
-for round in $(seq 1 "${TTFT_ROUNDS:-1}"); do
+# TTFT_ROUNDS (default 2) rounds; each ends with production again (drift check).
+for round in $(seq 1 "${TTFT_ROUNDS:-2}"); do
   for v in base $prefill_lab; do ttft "$v" "$round"; done
   ttft base "${round}b"
 done
 stamp "ttft done"
-timeout 150 "$bin/rl_bench_kernels" decode > "$L/bench_decode.txt" 2>&1
-stamp "bench decode rc=$?"
-for round in 1 2; do
-  for v in base $decode_lab; do
-    (
-      [ "$v" = mma_cluster ] && export RIDGELINE_CUDA_DECODE_KERNEL="$v"
-      [ "$v" = rope ] && export RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
-      lat "b1ctx4k_${v}_r$round" "${LLAMA8B[@]}" --batch 1 --input-len 3968 --output-len 128
-    )
+# DECODE_E2E=0 leaves out the decode part.
+if [ "${DECODE_E2E:-1}" = 1 ]; then
+  timeout 150 "$bin/rl_bench_kernels" decode > "$L/bench_decode.txt" 2>&1
+  stamp "bench decode rc=$?"
+  for round in 1 2; do
+    for v in base $decode_lab; do
+      (
+        [ "$v" != rope ] && [ "$v" != base ] && export RIDGELINE_CUDA_DECODE_KERNEL="$v"
+        [ "$v" = rope ] && export RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
+        lat "b1ctx4k_${v}_r$round" "${LLAMA8B[@]}" --batch 1 --input-len 3968 --output-len 128
+      )
+    done
   done
-done
-stamp "batch-1 decode done"
+  stamp "batch-1 decode done"
+fi
 }
 [ "${ONLY_NCU:-0}" = 1 ] || [ "${SKIP_MAIN:-0}" = 1 ] || main
 # SANITIZE=1: compute-sanitizer memcheck and racecheck over the new paths: the fused RoPE decode test, the decode
-# tests (the cluster kernel among their kernels), and mixed / chunked prefill with the Hopper prefill's continuous
-# turns and three V stages (RIDGELINE_CUDA_PREFILL_SM90 sets the backend's default for the whole process); then
-# racecheck on the dense stack's ring hand-off probe in both forms (issue 21.6: the stack's racecheck report).
+# tests, and mixed / chunked prefill with the Hopper prefill's continuous turns and three V stages (production since
+# session 18); then racecheck on the dense stack's ring hand-off probe in both forms (issue 21.6: the stack's
+# racecheck report).
 if [ "${SANITIZE:-0}" = 1 ]; then
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   small='CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel:CudaAttention.DecodeGridSizedForLongerContext:CudaAttention.MixedPrefillAndDecode:CudaAttention.ChunkedPrefillWithPrefixInCache'
   for tool in memcheck racecheck; do
-    RIDGELINE_CUDA_PREFILL_SM90=continuous_v3 timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 3 \
+    timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 3 \
       "$bin/rl_tests_ops" --gtest_filter="$small" > "$L/$tool.log" 2>&1
     stamp "$tool rc=$?"
   done
@@ -79,12 +86,12 @@ if [ "${SANITIZE:-0}" = 1 ]; then
     stamp "racecheck $probe rc=$?"
   done
 fi
-# NCU=1: where the consumers' warps wait, production and continuous turns: one 16k-token prefill's attention kernel
+# NCU=1: where the consumers' warps wait, production and the form before session 18: one 16k-token prefill's attention kernel
 # (layer 0) under Nsight Compute, its warp-state and scheduler sections printed and its SASS with stall samples as
 # CSV (about 70 s each).
 ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
 if [ "${NCU:-0}" = 1 ] && [ -n "$ncu" ]; then
-  for v in base continuous; do
+  for v in base per_item_v2; do
     (
       [ "$v" != base ] && export RIDGELINE_CUDA_PREFILL_SM90="$v"
       timeout 200 "$ncu" --kernel-name regex:prefill_attention_sm90 --launch-count 1 --import-source no \
@@ -111,11 +118,11 @@ done
 [ -f "$L/bench.txt" ] && sed -n '/== kernel benchmarks ==/,$p' "$L/bench.txt" | grep -iE "prefill|shape|---" | head -30
 [ -f "$L/bench/ours.log" ] && grep -E "^RESULT prefill_lab .*(_k3|_cont|_v3|ablate)|^RESULT mixed_attn" \
   "$L/bench/ours.log" | head -44
-for v in base continuous; do
+for v in base per_item_v2; do
   [ -f "$L/ncu_${v}_details.txt" ] && { echo "== ncu $v"; grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|No Eligible|Active Warps Per Scheduler|Eligible Warps|Warp Cycles Per Issued|Tensor|Stall" "$L/ncu_${v}_details.txt" | head -24; }
 done
 [ -f "$L/bench_decode.txt" ] && grep -E \
-  "^RESULT (copy|launch_floor|decode_attn|decode_attn_graph|decode_attn_graph_us) |^RESULT decode_kernel B1_|B1_S4096_cluster" \
+  "^RESULT (copy|launch_floor|decode_attn|decode_attn_graph|decode_attn_graph_us) |^RESULT decode_kernel B1_" \
   "$L/bench_decode.txt"
 for f in "$L"/lat_b1ctx4k_*.json; do
   [ -f "$f" ] || continue
