@@ -169,7 +169,8 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // kMmaEarly (lab, session 16): the tensor-core kernel with each warp's first page requested before pdl_wait() where
 // no kernel of the step writes it. Not better (H200, session 18, alone): B1 S4k 0.91 vs 0.92 TB/s, B64 S4k 4.24 vs
 // 4.28. A cluster-merged form (splits merging through distributed shared memory) lost too (session 18: B1 S4k
-// 1.32 TB/s in a graph against 1.43, B64 S4k 2.57 against 4.28) and was removed; docs/benchmarks.md has both.
+// 1.32 TB/s in a graph against 1.43, B64 S4k at 16 / 8 heads 2.57 against 4.28) and was removed
+// (docs/benchmarks.md).
 enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly };
 // Decode steps: q/k norm + RoPE and the KV write inside the tensor-core decode attention kernel (DecodeRope) instead
 // of a kernel before it: one kernel fewer a layer. Off until measured (session 17, no GPU). Why: at batch 64 the
