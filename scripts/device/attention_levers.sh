@@ -9,7 +9,7 @@
 #   RIDGELINE_CUDA_PREFILL_SM90), TTFT_ROUNDS rounds (default 2), production first and last;
 # - decode attention at batch 1 (issue 21.2): `rl_bench_kernels decode`, and Llama-3.1-8B batch-1 decode at 4k
 #   context end to end (past the dense stack's bound: the layer kernels), production against DECODE_LAB's forms
-#   (default none; mma_early: RIDGELINE_CUDA_DECODE_KERNEL, rope: RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1).
+#   (default mma_early, via RIDGELINE_CUDA_DECODE_KERNEL; rope: RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1; "" none).
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
 # $OUT/attention_levers_logs.tgz. About 7 minutes; NCU=1 adds about 2.5 and SANITIZE=1 about 3 (run those without
 # the rest: ONLY_NCU=1, or SKIP_MAIN=1 with NCU / SANITIZE).
@@ -30,7 +30,7 @@ passed() { grep -q "^\[       OK \] $1 " "$L/tests.txt"; }
 prefill_lab="${PREFILL_LAB:-per_item_v2}"
 passed CudaAttention.HopperPrefillLayoutsAndPageSizes || { prefill_lab=""; echo "Hopper prefill lab tests failed"; }
 decode_lab=""
-for v in ${DECODE_LAB:-}; do
+for v in ${DECODE_LAB-mma_early}; do
   if [ "$v" = rope ]; then
     passed CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel && decode_lab="$decode_lab rope"
   elif passed CudaAttention.DecodePageBoundaries && passed CudaAttention.DecodeLongContextSplits; then
@@ -122,7 +122,7 @@ for v in base per_item_v2; do
   [ -f "$L/ncu_${v}_details.txt" ] && { echo "== ncu $v"; grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|No Eligible|Active Warps Per Scheduler|Eligible Warps|Warp Cycles Per Issued|Tensor|Stall" "$L/ncu_${v}_details.txt" | head -24; }
 done
 [ -f "$L/bench_decode.txt" ] && grep -E \
-  "^RESULT (copy|launch_floor|decode_attn|decode_attn_graph|decode_attn_graph_us) |^RESULT decode_kernel B1_" \
+  "^RESULT (copy|launch_floor|decode_attn|decode_attn_graph|decode_attn_graph_us) |^RESULT decode_kernel(_graph|_graph_us)? B1_" \
   "$L/bench_decode.txt"
 for f in "$L"/lat_b1ctx4k_*.json; do
   [ -f "$f" ] || continue

@@ -167,8 +167,9 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // The decode kernel (launch_decode_attention's DecodeLab picks one in the lab): tensor cores for head_dim 64/128 and
 // GQA chunks of up to 8 heads, with or without each warp's next page loaded ahead; CUDA cores for the rest.
 // kMmaEarly (lab, session 16): the tensor-core kernel with each warp's first page requested before pdl_wait() where
-// no kernel of the step writes it. Not better (H200, session 18, alone): B1 S4k 0.91 vs 0.92 TB/s, B64 S4k 4.24 vs
-// 4.28. A cluster-merged form (splits merging through distributed shared memory) lost too (session 18: B1 S4k
+// no kernel of the step writes it. Alone (H200, session 18): B1 S4k 0.91 vs 0.92 TB/s, B64 S4k 4.24 vs 4.28; but
+// alone no kernel precedes it, so the early request overlaps nothing. Not yet measured where it can pay: the
+// `decode_kernel_graph` rows and end to end (attention_levers.sh DECODE_LAB=mma_early). A cluster-merged form (splits merging through distributed shared memory) lost too (session 18: B1 S4k
 // 1.32 TB/s in a graph against 1.43, B64 S4k at 16 / 8 heads 2.57 against 4.28) and was removed
 // (docs/benchmarks.md).
 enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly };
