@@ -36,6 +36,7 @@ variant() {
     [ "$1" = early ] && export RIDGELINE_CUDA_DECODE_KERNEL=mma_early
     [ "$1" = rope ] && export RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
     [ "$1" = tuned_rope ] && export RIDGELINE_CUDA_GEMM_TUNE=1 RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
+    [ "$1" = skinny_long ] && export RIDGELINE_CUDA_SKINNY_GEMM=long
     lat "b64_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
     if [ "${SHORT:-0}" != 1 ]; then
       lat "b64in16_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 16 --output-len 128 --max-num-batched-tokens 8192
@@ -46,7 +47,8 @@ variant() {
   )
 }
 # VARIANTS (default: base tuned rope tuned_rope; early too if named) in alternating rounds; rope = the decode
-# attention kernel doing RoPE + KV write (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1, session 17); B32=1 adds batch 32;
+# attention kernel doing RoPE + KV write (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1, session 17); skinny_long = the
+# skinny GEMM for the long-K / wide-N linears only (RIDGELINE_CUDA_SKINNY_GEMM=long, session 18); B32=1 adds batch 32;
 # SHORT=1 leaves out the 16-token-prompt runs (a call that must fit its time limit).
 # The fused RoPE decode attention end to end: greedy ids of the embedded default model and of Qwen3-0.6B (q/k norm,
 # dummy weights) with the layer kernels (RIDGELINE_CUDA_DECODE_STACK=0, so batch-1 decode takes the attention
@@ -69,6 +71,10 @@ variants="${VARIANTS:-base tuned rope tuned_rope}"
 if ! grep -q "^\[       OK \] CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel " "$L/tests.txt"; then
   echo "fused RoPE attention test did not pass: rope variants left out"
   variants="$(echo "$variants" | tr ' ' '\n' | grep -v rope | tr '\n' ' ')"
+fi
+if ! grep -q "^\[       OK \] CudaOps.LinearSkinnyGemm " "$L/tests.txt"; then
+  echo "skinny GEMM test did not pass: skinny variants left out"
+  variants="$(echo "$variants" | tr ' ' '\n' | grep -v skinny | tr '\n' ' ')"
 fi
 for round in 1 2; do
   for v in $variants; do variant "$v" "$round"; done

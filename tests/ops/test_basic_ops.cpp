@@ -258,7 +258,8 @@ TEST(CudaOps, LinearSiluMulFused) {
 // The skinny GEMM (gemm_skinny_sm90.cu: opt-in linear for 16 < M <= 64 on compute capability 9.0) against the CPU: both
 // stage counts and the lab's split counts (clamped to a chunk per split; 6 splits of N = 8200 make blocks walk
 // several tiles), row tails (N = 37, 200, 8200), K tails inside a 64-wide chunk (K = 136, 520, 1000), M from 1 to
-// 64, bias bf16 / f32 / none, y bf16 / f32. Split-K sums in a fixed order: a second run gives the same bits.
+// 64, bias bf16 / f32 / none, y bf16 / f32. Split-K sums in a fixed order: a second run gives the same bits. Then
+// linear with the skinny GEMM taking every shape it serves, and only the long-K / wide-N ones (SkinnyGemmUse::kLong).
 TEST(CudaOps, LinearSkinnyGemm) {
   int major = 0, minor = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cuda().device_index()), cudaSuccess);
@@ -269,6 +270,14 @@ TEST(CudaOps, LinearSkinnyGemm) {
   EXPECT_FALSE(cuda::skinny_gemm_supported(aligned, aligned, 65, 4096, 4096));
   EXPECT_FALSE(cuda::skinny_gemm_supported(aligned, aligned, 32, 4096, 100));  // k % 8 != 0
   EXPECT_FALSE(cuda::skinny_gemm_supported(aligned + 1, aligned, 32, 4096, 4096));
+  // Which linears each use takes (n, k): the 8B down_proj and LM head under kLong, not its qkv or gate_up.
+  using Use = cuda::SkinnyGemmUse;
+  EXPECT_TRUE(cuda::skinny_gemm_serves(Use::kLong, 4096, 14336));
+  EXPECT_TRUE(cuda::skinny_gemm_serves(Use::kLong, 128256, 4096));
+  EXPECT_FALSE(cuda::skinny_gemm_serves(Use::kLong, 28672, 4096));
+  EXPECT_FALSE(cuda::skinny_gemm_serves(Use::kLong, 6144, 4096));
+  EXPECT_TRUE(cuda::skinny_gemm_serves(Use::kAll, 6144, 4096));
+  EXPECT_FALSE(cuda::skinny_gemm_serves(Use::kOff, 128256, 4096));
   if (hopper) {
     struct Shape {
       int64_t n, k;
@@ -312,6 +321,11 @@ TEST(CudaOps, LinearSkinnyGemm) {
   cuda().set_skinny_gemm(true);
   for (int64_t m : {17, 33, 64}) check_linear(m, 4096, 1024, DType::kBF16, m != 33, DType::kBF16);
   check_linear(24, 1000, 768, DType::kF32, true, DType::kF32);
+  // Only the long-K / wide-N shapes: one of each, and one it leaves to cuBLASLt.
+  cuda().set_skinny_gemm_use(cuda::SkinnyGemmUse::kLong);
+  check_linear(40, 512, 8192, DType::kBF16, true, DType::kBF16);
+  check_linear(64, 65536, 256, DType::kBF16, false, DType::kF32);
+  check_linear(48, 1000, 768, DType::kF32, true, DType::kBF16);
   cuda().set_skinny_gemm(false);
 }
 

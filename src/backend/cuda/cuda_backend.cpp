@@ -75,8 +75,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&skinny_ws_.counters), skinny_ws_.num_counters * sizeof(int)));
   RL_CUDA_CHECK(cudaMemset(skinny_ws_.counters, 0, skinny_ws_.num_counters * sizeof(int)));
   // Off by default: slower end to end than cuBLASLt at batch 32 and 64 (kernel_config.h, "Skinny GEMM").
-  if (const char* env = std::getenv("RIDGELINE_CUDA_SKINNY_GEMM"); env != nullptr && std::string(env) == "1") {
-    skinny_gemm_ = true;
+  if (const char* env = std::getenv("RIDGELINE_CUDA_SKINNY_GEMM")) {
+    const std::string v = env;
+    skinny_use_ = v == "1" || v == "all" ? cuda::SkinnyGemmUse::kAll
+                  : v == "long"          ? cuda::SkinnyGemmUse::kLong
+                                         : cuda::SkinnyGemmUse::kOff;
   }
   for (cudaEvent_t& e : events_) RL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   gemm_ = std::make_unique<cuda::LtGemm>(gemm_workspace_, cuda::kCublasWorkspaceBytes);
@@ -206,7 +209,8 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, c
     cuda::launch_gemv(xp, wp, bias.data, bias.dtype, y.data, y.dtype, m, n, k, stream_);
     return;
   }
-  if (skinny_gemm_ && m <= cuda::kSkinnyGemmMaxM && cuda::skinny_gemm_supported(xp, wp, m, n, k)) {
+  if (m <= cuda::kSkinnyGemmMaxM && cuda::skinny_gemm_serves(skinny_use_, n, k) &&
+      cuda::skinny_gemm_supported(xp, wp, m, n, k)) {
     cuda::launch_skinny_gemm(xp, wp, bias.data, bias.dtype, y.data, y.dtype, m, n, k, skinny_ws_, num_sms_, stream_);
     return;
   }

@@ -140,7 +140,8 @@ class CudaBackend final : public Backend {
   // The skinny GEMM's split-K workspace (tests and the kernel lab launch it directly).
   const cuda::SkinnyWorkspace& skinny_workspace() const { return skinny_ws_; }
   // Whether linear runs the skinny GEMM where it serves (else cuBLASLt): the A/B switch of benchmarks and tests.
-  void set_skinny_gemm(bool on) { skinny_gemm_ = on; }
+  void set_skinny_gemm(bool on) { skinny_use_ = on ? cuda::SkinnyGemmUse::kAll : cuda::SkinnyGemmUse::kOff; }
+  void set_skinny_gemm_use(cuda::SkinnyGemmUse use) { skinny_use_ = use; }
   void set_gemm_tuning(bool on) override;  // only with RIDGELINE_CUDA_GEMM_TUNE=1 (the lab and tests: lt_gemm())
   cuda::LtGemm& lt_gemm() { return *gemm_; }
 
@@ -188,7 +189,8 @@ class CudaBackend final : public Backend {
   bool prefill_continuous_ = true;  // set_prefill_sm90_lab (the constructor: kernel_config.h)
   int prefill_v_stages_ = 3;
   bool gemm_tuning_ = false;  // set_gemm_tuning takes effect (opt-in: RIDGELINE_CUDA_GEMM_TUNE=1)
-  bool skinny_gemm_ = false;  // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1)
+  // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1|all|long)
+  cuda::SkinnyGemmUse skinny_use_ = cuda::SkinnyGemmUse::kOff;
   // Fences: a ring of events; fence f is events_[f % kNumFences], recorded at most kNumFences fences ago.
   static constexpr int kNumFences = 8;
   cudaEvent_t events_[kNumFences] = {};

@@ -120,6 +120,19 @@ inline int gemv_stream_splits(int64_t tiles, int64_t k, int chunk, int num_sms, 
 // tok/s against 5,644 / 5,838 with cuBLASLt, batch 64 9,503 / 9,531 against 9,878 / 9,897 (without programmatic
 // dependent launch it was slower still: 5,383 / 9,316).
 constexpr int64_t kSkinnyGemmMaxM = 64;
+// Which linears the skinny GEMM takes from cuBLASLt (CudaBackend::set_skinny_gemm_use; RIDGELINE_CUDA_SKINNY_GEMM=
+// 1|all|long): none (production), all, or only the long-K and wide-N shapes (kLong, lab). Why kLong (H200, session
+// 18, `rl_bench_kernels skinny`, alone, M = 64, TB/s cuBLASLt / skinny): where cuBLASLt splits K and sums in a second
+// kernel, 14336 → 4096 (8B down_proj: 33 + 4.3 µs a layer by ncu, session 15) 2.63 / 2.78, and the LM head
+// 4096 → 128256 3.57 / 3.89: ~100 µs of a 5.4 ms batch-64 step together. Elsewhere the skinny GEMM gains ≤ 5 %
+// (4096 → 6144 1.93 / 2.02, 4096 → 4096 1.51 / 1.56) or loses (4096 → 28672 3.23 / 3.17), and with all of them it
+// lost end to end (above). Not measured end to end yet: b64_levers.sh VARIANTS=skinny_long.
+enum class SkinnyGemmUse { kOff, kLong, kAll };
+constexpr int64_t kSkinnyLongK = 8192;
+constexpr int64_t kSkinnyWideN = 65536;
+inline bool skinny_gemm_serves(SkinnyGemmUse use, int64_t n, int64_t k) {
+  return use == SkinnyGemmUse::kAll || (use == SkinnyGemmUse::kLong && (k >= kSkinnyLongK || n >= kSkinnyWideN));
+}
 constexpr int kSkinnyGemmStages = 8;
 constexpr int kSkinnyMaxSplits = 8;
 // A split streams at least this many 64-wide k chunks (fewer, and the partial sums cost more than they save).
