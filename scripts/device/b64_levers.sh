@@ -80,19 +80,21 @@ for round in 1 2; do
   for v in $variants; do variant "$v" "$round"; done
 done
 stamp "latency done"
-# OFFLINE="1:256 0:256 1:512:1": offline runs as tune:max-num-seqs[:split] (split 1: a mixed step's decode rows
-# through the decode kernel, RIDGELINE_CUDA_SPLIT_MIXED=1, only where its op test passed), in this order (each ~2-3
+# OFFLINE="0:256 0:384 0:256:0 0:384:1:16384": offline runs as tune:max-num-seqs[:split[:max-num-batched-tokens]]
+# (split, default 1 as in production since session 18: a mixed step's decode rows through the decode kernel,
+# RIDGELINE_CUDA_SPLIT_MIXED, only where its op test passed; batched tokens default 8192), in this order (each ~2-3
 # minutes).
 for cfg in ${OFFLINE:-}; do
-  IFS=: read -r tune seqs split <<< "$cfg"
-  split=${split:-0}
+  IFS=: read -r tune seqs split mbt <<< "$cfg"
+  split=${split:-1}
+  mbt=${mbt:-8192}
   if [ "$split" = 1 ] && ! grep -q "^\[       OK \] CudaAttention.MixedBatchLeadingDecodeRowsSplit " "$L/tests.txt"; then
     echo "split-mixed test did not pass: $cfg left out"
     continue
   fi
-  tag="t${tune}_s${seqs}_m$split"
+  tag="t${tune}_s${seqs}_m${split}_b$mbt"
   RIDGELINE_CUDA_GEMM_TUNE=$tune RIDGELINE_CUDA_SPLIT_MIXED=$split timeout "${OFFLINE_LIMIT:-300}" "$bin/ridgeline" \
-    bench throughput "${LLAMA8B[@]}" --max-num-seqs "$seqs" --max-num-batched-tokens 8192 --num-prompts 1000 \
+    bench throughput "${LLAMA8B[@]}" --max-num-seqs "$seqs" --max-num-batched-tokens "$mbt" --num-prompts 1000 \
     --input-len 1024 --output-len 1024 --json "$L/tp_$tag.json" > "$L/tp_$tag.log" 2>&1
   stamp "throughput $tag rc=$?"
 done
