@@ -318,7 +318,7 @@ TEST(CudaOps, LinearSkinnyGemm) {
     }
   }
   // linear itself with the skinny GEMM switched on (it is opt-in) at the batches it serves (cuBLASLt elsewhere).
-  cuda().set_skinny_gemm(true);
+  cuda().set_skinny_gemm_use(cuda::SkinnyGemmUse::kAll);
   for (int64_t m : {17, 33, 64}) check_linear(m, 4096, 1024, DType::kBF16, m != 33, DType::kBF16);
   check_linear(24, 1000, 768, DType::kF32, true, DType::kF32);
   // Only the long-K / wide-N shapes: one of each, and one it leaves to cuBLASLt.
@@ -326,7 +326,7 @@ TEST(CudaOps, LinearSkinnyGemm) {
   check_linear(40, 512, 8192, DType::kBF16, true, DType::kBF16);
   check_linear(64, 65536, 256, DType::kBF16, false, DType::kF32);
   check_linear(48, 1000, 768, DType::kF32, true, DType::kBF16);
-  cuda().set_skinny_gemm(false);
+  cuda().set_skinny_gemm_use(cuda::SkinnyGemmUse::kOff);
 }
 
 TEST(CudaOps, LinearCublasLt) {

@@ -140,7 +140,6 @@ class CudaBackend final : public Backend {
   // The skinny GEMM's split-K workspace (tests and the kernel lab launch it directly).
   const cuda::SkinnyWorkspace& skinny_workspace() const { return skinny_ws_; }
   // Whether linear runs the skinny GEMM where it serves (else cuBLASLt): the A/B switch of benchmarks and tests.
-  void set_skinny_gemm(bool on) { skinny_use_ = on ? cuda::SkinnyGemmUse::kAll : cuda::SkinnyGemmUse::kOff; }
   void set_skinny_gemm_use(cuda::SkinnyGemmUse use) { skinny_use_ = use; }
   void set_gemm_tuning(bool on) override;  // only with RIDGELINE_CUDA_GEMM_TUNE=1 (the lab and tests: lt_gemm())
   cuda::LtGemm& lt_gemm() { return *gemm_; }

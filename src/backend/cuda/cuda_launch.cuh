@@ -28,9 +28,6 @@ inline bool pdl_supported() {
   return c == 2;
 }
 
-// Lets a kernel run in clusters of more than 8 blocks on the current device (once per kernel and device).
-void allow_nonportable_cluster(const void* kernel);
-
 // kernel<<<grid, block, smem, stream>>>(args...) through cudaLaunchKernelEx with the PDL attribute and, for
 // cluster > 0, the cluster shape (cluster blocks along x), where the device has both (compute capability 9.0 or
 // newer); elsewhere a plain launch, which is only right without a cluster or with one block a cluster.
@@ -38,8 +35,7 @@ template <typename... KernelArgs, typename... Args>
 void launch_ex(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                unsigned cluster, Args&&... args) {
   const bool sm90 = pdl_supported();
-  RL_CHECK_MSG(cluster <= 16 && (sm90 || cluster <= 1), "launch: clusters of %u blocks", cluster);
-  if (cluster > 8) allow_nonportable_cluster(reinterpret_cast<const void*>(kernel));  // non-portable sizes
+  RL_CHECK_MSG(cluster <= 8 && (sm90 || cluster <= 1), "launch: clusters of %u blocks (portable sizes: 1-8)", cluster);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -64,8 +60,7 @@ void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t sme
   launch_ex(kernel, grid, block, smem, stream, 0u, std::forward<Args>(args)...);
 }
 
-// The same in clusters of `cluster` blocks (1-16) along x (cluster.cuh has the device side): the sampler, the
-// cluster decode lab kernel.
+// The same in clusters of `cluster` blocks (1-8) along x (cluster.cuh has the device side): the sampler.
 template <typename... KernelArgs, typename... Args>
 void launch_pdl_cluster(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                         unsigned cluster, Args&&... args) {

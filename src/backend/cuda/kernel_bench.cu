@@ -170,7 +170,7 @@ void bench_skinny(CudaBackend& be) {
       };
       const std::string shape = "m" + std::to_string(m) + "_" + dims;
       report("skinny", shape, skinny(0, 0));
-      be.set_skinny_gemm(false);
+      be.set_skinny_gemm_use(cuda::SkinnyGemmUse::kOff);
       report("cublaslt", shape, timed([&](const void* w) {
                be.linear(Tensor(x.data(), DType::kBF16, {m, s.k}), Tensor(const_cast<void*>(w), DType::kBF16, {s.n, s.k}),
                          Tensor(), Tensor(y.data(), DType::kBF16, {m, s.n}));
