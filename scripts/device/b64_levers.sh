@@ -10,6 +10,7 @@
 #   alternating rounds;
 # - OFFLINE: the 1000 x 1024/1024 offline engine (GEMM tuning, max-num-seqs, the mixed-step split); NSYS=1:
 #   timelines of batch-64 steps (tools/nsys_gaps.py).
+# LAT_ONLY=1 keeps only the gating op tests and the latency / offline runs; ROUNDS (default 2) alternating rounds.
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
 # $OUT/b64_levers_logs.tgz. About 8 minutes without OFFLINE and NSYS (run those in a call of their own), 2-3 more
 # per offline run.
@@ -19,15 +20,22 @@ device_env
 t0=$(date +%s)
 stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
 # attention_levers.sh runs the Hopper prefill's layout test (every lab form against the CPU: the longest).
-timeout 200 "$bin/rl_tests_ops" --gtest_filter='*Cuda*:-CudaAttention.HopperPrefillLayoutsAndPageSizes' \
-  > "$L/tests.txt" 2>&1
+# LAT_ONLY=1: only the op tests that gate the variants, no kernel rows and no RoPE ids (a call that times variants).
+if [ "${LAT_ONLY:-0}" = 1 ]; then
+  tests='CudaOps.LinearSkinnyGemm:CudaFusedOps.*:CudaAttention.MixedBatch*:CudaAttention.Decode*'
+else
+  tests='*Cuda*:-CudaAttention.HopperPrefillLayoutsAndPageSizes'
+fi
+timeout 200 "$bin/rl_tests_ops" --gtest_filter="$tests" > "$L/tests.txt" 2>&1
 stamp "tests rc=$?"
-timeout 150 "$bin/rl_bench_kernels" skinny > "$L/bench_skinny.txt" 2>&1
-stamp "bench skinny rc=$?"
-{ "$bin/rl_bench_kernels" copy; timeout 150 "$bin/rl_bench_kernels" decode; } > "$L/bench_decode.txt" 2>&1
-stamp "bench decode rc=$?"
-timeout 200 "$bin/rl_bench_kernels" gemv > "$L/bench_gemv.txt" 2>&1
-stamp "bench gemv rc=$?"
+if [ "${LAT_ONLY:-0}" != 1 ]; then
+  timeout 150 "$bin/rl_bench_kernels" skinny > "$L/bench_skinny.txt" 2>&1
+  stamp "bench skinny rc=$?"
+  { "$bin/rl_bench_kernels" copy; timeout 150 "$bin/rl_bench_kernels" decode; } > "$L/bench_decode.txt" 2>&1
+  stamp "bench decode rc=$?"
+  timeout 200 "$bin/rl_bench_kernels" gemv > "$L/bench_gemv.txt" 2>&1
+  stamp "bench gemv rc=$?"
+fi
 # One variant's three latency runs, its environment set in a subshell.
 variant() {
   (
@@ -37,6 +45,7 @@ variant() {
     [ "$1" = rope ] && export RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
     [ "$1" = tuned_rope ] && export RIDGELINE_CUDA_GEMM_TUNE=1 RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
     [ "$1" = skinny_long ] && export RIDGELINE_CUDA_SKINNY_GEMM=long
+    [ "$1" = skinny_long_early ] && export RIDGELINE_CUDA_SKINNY_GEMM=long RIDGELINE_CUDA_DECODE_KERNEL=mma_early
     lat "b64_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
     if [ "${SHORT:-0}" != 1 ]; then
       lat "b64in16_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 16 --output-len 128 --max-num-batched-tokens 8192
@@ -63,9 +72,11 @@ rope_ids() {
     echo "DIFFERENT ids ($*)"; diff "$L/rope_ids_0.txt" "$L/rope_ids_1.txt" | head -6; fi
 }
 # (The dummy-weight model folder has no tokenizer: prompt ids.)
-{ rope_ids --prompt "In the beginning God created"; rope_ids -m models/configs/Qwen3-0.6B --dummy-weights \
-    --prompt-ids "1 2 3 4 5 6 7 8 9 10"; } > "$L/rope_e2e.txt" 2>&1
-stamp "rope e2e: $(tr '\n' ' ' < "$L/rope_e2e.txt" | cut -c1-200)"
+if [ "${LAT_ONLY:-0}" != 1 ]; then
+  { rope_ids --prompt "In the beginning God created"; rope_ids -m models/configs/Qwen3-0.6B --dummy-weights \
+      --prompt-ids "1 2 3 4 5 6 7 8 9 10"; } > "$L/rope_e2e.txt" 2>&1
+  stamp "rope e2e: $(tr '\n' ' ' < "$L/rope_e2e.txt" | cut -c1-200)"
+fi
 variants="${VARIANTS:-base tuned rope tuned_rope}"
 # The fused RoPE attention runs end to end only where its op test passed.
 if ! grep -q "^\[       OK \] CudaFusedOps.RopeKvWriteAttentionInTheDecodeKernel " "$L/tests.txt"; then
@@ -76,7 +87,7 @@ if ! grep -q "^\[       OK \] CudaOps.LinearSkinnyGemm " "$L/tests.txt"; then
   echo "skinny GEMM test did not pass: skinny variants left out"
   variants="$(echo "$variants" | tr ' ' '\n' | grep -v skinny | tr '\n' ' ')"
 fi
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
   for v in $variants; do variant "$v" "$round"; done
 done
 stamp "latency done"
@@ -121,13 +132,13 @@ fi
 tar czf "$final_out/b64_levers_logs.tgz" -C "$L" .
 echo "== summary =="
 gtest_summary "$L/tests.txt"
-cat "$L/rope_e2e.txt"
-grep -E "^RESULT (cublaslt|cublaslt_tuned|skinny) m(32|64)_" "$L/bench_skinny.txt" | sort -k3 | head -60
+[ -f "$L/rope_e2e.txt" ] && cat "$L/rope_e2e.txt"
+[ -f "$L/bench_skinny.txt" ] && grep -E "^RESULT (cublaslt|cublaslt_tuned|skinny) m(32|64)_" "$L/bench_skinny.txt" | sort -k3 | head -60
 grep -E "^RESULT (copy|launch_floor|decode_attn|decode_attn_b2b|decode_attn_graph|decode_kernel) " \
-  "$L/bench_decode.txt" | head -40
-grep -E "^RESULT decode_lab B64_S[0-9]+_slots" "$L/bench_decode.txt"
+  "$L/bench_decode.txt" 2>/dev/null | head -40
+grep -E "^RESULT decode_lab B64_S[0-9]+_slots" "$L/bench_decode.txt" 2>/dev/null
 grep -E "^RESULT (gemv|gemv_graph) m(1|16)_(4096x14336|4096x4096|4096x6144|14336x4096|4096x128256|1024x3072) " \
-  "$L/bench_gemv.txt"
+  "$L/bench_gemv.txt" 2>/dev/null
 [ -f "$L/lat_b64_tuned_r1.log" ] && grep -h "gemm tune" "$L"/lat_b64_tuned_r1.log | head -12
 for f in "$L"/lat_*.json; do
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1][4:-5], round(j['decode_tokens_per_s'],1), 'tok/s TPOT', round(j['tpot_ms'],3))" "$f"

@@ -373,12 +373,9 @@ __device__ void consume(const StackParams& p, const StackLayer& L, int layer, co
           for (int i = 0; i < 8; ++i) acc = fmaf(a[i], b[i], acc);
         }
       }
-      if (p.lab & kStackLabEveryThreadArrive) {
-        sm90::mbar_arrive(ring.empty0 + 8 * s);
-      } else {
-        __syncwarp();
-        if (lane == 0) sm90::mbar_arrive(ring.empty0 + 8 * s);
-      }
+      // Every consumer thread hands the stage back itself: its own arrival orders its reads of the stage before the
+      // producer's next bulk copy into it (racecheck flags a lane-0 hand-back after __syncwarp(); the ring probe).
+      sm90::mbar_arrive(ring.empty0 + 8 * s);
     }
     acc = warp_sum(acc);
     if constexpr (kPh == kGateUp) {
@@ -792,7 +789,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       sm90::mbar_init(ring.full0 + 8 * s, 1);
-      sm90::mbar_init(ring.empty0 + 8 * s, (p.lab & kStackLabEveryThreadArrive) ? kWarps * 32 : kWarps);
+      sm90::mbar_init(ring.empty0 + 8 * s, kConsumers);  // every consumer thread arrives
     }
     sm90::mbar_init_fence();
   }

@@ -59,7 +59,7 @@ struct StackParams {
   int max_splits = 0;  // set by launch_decode_stack
   int poll_backoff_ns = 0;  // set by launch_decode_stack (kStackPollBackoffNs, or the lab's)
   // Lab only (RIDGELINE_CUDA_STACK_LAB, read at backend creation; 0 in production): ablations that break the
-  // results, to time the kernel's parts, and one alternative hand-off that keeps them. Bits: kStackLab*.
+  // results, to time the kernel's parts. Bits: kStackLab*.
   int lab = 0;
 };
 
@@ -67,11 +67,6 @@ constexpr int kStackLabNoAttention = 1;   // the attention phase does nothing
 constexpr int kStackLabNoGemvMath = 2;    // the GEMV phases wait for and release their tiles without the math
 constexpr int kStackLabNoWait = 4;        // inputs read without waiting for their tags (other blocks' outputs)
 constexpr int kStackLabNoPrologue = 8;    // no input vector loads (and no norms) at the start of a phase
-// Results unchanged: every consumer thread hands a ring stage back itself (its own release orders its reads of the
-// stage before the producer's next bulk copy into it) instead of lane 0 after __syncwarp(). compute-sanitizer's
-// racecheck reports write-after-read hazards on the lane-0 form and none on this one (the ring probe, H200,
-// session 18: tests/ops/test_racecheck_probe.cpp); this bit times what the tool-clean form costs.
-constexpr int kStackLabEveryThreadArrive = 16;
 constexpr int kStackLabBackoffShift = 8;  // bits 8-15, if not 0: the poll backoff's cap in 16 ns units
 
 // A block polling for another block's output sleeps between polls, 32 ns first, doubling up to this cap
