@@ -314,9 +314,9 @@ struct SeqShape {
 
 // Sequences' pages laid out one after another in each rotation copy's range of the cache (block 0 never used).
 AttnProblem make_attn_seqs(CudaBackend& be, const std::vector<SeqShape>& seqs, int64_t heads, int64_t kv_heads,
-                           int64_t d, int copies) {
+                           int64_t d, int copies, int64_t bs = 16) {
   AttnProblem p;
-  const int64_t bs = 16, b = static_cast<int64_t>(seqs.size());
+  const int64_t b = static_cast<int64_t>(seqs.size());
   int64_t tokens = 0, max_pages = 1, total_pages = 0, max_q = 0, max_k = 0;
   std::vector<int32_t> cu(b + 1, 0), lens(b);
   std::vector<int64_t> first_page(b);
@@ -372,9 +372,9 @@ AttnProblem make_attn_seqs(CudaBackend& be, const std::vector<SeqShape>& seqs, i
 }
 
 AttnProblem make_attn(CudaBackend& be, int64_t b, int64_t q_len, int64_t ctx, int64_t heads, int64_t kv_heads,
-                      int64_t d, int copies) {
+                      int64_t d, int copies, int64_t bs = 16) {
   return make_attn_seqs(be, std::vector<SeqShape>(static_cast<size_t>(b), SeqShape{q_len, ctx}), heads, kv_heads, d,
-                        copies);
+                        copies, bs);
 }
 
 // The kernel arguments of an attention problem (b sequences of q_len new tokens, a grid sized for max_ctx keys)
@@ -397,7 +397,7 @@ cuda::AttentionArgs attn_args(const AttnProblem& p, const AttentionMetadata& m, 
   a.num_heads = heads;
   a.num_kv_heads = kv_heads;
   a.head_dim = d;
-  a.block_size = 16;
+  a.block_size = p.cache.k.dim(1);
   a.kv_slots = p.cache.k.dim(0) * a.block_size;
   a.row = (heads + 2 * kv_heads) * d;
   a.scale = m.scale;
@@ -616,6 +616,15 @@ void bench_prefill(CudaBackend& be) {
     const double flops = 4.0 * b * s * s * heads * d / 2;
     result("prefill_attn", std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal",
            flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+    // Production at KV block sizes 64 and 128: a K or V tile of 128 keys takes 16 TMA boxes of 2 KB at block size
+    // 16, 4 at 64, 2 at 128. Where the time of the loads goes (the ablation without K/V loads below): box count
+    // and issue, or bytes from L2.
+    for (int64_t bs : {64, 128}) {
+      AttnProblem pb = make_attn(be, b, s, s, heads, kv_heads, d, 1, bs);
+      const double bms = time_ms(be, [&](int) { be.attention(pb.qkv, pb.cache, pb.metas[0], pb.out); }, 10);
+      result("prefill_lab", std::to_string(b) + "x" + std::to_string(s) + "_bs" + std::to_string(bs),
+             flops / (bms * 1e-3) / 1e12, "TFLOP/s");
+    }
     // Kernel lab: the Hopper kernel with one block per query head and GQA-packed, then the FA2 kernel's key tiles.
     const cuda::AttentionArgs a90 = attn_args(p, p.metas[0], b, s, s, heads, kv_heads, d);
     if (cuda::prefill_attention_sm90_supported(a90)) {
