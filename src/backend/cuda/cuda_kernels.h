@@ -184,6 +184,9 @@ struct PrefillSm90Options {
   // V tiles in flight: 2, or 3 with one Q buffer instead of two (the next item's Q then loads only once both
   // consumers are done with this one). 3 needs intra_overlap, k_stages 3 and unpacked blocks.
   int v_stages = 2;
+  // Lab: the running max moves only by more than 2^8, and O's rescale is skipped where no row of a warp moved
+  // (FlashAttention-4's conditional rescale). Built for the production form only (unpacked, continuous, 3 V).
+  bool lazy_rescale = false;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);
 void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Options& o, int num_sms,

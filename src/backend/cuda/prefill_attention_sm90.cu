@@ -50,6 +50,8 @@ constexpr int smem_bytes(int ks, int vs) {
   return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs);
 }
 
+constexpr float kLazyRescaleLog2 = 8.0f;
+
 struct Sm90Params {
   int log2_bs;   // block size = 1 << log2_bs
   int box_rows;  // key rows per K/V TMA box: min(block size, kBN)
@@ -65,8 +67,10 @@ struct WorkItem {
 // KS: K stages, VS: V stages (2, or 3 with one Q buffer). ABLATE (kernel lab only, wrong results): 1 = K/V loaded
 // for the first stages only (the stages are reused: no load traffic), 2 = no softmax (P = S as is, no
 // exponentials), 3 = no P V GEMM. CONT: the consumers' turns alternate across work items without a barrier between
-// items (see the consumers).
-template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2>
+// items (see the consumers). LAZY (lab): a row's running max moves only when a tile's max passes it by more than
+// kLazyRescaleLog2, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale;
+// the exponentials then reach 2^kLazyRescaleLog2, well inside f32 and bf16's range).
+template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -326,9 +330,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(row_m[r], mx * scale_log2);
+        float m_new = fmaxf(row_m[r], mx * scale_log2);
+        if (LAZY && !(m_new > row_m[r] + kLazyRescaleLog2)) m_new = row_m[r];  // -inf + 8 stays -inf
         const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        corr[r] = fast_exp2(row_m[r] - m_use);
+        corr[r] = LAZY && m_new == row_m[r] ? 1.0f : fast_exp2(row_m[r] - m_use);
         row_m[r] = m_new;
         float sum = 0.0f;
 #pragma unroll
@@ -342,12 +347,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     // O *= corr per row, then P to bf16 in the wgmma A-fragment layout (the accumulator layout of S, k = keys).
     auto rescale_and_pack = [&](const float (&corr)[2]) {
+      if (!LAZY || __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-      for (int j = 0; j < kD / 8; ++j) {
-        o[4 * j + 0] *= corr[0];
-        o[4 * j + 1] *= corr[0];
-        o[4 * j + 2] *= corr[1];
-        o[4 * j + 3] *= corr[1];
+        for (int j = 0; j < kD / 8; ++j) {
+          o[4 * j + 0] *= corr[0];
+          o[4 * j + 1] *= corr[0];
+          o[4 * j + 2] *= corr[1];
+          o[4 * j + 3] *= corr[1];
+        }
       }
 #pragma unroll
       for (int k2 = 0; k2 < kBN / 16; ++k2) {
@@ -476,9 +483,9 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
   return make_bf16_tensor_map(base, 3, dims, strides, box);
 }
 
-template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2>
+template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false>
 void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -524,6 +531,12 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                                    cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
+  if (o.lazy_rescale) {  // lab: instantiated with the production form only
+    RL_CHECK_MSG(!packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3,
+                 "Hopper prefill lab: the lazy rescale is built for the production form only");
+    launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream);
+    return;
+  }
   if (o.continuous_turns || o.v_stages == 3) {  // lab: instantiated with the production overlap and K stages only
     RL_CHECK_MSG(o.intra_overlap && o.k_stages == 3, "Hopper prefill lab: needs intra overlap and 3 K stages");
     if (packed) {
