@@ -243,13 +243,16 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const Shape shapes[] = {{32, 8, 128}, {16, 16, 128}, {14, 2, 128}, {8, 1, 128}};
   const bool continuous_default = cuda().prefill_continuous();
   const int v_stages_default = cuda().prefill_v_stages();
-  const bool lazy_default = cuda().prefill_lazy();
-  for (const int lab : {0, 1, 2, 3, 7}) {  // bit 4: the lazy rescale (lab; continuous turns and 3 V stages only)
+  const bool lazy_default = cuda().prefill_lazy(), multicast_default = cuda().prefill_multicast();
+  // Bits 4 and 8: the lazy rescale and the K / V multicast over pairs of heads (lab; continuous turns and 3 V
+  // stages only; an odd GQA group, 14 / 2, runs without the multicast).
+  for (const int lab : {0, 1, 2, 3, 7, 11}) {
     const bool continuous = lab & 1;
     const int v_stages = lab & 2 ? 3 : 2;
-    const bool lazy = lab & 4;
-    cuda().set_prefill_sm90_lab(continuous, v_stages, lazy);
-    const bool production = continuous == continuous_default && v_stages == v_stages_default && lazy == lazy_default;
+    const bool lazy = lab & 4, multicast = lab & 8;
+    cuda().set_prefill_sm90_lab(continuous, v_stages, lazy, multicast);
+    const bool production = continuous == continuous_default && v_stages == v_stages_default &&
+                            lazy == lazy_default && multicast == multicast_default;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -262,13 +265,13 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
             EXPECT_LT(e, kBf16Tol) << "block size " << bs << " batch " << b << " heads " << s.num_heads << "/"
                                    << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed")
                                    << (continuous ? " continuous turns" : "") << " V stages " << v_stages
-                                   << (lazy ? " lazy rescale" : "");
+                                   << (lazy ? " lazy rescale" : "") << (multicast ? " multicast" : "");
           }
         }
       }
     }
   }
-  cuda().set_prefill_sm90_lab(continuous_default, v_stages_default, lazy_default);
+  cuda().set_prefill_sm90_lab(continuous_default, v_stages_default, lazy_default, multicast_default);
 }
 
 // GPT-OSS attention: sliding windows (shorter and longer than the contexts, across page boundaries) and sinks,

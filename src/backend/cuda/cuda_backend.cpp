@@ -111,6 +111,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_continuous_ = v.find("continuous") != std::string::npos;
     prefill_v_stages_ = v.find("v3") != std::string::npos ? 3 : 2;
     prefill_lazy_ = v.find("lazy") != std::string::npos && prefill_continuous_ && prefill_v_stages_ == 3;
+    prefill_multicast_ = v.find("mc") != std::string::npos && prefill_continuous_ && prefill_v_stages_ == 3;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -388,6 +389,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.continuous_turns = prefill_continuous_;
       o.v_stages = o.pack ? 2 : prefill_v_stages_;  // 3 V stages are built for unpacked blocks only
       o.lazy_rescale = prefill_lazy_ && !o.pack && o.continuous_turns && o.v_stages == 3;
+      o.multicast = prefill_multicast_ && !o.pack && o.continuous_turns && o.v_stages == 3;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;
     }

@@ -187,6 +187,9 @@ struct PrefillSm90Options {
   // Lab: the running max moves only by more than 2^8, and O's rescale is skipped where no row of a warp moved
   // (FlashAttention-4's conditional rescale). Built for the production form only (unpacked, continuous, 3 V).
   bool lazy_rescale = false;
+  // Lab: clusters of two blocks for the two query heads of a pair in one kv head, each K / V tile's halves multicast
+  // into both (one crossing from L2 per pair). Production form only; an odd GQA group runs without it.
+  bool multicast = false;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);
 void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Options& o, int num_sms,

@@ -70,7 +70,12 @@ struct WorkItem {
 // items (see the consumers). LAZY (lab): a row's running max moves only when a tile's max passes it by more than
 // kLazyRescaleLog2, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale;
 // the exponentials then reach 2^kLazyRescaleLog2, well inside f32 and bf16's range).
-template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false>
+// MC (lab): clusters of two blocks, the two query heads 2j and 2j + 1 of one kv head (same sequence and rows): each
+// block's producer loads one 64-column half of every K and V tile and multicasts it into both blocks, so each tile
+// crosses from L2 once for two heads; a stage is refilled only once the consumers of both blocks released it (they
+// arrive on both blocks' empty barriers). Unpacked blocks with an even GQA group only.
+template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
+          bool MC = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -98,15 +103,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
   const int G = PACK ? group : 1;  // tile rows per query token
+  constexpr int CL = MC ? 2 : 1;   // blocks a cluster (MC: the two heads of a pair, rank = the head's low bit)
+  const int rank = MC ? static_cast<int>(cluster_rank()) : 0;
   // Work items, longest causal rows first across the batch: item i is m-block m_blocks − 1 − i / (heads · seqs),
   // then head, then sequence. A block takes items blockIdx.x, blockIdx.x + gridDim.x, ... (a persistent grid of
   // one block per SM: the next item's Q and first K/V tiles load while this one finishes; or one block per item).
-  const int per_m = p.heads * static_cast<int>(a.num_seqs), total = p.m_blocks * per_m;
+  // MC: an item is a pair of heads, one per block of the cluster; the clusters take items as blocks do.
+  const int unit_heads = p.heads / CL, first_item = blockIdx.x / CL, item_stride = gridDim.x / CL;
+  const int per_m = unit_heads * static_cast<int>(a.num_seqs), total = p.m_blocks * per_m;
   // Fills w for item i; false when the m-block lies past the sequence's rows (nothing to do).
   auto get_item = [&](int i, WorkItem& w) {
     const int rest = i % per_m;
-    w.y = rest % p.heads;
-    w.s = rest / p.heads;
+    w.y = (rest % unit_heads) * CL + rank;
+    w.s = rest / unit_heads;
     w.m0 = (p.m_blocks - 1 - i / per_m) * kBM;
     w.q_start = a.cu_seqlens_q[w.s];
     w.num_rows = (a.cu_seqlens_q[w.s + 1] - w.q_start) * G;
@@ -127,20 +136,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(tail_bar, 1);
     for (int st = 0; st < KS; ++st) {
       mbar_init(full_k(st), 1);
-      mbar_init(empty_k(st), 8);  // each consumer warp arrives once per tile
+      mbar_init(empty_k(st), 8 * CL);  // each consumer warp (of both blocks: MC) arrives once per tile
     }
     for (int st = 0; st < VS; ++st) {
       mbar_init(full_v(st), 1);
-      mbar_init(empty_v(st), 8);
+      mbar_init(empty_v(st), 8 * CL);
     }
     mbar_init_fence();
   }
-  __syncthreads();
+  if constexpr (MC) {
+    cluster_sync();  // both blocks' barriers initialized before either's copies or arrivals reach them
+  } else {
+    __syncthreads();
+  }
 
   if (wg == 0) {
     // ---- producer ----
     regs_dec<40>();
-    if (warp != 0) return;
+    if (warp != 0) {
+      if constexpr (MC) cluster_sync();  // every thread of both blocks meets at the end (see the consumers' end)
+      return;
+    }
     if (lane == 0) {
       prefetch_tensor_map(&tm_q);
       prefetch_tensor_map(&tm_k);
@@ -149,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int bs_mask = (1 << p.log2_bs) - 1;
     int g = 0, k = 0, tails = 0;  // tiles, items and tail tiles so far: stage and barrier phases
     WorkItem w;
-    for (int i = blockIdx.x; i < total; i += gridDim.x) {
+    for (int i = first_item; i < total; i += item_stride) {
       if (!get_item(i, w)) continue;
       const int kvh = PACK ? w.y : w.y / group;
       const int qb = k % QB;
@@ -194,21 +210,32 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         // Lane 0 announces the bytes, then lane b issues box b's copies (both column halves): issued from one
         // lane, a tile's 32 K and 32 V copies at block size 16 held the producer for a good part of a tile period.
-        if (g >= KS) mbar_wait(empty_k(kst), kph ^ 1);
+        // MC: this block's column half (64 · rank) of each box into both blocks; the other half comes from the
+        // other block, so each block's barrier still counts the whole tile.
+        if (g >= KS) MC ? mbar_wait_cluster(empty_k(kst), kph ^ 1) : mbar_wait(empty_k(kst), kph ^ 1);
         if (lane == 0) mbar_arrive_expect_tx(full_k(kst), bytes);
         __syncwarp();
         if (lane < boxes) {
           const uint32_t row_off = lane * p.box_rows * kHalfRow;
-          tma_load_3d(k_dst + row_off, &tm_k, 0, kvh, slot, full_k(kst));
-          tma_load_3d(k_dst + kBN * kHalfRow + row_off, &tm_k, 64, kvh, slot, full_k(kst));
+          if constexpr (MC) {
+            tma_load_3d_multicast(k_dst + rank * kBN * kHalfRow + row_off, &tm_k, 64 * rank, kvh, slot, full_k(kst),
+                                  0x3);
+          } else {
+            tma_load_3d(k_dst + row_off, &tm_k, 0, kvh, slot, full_k(kst));
+            tma_load_3d(k_dst + kBN * kHalfRow + row_off, &tm_k, 64, kvh, slot, full_k(kst));
+          }
         }
-        if (g >= VS) mbar_wait(empty_v(vst), vph ^ 1);
+        if (g >= VS) MC ? mbar_wait_cluster(empty_v(vst), vph ^ 1) : mbar_wait(empty_v(vst), vph ^ 1);
         if (lane == 0) mbar_arrive_expect_tx(v_bar, bytes);
         __syncwarp();
         if (lane < boxes) {
           const uint32_t row_off = lane * p.box_rows * kHalfRow;
-          tma_load_3d(v_dst + row_off, &tm_v, 0, kvh, slot, v_bar);
-          tma_load_3d(v_dst + kBN * kHalfRow + row_off, &tm_v, 64, kvh, slot, v_bar);
+          if constexpr (MC) {
+            tma_load_3d_multicast(v_dst + rank * kBN * kHalfRow + row_off, &tm_v, 64 * rank, kvh, slot, v_bar, 0x3);
+          } else {
+            tma_load_3d(v_dst + row_off, &tm_v, 0, kvh, slot, v_bar);
+            tma_load_3d(v_dst + kBN * kHalfRow + row_off, &tm_v, 64, kvh, slot, v_bar);
+          }
         }
         if (tail) {
           // The last tile of the sequence: once its V rows have landed, zero rows [valid, kBN) of both halves
@@ -228,6 +255,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       ++k;
     }
+    if constexpr (MC) cluster_sync();
     return;
   }
 
@@ -250,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int my_bar = 1 + cw, other_bar = 2 - cw;
   int g = 0, k = 0;  // tiles and items so far: stage and barrier phases, as the producer counts them
   WorkItem w;
-  for (int item = blockIdx.x; item < total; item += gridDim.x) {
+  for (int item = first_item; item < total; item += item_stride) {
     if (!get_item(item, w)) continue;
     const int m0 = w.m0, num_rows = w.num_rows, offset = w.offset, seq_len_k = w.seq_len_k;
     const int num_tiles = w.num_tiles, q_start = w.q_start, kvh = PACK ? w.y : w.y / group;
@@ -296,14 +324,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k2 = 0; k2 < kBN / 16; ++k2) pin(pa[k2]);
     };
-    auto release_k = [&](int t) {
+    // A stage goes back to its producer, and with MC also to the other block's (which writes half of it here).
+    auto release = [&](uint32_t bar) {
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty_k(stage_k(t)));
+      if (lane == 0) {
+        mbar_arrive(bar);
+        if constexpr (MC) mbar_arrive_remote(bar, rank ^ 1);
+      }
     };
-    auto release_v = [&](int t) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty_v(stage_v(t)));
-    };
+    auto release_k = [&](int t) { release(empty_k(stage_k(t))); };
+    auto release_v = [&](int t) { release(empty_v(stage_v(t))); };
     // Mask and online softmax of S (tile t) in place: sc becomes P (unnormalized, log2 domain); returns each row's
     // correction factor for O (r = 0: row r0, r = 1: row r0 + 8; a quad of lanes shares a row).
     auto softmax = [&](int t, float (&corr)[2]) {
@@ -472,6 +502,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     ++k;
   }
   if (CONT && cw == 0 && k > 0) named_sync(my_bar, 256);  // consumer 1's pass after the block's last tile
+  // MC: neither block exits while the other's consumers may still arrive on its barriers (every thread of both
+  // blocks, the producers' too, meets here; every copy into this block has landed, as its consumers waited for
+  // every tile).
+  if constexpr (MC) cluster_sync();
 #endif
 }
 
@@ -483,9 +517,10 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
   return make_bf16_tensor_map(base, 3, dims, strides, box);
 }
 
-template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false>
+template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
+          bool MC = false>
 void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -510,6 +545,29 @@ void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStrea
                                   static_cast<uint32_t>(p.box_rows));
   const int64_t items = static_cast<int64_t>(p.m_blocks) * p.heads * a.num_seqs;
   RL_CHECK_MSG(items < (int64_t(1) << 31), "Hopper prefill: %lld work items", static_cast<long long>(items));
+  if constexpr (MC) {
+    // Clusters of two blocks, one item (a pair of heads) each at a time: as many clusters as fit at once.
+    RL_CHECK_MSG(!PACK && p.heads % 2 == 0, "Hopper prefill: multicast pairs of query heads");
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(static_cast<unsigned int>(2 * (num_sms / 2)));
+    int clusters = 0;
+    RL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+    const int64_t pairs = items / 2;
+    const int64_t grid_clusters = persistent ? std::min<int64_t>(pairs, std::max(clusters, 1)) : pairs;
+    cfg.gridDim = dim3(static_cast<unsigned int>(2 * grid_clusters));
+    RL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, a, p));
+    return;
+  }
   const int64_t blocks = persistent ? std::min<int64_t>(items, num_sms) : items;
   kernel<<<static_cast<unsigned int>(blocks), kThreads, kSmemBytes, stream>>>(tq, tk, tv, a, p);
   RL_CUDA_CHECK_LAUNCH();
@@ -531,10 +589,20 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                                    cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
-  if (o.lazy_rescale) {  // lab: instantiated with the production form only
+  if (o.lazy_rescale || o.multicast) {  // lab: instantiated with the production form only
     RL_CHECK_MSG(!packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3,
-                 "Hopper prefill lab: the lazy rescale is built for the production form only");
-    launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream);
+                 "Hopper prefill lab: the lazy rescale and the multicast are built for the production form only");
+    if (o.multicast && group % 2 == 0) {  // pairs of query heads of one kv head; an odd group runs without
+      if (o.lazy_rescale) {
+        launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream);
+      } else {
+        launch_sm90<false, true, 3, 0, true, 3, false, true>(a, o.persistent, num_sms, stream);
+      }
+    } else if (o.lazy_rescale) {
+      launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream);
+    } else {
+      launch_sm90<false, true, 3, 0, true, 3>(a, o.persistent, num_sms, stream);
+    }
     return;
   }
   if (o.continuous_turns || o.v_stages == 3) {  // lab: instantiated with the production overlap and K stages only
