@@ -50,8 +50,6 @@ constexpr int smem_bytes(int ks, int vs) {
   return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs);
 }
 
-constexpr float kLazyRescaleLog2 = 8.0f;
-
 struct Sm90Params {
   int log2_bs;   // block size = 1 << log2_bs
   int box_rows;  // key rows per K/V TMA box: min(block size, kBN)
@@ -263,6 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   regs_inc<232>();
   const int cw = wg - 1;  // consumer index: rows [m0 + 64 cw, +64) of each item's tile
   const float scale_log2 = a.scale * 1.4426950408889634f;  // log2(e)
+  constexpr float kLazyRescaleLog2 = 8.0f;  // LAZY: how far a tile's max may pass the running max unrescaled
   // Ping-pong: consumer c issues its GEMMs only while it holds the turn (named barrier 1 + c) and then passes it
   // on, so one consumer's softmax runs while the other's GEMMs occupy the tensor cores. Each side syncs
   // 1 + num_tiles times an item, each sync followed by one pass, so the turns strictly alternate (a consumer
