@@ -126,7 +126,9 @@ constexpr int64_t kSkinnyGemmMaxM = 64;
 // kernel, 14336 → 4096 (8B down_proj: 33 + 4.3 µs a layer by ncu, session 15) 2.63 / 2.78, and the LM head
 // 4096 → 128256 3.57 / 3.89: ~100 µs of a 5.4 ms batch-64 step together. Elsewhere the skinny GEMM gains ≤ 5 %
 // (4096 → 6144 1.93 / 2.02, 4096 → 4096 1.51 / 1.56) or loses (4096 → 28672 3.23 / 3.17), and with all of them it
-// lost end to end (above). Not measured end to end yet: b64_levers.sh VARIANTS=skinny_long.
+// lost end to end (above). End to end (H200, session 19, batch 64 at 128/128, 2 rounds alternating): 11,375 / 11,596
+// tok/s against 11,419 / 11,269, within the rounds' spread; cuBLASLt's own timed pick (algorithm 3) matched the
+// skinny GEMM on both shapes alone (2.757 and 3.931 TB/s). Stays lab until a longer A/B separates them.
 enum class SkinnyGemmUse { kOff, kLong, kAll };
 constexpr int64_t kSkinnyLongK = 8192;
 constexpr int64_t kSkinnyWideN = 65536;
@@ -181,9 +183,11 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // GQA chunks of up to 8 heads, with or without each warp's next page loaded ahead; CUDA cores for the rest.
 // kMmaEarly (lab, session 16): the tensor-core kernel with each warp's first page requested before pdl_wait() where
 // no kernel of the step writes it. Alone (H200, session 18): B1 S4k 0.91 vs 0.92 TB/s, B64 S4k 4.24 vs 4.28; but
-// alone no kernel precedes it, so the early request overlaps nothing. Not yet measured where it can pay: the
-// `decode_kernel_graph` rows and end to end (attention_levers.sh DECODE_LAB=mma_early). A cluster-merged form (splits merging through distributed shared memory) lost too (session 18: B1 S4k
-// 1.32 TB/s in a graph against 1.43, B64 S4k at 16 / 8 heads 2.57 against 4.28) and was removed
+// alone no kernel precedes it, so the early request overlaps nothing. In a CUDA graph (H200, session 19, two calls):
+// B1 S4k 1.456 / 1.458 TB/s against 1.421 / 1.425 (11.53 against 11.80 µs); Llama-3.1-8B batch 1 at 4k keys
+// 217.1 / 216.8 tok/s against 215.9 / 216.4. Batch 64 end to end is not yet measured (b64_levers.sh VARIANTS=early):
+// lab until then. A cluster-merged form (splits merging through distributed shared memory) lost too (session 18:
+// B1 S4k 1.32 TB/s in a graph against 1.43, B64 S4k at 16 / 8 heads 2.57 against 4.28) and was removed
 // (docs/benchmarks.md).
 enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly };
 // Decode steps: q/k norm + RoPE and the KV write inside the tensor-core decode attention kernel (DecodeRope) instead
