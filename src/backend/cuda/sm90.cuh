@@ -32,32 +32,24 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+// The polling loop of mbar_wait and mbar_wait_cluster; SEM is the try_wait's semantics ("" or a scope).
+#define RL_MBAR_WAIT_LOOP(SEM) \
+  "{\n"                        \
+  ".reg .pred done;\n"         \
+  "WAIT:\n"                    \
+  "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n" \
+  "@!done bra WAIT;\n"         \
+  "}\n"
 // Waits until the phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
+  asm volatile(RL_MBAR_WAIT_LOOP("")::"r"(bar), "r"(parity) : "memory");
 }
-
 // The same wait with cluster-scope acquire: for a barrier that blocks of the cluster arrive on remotely
 // (mbar_arrive_remote), so their reads before the arrival are ordered before what the waiter does next.
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
+  asm volatile(RL_MBAR_WAIT_LOOP(".acquire.cluster")::"r"(bar), "r"(parity) : "memory");
 }
+#undef RL_MBAR_WAIT_LOOP
 // One arrival (release, cluster scope) on the barrier at the same shared-memory offset in cluster block `rank`.
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t rank) {
   asm volatile(
