@@ -117,9 +117,26 @@ __device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, 
   __syncthreads();
   if (!sm.is_last) return;
   __threadfence();
+  // Each thread merges 4 consecutive output columns (item i: head i / (D / 4)) with 16-byte loads, kMergeBatch
+  // splits in flight at once; its first item's first batch is requested before the split weights are read, so
+  // those two round trips overlap. The sum runs over the splits in order whatever the batching (the same bits).
+  constexpr int kMergeBatch = 16;
+  const int64_t r0 = (static_cast<int64_t>(s) * a.num_heads + h0) * p.num_splits;
+  const int items = gh * D / 4;
+  const auto partials = [&](int i) {
+    return reinterpret_cast<const float4*>(p.partial_o + (r0 + static_cast<int64_t>(i / (D / 4)) * p.num_splits) * D) +
+           i % (D / 4);
+  };
+  float4 batch[kMergeBatch];
+  if (static_cast<int>(threadIdx.x) < items) {
+    const float4* po = partials(threadIdx.x);
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) {
+      if (j < num_active) batch[j] = __ldcg(po + j * (D / 4));
+    }
+  }
   // Split weights: warp w normalizes heads w, w + 4, ... (every active split holds at least one valid key, so
   // each lse is finite).
-  const int64_t r0 = (static_cast<int64_t>(s) * a.num_heads + h0) * p.num_splits;
   for (int g = warp; g < gh; g += kDecodeWarps) {
     const float* lse = p.partial_lse + r0 + static_cast<int64_t>(g) * p.num_splits;
     float mx = -INFINITY;
@@ -137,19 +154,27 @@ __device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, 
     for (int i = lane; i < num_active; i += 32) sm.weight[g][i] *= inv;
   }
   __syncthreads();
-  // Each thread merges 4 consecutive output columns with 16-byte loads, several splits in flight at once.
-  for (int i = threadIdx.x; i < gh * D / 4; i += blockDim.x) {
+  for (int i = threadIdx.x; i < items; i += blockDim.x) {
     const int g = i / (D / 4), c4 = i % (D / 4);
-    const float4* po = reinterpret_cast<const float4*>(p.partial_o + (r0 + static_cast<int64_t>(g) * p.num_splits) * D) + c4;
+    const float4* po = partials(i);
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-    for (int sp = 0; sp < num_active; ++sp) {
-      const float4 v = __ldcg(po + sp * (D / 4));
-      const float w = sm.weight[g][sp];
-      o.x = fmaf(w, v.x, o.x);
-      o.y = fmaf(w, v.y, o.y);
-      o.z = fmaf(w, v.z, o.z);
-      o.w = fmaf(w, v.w, o.w);
+    for (int sp0 = 0; sp0 < num_active; sp0 += kMergeBatch) {
+      if (sp0 > 0 || i != static_cast<int>(threadIdx.x)) {  // else the batch requested before the weights
+#pragma unroll
+        for (int j = 0; j < kMergeBatch; ++j) {
+          if (sp0 + j < num_active) batch[j] = __ldcg(po + (sp0 + j) * (D / 4));
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        if (sp0 + j < num_active) {
+          const float w = sm.weight[g][sp0 + j];
+          o.x = fmaf(w, batch[j].x, o.x);
+          o.y = fmaf(w, batch[j].y, o.y);
+          o.z = fmaf(w, batch[j].z, o.z);
+          o.w = fmaf(w, batch[j].w, o.w);
+        }
+      }
     }
     uint16_t* dst = a.out + tok * a.num_heads * D + (h0 + g) * D + c4 * 4;
     *reinterpret_cast<uint2*>(dst) = make_uint2(uint32_t(f32_to_bf16_bits(o.x)) | (uint32_t(f32_to_bf16_bits(o.y)) << 16),
