@@ -37,7 +37,7 @@ def read_kernels(path):
 
 def steps_by_marker(kernels, marker, name_of=lambda e: e[0]):
     """The longest run (latest on a tie) of consecutive marker-ended steps with identical name sequences.
-    kernels: events in launch order; name_of(event) is the kernel's name (tools/nsys_gaps.py folds with it too)."""
+    kernels: events in launch order; name_of(event) is the kernel's name (tools/kernel_gaps.py folds with it too)."""
     ends = [i for i, e in enumerate(kernels) if marker in name_of(e)]
     segments = [kernels[a + 1:b + 1] for a, b in zip(ends, ends[1:])]
     best, run_start = (0, 0), 0  # (length, index of the run's first segment)

@@ -8,8 +8,9 @@
 # - Llama-3.1-8B batch 64 decode (B32=1: and 32) as base / tuned GEMMs (RIDGELINE_CUDA_GEMM_TUNE=1) / mma_early
 #   (RIDGELINE_CUDA_DECODE_KERNEL=mma_early) / rope (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1) / tuned + rope, in
 #   alternating rounds;
-# - OFFLINE: the 1000 x 1024/1024 offline engine (GEMM tuning, max-num-seqs, the mixed-step split); NSYS=1:
-#   timelines of batch-64 steps (tools/nsys_gaps.py).
+# - OFFLINE: the 1000 x 1024/1024 offline engine (GEMM tuning, max-num-seqs, the mixed-step split); TRACE=1:
+#   kernel timelines of batch-64 and batch-1 steps (--profile-kernels, tools/kernel_gaps.py); NSYS=1: the same
+#   through Nsight Systems where it runs.
 # LAT_ONLY=1 keeps only the gating op tests and the latency / offline runs; ROUNDS (default 2) alternating rounds.
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_bench_kernels). Prints a short table last; logs in
 # $OUT/b64_levers_logs.tgz. About 8 minutes without OFFLINE and NSYS (run those in a call of their own), 2-3 more
@@ -109,8 +110,35 @@ for cfg in ${OFFLINE:-}; do
     --input-len 1024 --output-len 1024 --json "$L/tp_$tag.json" > "$L/tp_$tag.log" 2>&1
   stamp "throughput $tag rc=$?"
 done
+# TRACE=1: ridgeline's own kernel timeline (--profile --profile-kernels, CUPTI; Nsight Systems does not run on these
+# machines) of Llama-3.1-8B batch-64 decode with cuBLASLt and with the skinny GEMM on the long shapes, and of
+# Qwen3-0.6B batch 1 (the dense stack), each folded by tools/kernel_gaps.py into its steps' idle time between kernels
+# and the hand-offs it falls in. CUPTI (libcupti.so.13) from $bin/lib or the CUDA toolkit.
+if [ "${TRACE:-0}" = 1 ]; then
+  # The trace's own test first, in a process of its own (the trace stays on once started).
+  timeout 60 "$bin/rl_tests_ops" --gtest_filter='CudaKernelTrace.*' --gtest_color=no > "$L/trace_test.txt" 2>&1
+  stamp "kernel trace test rc=$?"
+  gtest_summary "$L/trace_test.txt"
+fi
+if [ "${TRACE:-0}" = 1 ] && grep -q "^\[       OK \] CudaKernelTrace.RecordsKernelsInAndOutOfGraphs" "$L/trace_test.txt"; then
+  for v in b64_base b64_skinny_long q06b_b1; do
+    (
+      model=("${LLAMA8B[@]}")
+      shape=(--batch 64 --input-len 128 --output-len 32 --max-num-batched-tokens 8192)
+      [ "$v" = b64_skinny_long ] && export RIDGELINE_CUDA_SKINNY_GEMM=long
+      [ "$v" = q06b_b1 ] && model=("${QWEN06B[@]}") && shape=(--batch 1 --input-len 128 --output-len 64)
+      timeout 120 "$bin/ridgeline" bench latency "${model[@]}" "${shape[@]}" --profile "$L/trace_$v.json" \
+        --profile-kernels > "$L/trace_$v.log" 2>&1
+      echo "trace $v rc=$?"
+    )
+    python3 tools/kernel_gaps.py "$L/trace_$v.json" > "$L/gaps_trace_$v.txt" 2>&1
+    rm -f "$L/trace_$v.json.gz"
+    gzip -f "$L/trace_$v.json" 2>/dev/null
+    stamp "trace $v"
+  done
+fi
 # NSYS=1: a timeline of batch-64 decode steps with cuBLASLt (default) and with the skinny GEMM, folded by
-# tools/nsys_gaps.py into each step's idle time between kernels and the hand-offs it falls in (why the skinny GEMM,
+# tools/kernel_gaps.py into each step's idle time between kernels and the hand-offs it falls in (why the skinny GEMM,
 # faster alone, lost end to end in session 11).
 nsys="$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)"
 if [ "${NSYS:-0}" = 1 ] && [ -n "$nsys" ]; then
@@ -123,7 +151,7 @@ if [ "${NSYS:-0}" = 1 ] && [ -n "$nsys" ]; then
     timeout 120 "$nsys" stats --report cuda_gpu_trace --format csv --output "$L/nsys_$v" "$L/nsys_$v.nsys-rep" \
       >> "$L/nsys_$v.log" 2>&1
     rm -f "$L/nsys_$v.nsys-rep" "$L/nsys_$v.sqlite"
-    python3 tools/nsys_gaps.py "$L/nsys_${v}_cuda_gpu_trace.csv" > "$L/gaps_$v.txt" 2>&1
+    python3 tools/kernel_gaps.py "$L/nsys_${v}_cuda_gpu_trace.csv" > "$L/gaps_$v.txt" 2>&1
     stamp "nsys $v"
   done
 elif [ "${NSYS:-0}" = 1 ]; then

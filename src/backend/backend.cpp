@@ -23,6 +23,10 @@ void Backend::download_async(void* pinned_dst, const void* src, size_t nbytes) {
   download(pinned_dst, src, nbytes);
 }
 
+Status Backend::start_kernel_trace() {
+  return Status::error("per-kernel timelines (--profile-kernels) need the CUDA backend; " + name() + " has none");
+}
+
 uint64_t Backend::record_marker() {
   double t = now_seconds();
   uint64_t bits;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/ops.h"
 #include "core/status.h"
@@ -55,6 +56,15 @@ class Backend {
   // returns when that happened, on now_seconds()'s clock (CPU: the time of record_marker()).
   virtual uint64_t record_marker();
   virtual double marker_seconds(uint64_t marker);
+  // Per-kernel device spans (--profile-kernels): start_kernel_trace records every kernel the device runs from now
+  // on, CUDA graphs included; take_kernel_spans returns those completed so far, on now_seconds()'s clock, in start
+  // order. A backend without kernel timestamps (CPU) refuses to start, saying so.
+  struct KernelSpan {
+    std::string name;
+    double start = 0, seconds = 0;
+  };
+  virtual Status start_kernel_trace();
+  virtual std::vector<KernelSpan> take_kernel_spans() { return {}; }
 
   // --- ops ---
   // ids: i32 [T]; table: [vocab, hidden]; out: [T, hidden]

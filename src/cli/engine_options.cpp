@@ -40,6 +40,8 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_flag("--deterministic,!--no-deterministic", o->deterministic,
                 "Batch-invariant kernels: a request's tokens do not depend on the rest of the batch");
   cmd->add_option("--profile", o->profile, "Write a Chrome-trace JSON of every step's host and device spans");
+  cmd->add_flag("--profile-kernels", o->profile_kernels,
+                "With --profile: every device kernel's span too, CUDA graphs included (CUDA, through CUPTI)");
   cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size,
                   "Split the model over N ranks (CPU: threads; CUDA: GPUs 0..N-1 over NCCL); N divides the heads "
                   "and the intermediate size")
@@ -84,6 +86,7 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.enforce_eager = o.enforce_eager;
   c.deterministic = o.deterministic;
   c.profile_path = o.profile;
+  c.profile_kernels = o.profile_kernels;
   c.speculative = o.speculative;
   c.num_speculative_tokens = o.num_speculative_tokens;
   c.draft_model_dir = o.draft_model;

@@ -31,6 +31,7 @@ struct EngineOptions {
   bool enforce_eager = false;
   bool deterministic = false;  // issue 13: batch-invariant kernels (see docs/benchmarks.md for the cost)
   std::string profile;         // Chrome-trace JSON path (empty: off)
+  bool profile_kernels = false;  // --profile-kernels: every device kernel's span in the trace (CUDA)
   // Speculative decoding (issue 18).
   std::string speculative;     // "", ngram or draft
   int32_t num_speculative_tokens = 4;

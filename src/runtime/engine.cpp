@@ -117,6 +117,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   }
   RL_ASSIGN_OR_RETURN(e->backend_, create_backend(config.device, bo));
   e->backend_->set_deterministic(config.deterministic);
+  if (config.profile_kernels) {
+    if (config.profile_path.empty()) return Status::error("--profile-kernels needs --profile FILE (the trace it adds to)");
+    RL_RETURN_IF_ERROR(e->backend_->start_kernel_trace());
+  }
   LoadOptions lo;
   lo.weight_dtype = config.weight_dtype;
   lo.dummy_weights = config.dummy_weights;
@@ -419,6 +423,7 @@ void Engine::loop() {
     inflight_.reset();
   }
   fail_all("engine stopped");
+  for (Backend::KernelSpan& k : backend_->take_kernel_spans()) profile_.kernel_span(k.name, k.start, k.seconds);
   if (Status st = profile_.write(); !st.is_ok()) log_warn(st.message());
   running_ = false;
 }

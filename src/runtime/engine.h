@@ -64,6 +64,7 @@ struct EngineConfig {
   bool load_tokenizer = true;           // load tokenizer.json when the folder has one
   bool enforce_eager = false;           // CUDA: never capture decode steps as CUDA graphs
   std::string profile_path;             // non-empty: write a Chrome-trace JSON of every step's spans there
+  bool profile_kernels = false;         // with profile_path: every device kernel's span too (CUDA, CUPTI)
   // Batch-invariant kernels (issue 13): a request's tokens do not depend on the rest of the batch.
   bool deterministic = false;
   // Speculative decoding (issue 18): "" (off), "ngram" (prompt lookup) or "draft" (draft_model_dir, a smaller

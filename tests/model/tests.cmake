@@ -94,6 +94,16 @@ add_test(NAME cli_generate_tp2_golden_ids
          COMMAND ${_rl} generate --prompt-ids "1153 261 2061" --output-ids --temperature 0 --max-tokens 8
                  --ignore-eos --dtype f32 --tensor-parallel-size 2)
 set_tests_properties(cli_generate_tp2_golden_ids PROPERTIES PASS_REGULAR_EXPRESSION "271 261 2850 451 271 261 1172 14\n")
+# --profile-kernels: refused without --profile, and on the CPU (no kernel timestamps), each with its reason.
+add_test(NAME cli_profile_kernels_needs_profile
+         COMMAND sh -c "${_rl} generate --prompt hi --max-tokens 2 --profile-kernels 2>&1; echo \"exit=$?\"")
+set_tests_properties(cli_profile_kernels_needs_profile PROPERTIES PASS_REGULAR_EXPRESSION
+                     "--profile-kernels needs --profile FILE(.*\n)*exit=1\n")
+add_test(NAME cli_profile_kernels_cpu_refused
+         COMMAND sh -c "${_rl} generate --prompt hi --max-tokens 2 --profile ${CMAKE_BINARY_DIR}/cli_profile_kernels.json \
+                 --profile-kernels 2>&1; echo \"exit=$?\"")
+set_tests_properties(cli_profile_kernels_cpu_refused PROPERTIES PASS_REGULAR_EXPRESSION
+                     "per-kernel timelines [(]--profile-kernels[)] need the CUDA backend(.*\n)*exit=1\n")
 add_test(NAME cli_generate_tp3_invalid
          COMMAND sh -c "${_rl} generate --prompt hi --max-tokens 2 --tensor-parallel-size 3; echo \"exit=$?\"")
 set_tests_properties(cli_generate_tp3_invalid PROPERTIES PASS_REGULAR_EXPRESSION

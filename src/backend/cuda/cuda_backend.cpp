@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/kernel_trace.h"
 #include "backend/cuda/gemv_stream.h"
 #include "backend/cuda/kernel_config.h"
 #include "core/check.h"
@@ -596,6 +597,18 @@ double CudaBackend::marker_seconds(uint64_t marker) {
   cudaEventDestroy(it->second);
   markers_.erase(it);
   return marker_ref_seconds_ + ms * 1e-3;
+}
+
+Status CudaBackend::start_kernel_trace() { return cuda::kernel_trace_start(); }
+
+std::vector<Backend::KernelSpan> CudaBackend::take_kernel_spans() {
+  std::vector<KernelSpan> out;
+  for (cuda::KernelRecord& r : cuda::kernel_trace_take()) out.push_back(KernelSpan{std::move(r.name), r.start, r.seconds});
+  if (const int64_t dropped = cuda::kernel_trace_dropped(); dropped > 0) {
+    log_warn("kernel trace: " + std::to_string(dropped) + " kernels past the first " +
+             std::to_string(cuda::kKernelTraceMaxRecords) + " were not kept");
+  }
+  return out;
 }
 
 std::string CudaBackend::attention_slow_path(const QkvLayout& l, int64_t block_size) const {

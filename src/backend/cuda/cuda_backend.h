@@ -92,6 +92,8 @@ class CudaBackend final : public Backend {
   void wait_fence(uint64_t fence) override;
   uint64_t record_marker() override;
   double marker_seconds(uint64_t marker) override;
+  Status start_kernel_trace() override;  // CUPTI (kernel_trace.h)
+  std::vector<KernelSpan> take_kernel_spans() override;
   void apply_token_bitmask(const Tensor& logits, const Tensor& bitmask) override;
   // Layer-library ops (cuda_layer_ops.cpp).
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""Where a decode step's wall time goes between kernels, from an Nsight Systems GPU trace (issue 12).
+"""Where a decode step's wall time goes between kernels (issue 12), from ridgeline's own kernel trace or an Nsight
+Systems GPU trace:
+
+    ridgeline bench latency ... --profile RUN.json --profile-kernels     (CUDA; CUPTI, kernels in graphs included)
+    tools/kernel_gaps.py RUN.json [--marker NAME] [--top N]
 
     nsys profile -t cuda --cuda-graph-trace=node -o RUN ridgeline bench latency ...
     nsys stats --report cuda_gpu_trace --format csv --output RUN RUN.nsys-rep
-    tools/nsys_gaps.py RUN_cuda_gpu_trace.csv [--marker NAME] [--top N]
+    tools/kernel_gaps.py RUN_cuda_gpu_trace.csv [--marker NAME] [--top N]
+
+A .json file is read as ridgeline's Chrome trace: the spans of its "device kernels" track (tid 3).
 
 Steps end with the marker kernel (default: sample_kernel); the steps folded are the longest run of consecutive steps
 with the same kernel names in the same order (the latest on a tie): tools/ncu_steps.py's steps_by_marker. For each step:
@@ -14,6 +20,7 @@ step, so a boundary that programmatic dependent launch does not overlap (a libra
 idle time beside its neighbours' names. Memory copies and sets in the trace count as activity like kernels.
 """
 import csv
+import json
 import os
 import sys
 from collections import defaultdict
@@ -26,7 +33,24 @@ def short(name):
     return name.split("(")[0].split("<")[0].replace("void ", "").strip()[:48]
 
 
+def read_profile(path):
+    """The kernel spans of ridgeline's --profile-kernels trace (Chrome-trace JSON, µs), as (start_ns, end_ns, name)."""
+    try:
+        with open(path) as f:
+            trace = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"{path}: not a readable Chrome trace ({e})")
+    events = [(1e3 * e["ts"], 1e3 * (e["ts"] + e["dur"]), e["name"]) for e in trace.get("traceEvents", [])
+              if e.get("ph") == "X" and e.get("tid") == 3]
+    if not events:
+        sys.exit(f"{path}: no device kernel spans (write it with --profile FILE --profile-kernels, on CUDA)")
+    events.sort()
+    return events
+
+
 def read_trace(path):
+    if path.endswith(".json"):
+        return read_profile(path)
     with open(path, newline="") as f:
         lines = f.read().splitlines()
     # nsys may print notes before the table: start at the header row.
@@ -85,7 +109,7 @@ def main():
                 top = int(args[i + 1])
             del args[i:i + 2]
     if len(args) != 1:
-        sys.exit("usage: tools/nsys_gaps.py TRACE.csv [--marker NAME] [--top N]")
+        sys.exit("usage: tools/kernel_gaps.py TRACE.json|TRACE.csv [--marker NAME] [--top N]")
     events = read_trace(args[0])
     steps = steps_by_marker(events, marker, name_of=lambda e: e[2])
     if len(steps) < 2:

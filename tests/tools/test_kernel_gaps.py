@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""tools/nsys_gaps.py on a synthetic Nsight Systems GPU trace: three identical decode steps after a prefill step,
+"""tools/kernel_gaps.py on a synthetic Nsight Systems GPU trace: three identical decode steps after a prefill step,
 with overlapped (PDL-like) hand-offs, idle gaps around a library GEMM, and a memcpy; the numbers are checked against
-the trace's construction. Also the errors.
+the trace's construction. The same steps as ridgeline's --profile-kernels trace (Chrome JSON, kernel track 3, host
+spans beside it) give the same figures. Also the errors.
 
-    test_nsys_gaps.py PATH/TO/nsys_gaps.py
+    test_kernel_gaps.py PATH/TO/kernel_gaps.py
 """
+import json
 import os
 import subprocess
 import sys
@@ -22,10 +24,19 @@ def trace_csv(events):
     return "\n".join(out) + "\n"
 
 
-def run(events, *extra):
+def trace_json(events):
+    """ridgeline's Chrome trace: the kernels on tid 3 in µs, host spans on tid 0 that the tool must ignore."""
+    spans = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": 3, "args": {"name": "device kernels"}}]
+    for start, dur, name in events:
+        spans.append({"name": name, "ph": "X", "pid": 1, "tid": 3, "ts": start / 1e3, "dur": dur / 1e3})
+        spans.append({"name": "process", "ph": "X", "pid": 1, "tid": 0, "ts": start / 1e3, "dur": 5.0})
+    return json.dumps({"displayTimeUnit": "ms", "traceEvents": spans})
+
+
+def run(events, *extra, fmt="csv"):
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "trace.csv")
-        open(path, "w").write(trace_csv(events))
+        path = os.path.join(d, "trace." + fmt)
+        open(path, "w").write(trace_csv(events) if fmt == "csv" else trace_json(events))
         p = subprocess.run([sys.executable, TOOL, path, *extra], capture_output=True, text=True)
         return p.returncode, p.stdout + p.stderr
 
@@ -67,6 +78,13 @@ expect(not any("qk_norm_rope_kernel -> decode_attention" in l for l in lines), "
 order = [l for l in lines if "->" in l and l.strip()[0].isdigit()]
 expect(len(order) >= 3 and "sample_kernel" in order[0] and "qk_norm_rope" in order[1], "sorted by idle time", out)
 
+rc, out_json = run(events, fmt="json")
+expect(rc == 0, "a --profile-kernels trace exits 0", out_json)
+expect(out_json == out, "the same figures from the Chrome trace as from the CSV", out_json)
+
+rc, out = run([], fmt="json")
+expect(rc != 0 and "no device kernel spans" in out, "a trace without the kernel track fails", out)
+
 rc, out = run(events, "--top", "1")
 expect(rc == 0 and len([l for l in out.splitlines() if "->" in l and l.strip()[0].isdigit()]) == 1, "--top 1", out)
 
@@ -83,4 +101,4 @@ with tempfile.TemporaryDirectory() as d:
 if failures:
     print("\n\n".join(failures))
     sys.exit(1)
-print("nsys_gaps: all checks passed")
+print("kernel_gaps: all checks passed")
