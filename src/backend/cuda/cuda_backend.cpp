@@ -111,8 +111,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     const std::string v = env;
     prefill_continuous_ = v.find("continuous") != std::string::npos;
     prefill_v_stages_ = v.find("v3") != std::string::npos ? 3 : 2;
-    prefill_lazy_ = v.find("lazy") != std::string::npos && prefill_continuous_ && prefill_v_stages_ == 3;
-    prefill_multicast_ = v.find("mc") != std::string::npos && prefill_continuous_ && prefill_v_stages_ == 3;
+    prefill_lazy_ = v.find("lazy") != std::string::npos;
+    prefill_multicast_ = v.find("mc") != std::string::npos;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -389,8 +389,8 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.k_stages = cuda::kPrefillSm90KStages;
       o.continuous_turns = prefill_continuous_;
       o.v_stages = o.pack ? 2 : prefill_v_stages_;  // 3 V stages are built for unpacked blocks only
-      o.lazy_rescale = prefill_lazy_ && !o.pack && o.continuous_turns && o.v_stages == 3;
-      o.multicast = prefill_multicast_ && !o.pack && o.continuous_turns && o.v_stages == 3;
+      o.lazy_rescale = prefill_lazy_;  // where built (launch_prefill_attention_sm90 decides)
+      o.multicast = prefill_multicast_;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;
     }
@@ -602,8 +602,7 @@ double CudaBackend::marker_seconds(uint64_t marker) {
 Status CudaBackend::start_kernel_trace() { return cuda::kernel_trace_start(); }
 
 std::vector<Backend::KernelSpan> CudaBackend::take_kernel_spans() {
-  std::vector<KernelSpan> out;
-  for (cuda::KernelRecord& r : cuda::kernel_trace_take()) out.push_back(KernelSpan{std::move(r.name), r.start, r.seconds});
+  std::vector<KernelSpan> out = cuda::kernel_trace_take();
   if (const int64_t dropped = cuda::kernel_trace_dropped(); dropped > 0) {
     log_warn("kernel trace: " + std::to_string(dropped) + " kernels past the first " +
              std::to_string(cuda::kKernelTraceMaxRecords) + " were not kept");

@@ -184,11 +184,12 @@ struct PrefillSm90Options {
   // V tiles in flight: 2, or 3 with one Q buffer instead of two (the next item's Q then loads only once both
   // consumers are done with this one). 3 needs intra_overlap, k_stages 3 and unpacked blocks.
   int v_stages = 2;
-  // Lab: the running max moves only by more than 2^8, and O's rescale is skipped where no row of a warp moved
-  // (FlashAttention-4's conditional rescale). Built for the production form only (unpacked, continuous, 3 V).
+  // Lab, built for the production form only (unpacked, intra overlap, 3 K and 3 V stages, continuous turns);
+  // elsewhere these two are ignored. The running max moves only by more than 2^8, and O's rescale is skipped where
+  // no row of a warp moved (FlashAttention-4's conditional rescale).
   bool lazy_rescale = false;
-  // Lab: clusters of two blocks for the two query heads of a pair in one kv head, each K / V tile's halves multicast
-  // into both (one crossing from L2 per pair). Production form only; an odd GQA group runs without it.
+  // Clusters of two blocks for the two query heads of a pair in one kv head, each K / V tile's halves multicast
+  // into both (one crossing from L2 per pair); an odd GQA group runs without it.
   bool multicast = false;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);

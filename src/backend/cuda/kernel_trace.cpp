@@ -37,7 +37,7 @@ struct State {
   bool started = false;
   Cupti api;
   double offset_seconds = 0;  // now_seconds() − CUPTI's clock
-  std::vector<KernelRecord> records;
+  std::vector<Backend::KernelSpan> records;
   std::unordered_map<const char*, std::string> names;  // CUPTI shares one name string per kernel
   int64_t dropped = 0;
 };
@@ -89,13 +89,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
       auto it = st.names.find(k->name);
       if (it == st.names.end()) it = st.names.emplace(k->name, short_name(k->name)).first;
-      KernelRecord r;
-      r.name = it->second;
-      r.start = st.offset_seconds + static_cast<double>(k->start) * 1e-9;
-      r.seconds = static_cast<double>(k->end - k->start) * 1e-9;
-      r.stream = k->streamId;
-      r.graph = k->graphId;
-      st.records.push_back(std::move(r));
+      st.records.push_back(Backend::KernelSpan{it->second, st.offset_seconds + static_cast<double>(k->start) * 1e-9,
+                                               static_cast<double>(k->end - k->start) * 1e-9});
     }
   }
   std::free(buffer);
@@ -146,7 +141,7 @@ Status kernel_trace_start() {
   return Status::ok();
 }
 
-std::vector<KernelRecord> kernel_trace_take() {
+std::vector<Backend::KernelSpan> kernel_trace_take() {
   State& st = state();
   {
     std::lock_guard<std::mutex> lock(st.mu);
@@ -154,12 +149,13 @@ std::vector<KernelRecord> kernel_trace_take() {
   }
   // Outside the lock: the flush delivers the buffers through buffer_completed, which takes it.
   st.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::vector<KernelRecord> out;
+  std::vector<Backend::KernelSpan> out;
   {
     std::lock_guard<std::mutex> lock(st.mu);
     out.swap(st.records);
   }
-  std::stable_sort(out.begin(), out.end(), [](const KernelRecord& x, const KernelRecord& y) { return x.start < y.start; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Backend::KernelSpan& x, const Backend::KernelSpan& y) { return x.start < y.start; });
   return out;
 }
 
@@ -172,7 +168,7 @@ int64_t kernel_trace_dropped() {
 Status kernel_trace_start() {
   return Status::error("kernel trace: this build had no CUPTI headers (cupti_activity.h in the CUDA toolkit)");
 }
-std::vector<KernelRecord> kernel_trace_take() { return {}; }
+std::vector<Backend::KernelSpan> kernel_trace_take() { return {}; }
 int64_t kernel_trace_dropped() { return 0; }
 #endif  // RL_HAVE_CUPTI
 

@@ -5,26 +5,20 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/status.h"
 
 namespace rl::cuda {
 
-struct KernelRecord {
-  std::string name;  // demangled, without the argument list
-  double start = 0, seconds = 0;  // on now_seconds()'s clock
-  uint32_t stream = 0;
-  uint32_t graph = 0;  // CUDA graph id, 0 for a kernel launched outside a graph
-};
-
 // Starts recording every kernel the process runs from now on (once per process; a second call is a no-op). An error
 // names what failed: the library not found, or CUPTI's own message.
 Status kernel_trace_start();
-// Flushes CUPTI's buffers and takes the records completed so far, in start order; empty if no trace runs. At most
-// kKernelTraceMaxRecords are kept (later ones are counted in kernel_trace_dropped()).
-std::vector<KernelRecord> kernel_trace_take();
+// Flushes CUPTI's buffers and takes the kernels completed so far (demangled names without the argument list, on
+// now_seconds()'s clock), in start order; empty if no trace runs. At most kKernelTraceMaxRecords are kept (later
+// ones are counted in kernel_trace_dropped()).
+std::vector<Backend::KernelSpan> kernel_trace_take();
 int64_t kernel_trace_dropped();
 constexpr int64_t kKernelTraceMaxRecords = 1'000'000;
 

@@ -588,19 +588,17 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                                    cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
-  if (o.lazy_rescale || o.multicast) {  // lab: instantiated with the production form only
-    RL_CHECK_MSG(!packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3,
-                 "Hopper prefill lab: the lazy rescale and the multicast are built for the production form only");
-    if (o.multicast && group % 2 == 0) {  // pairs of query heads of one kv head; an odd group runs without
-      if (o.lazy_rescale) {
-        launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream);
-      } else {
-        launch_sm90<false, true, 3, 0, true, 3, false, true>(a, o.persistent, num_sms, stream);
-      }
-    } else if (o.lazy_rescale) {
-      launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream);
+  // The lab's lazy rescale and multicast: instantiated with the production form only, ignored elsewhere; the
+  // multicast pairs query heads of one kv head, so an odd group runs without it.
+  const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
+  const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
+  if (lazy || multicast) {
+    if (lazy && multicast) {
+      launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream);
+    } else if (multicast) {
+      launch_sm90<false, true, 3, 0, true, 3, false, true>(a, o.persistent, num_sms, stream);
     } else {
-      launch_sm90<false, true, 3, 0, true, 3>(a, o.persistent, num_sms, stream);
+      launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream);
     }
     return;
   }
