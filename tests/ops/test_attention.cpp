@@ -244,8 +244,9 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const bool continuous_default = cuda().prefill_continuous();
   const int v_stages_default = cuda().prefill_v_stages();
   const bool lazy_default = cuda().prefill_lazy(), multicast_default = cuda().prefill_multicast();
-  // Bits 4 and 8: the lazy rescale and the K / V multicast over pairs of heads (lab; continuous turns and 3 V
-  // stages only; an odd GQA group, 14 / 2, runs without the multicast).
+  // Bits 4 and 8: the lazy rescale (production since session 20: 7 is the full sweep) and the K / V multicast over
+  // pairs of heads (lab); continuous turns and 3 V stages only; an odd GQA group, 14 / 2, runs without the
+  // multicast.
   for (const int lab : {0, 1, 2, 3, 7, 11}) {
     const bool continuous = lab & 1;
     const int v_stages = lab & 2 ? 3 : 2;

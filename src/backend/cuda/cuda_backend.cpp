@@ -104,9 +104,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the
-  // form before session 18, "continuous_v3" production); "0" turns the kernel off (prefill_attention_sm90_supported).
+  // form before session 18, "continuous_v3_lazy" production, "continuous_v3" its eager rescale); "0" turns the kernel
+  // off (prefill_attention_sm90_supported).
   prefill_continuous_ = cuda::kPrefillSm90ContinuousTurns;
   prefill_v_stages_ = cuda::kPrefillSm90VStages;
+  prefill_lazy_ = cuda::kPrefillSm90LazyRescale;
   if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_SM90"); env != nullptr && std::string(env) != "0") {
     const std::string v = env;
     prefill_continuous_ = v.find("continuous") != std::string::npos;

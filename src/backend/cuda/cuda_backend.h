@@ -165,8 +165,9 @@ class CudaBackend final : public Backend {
   // The Hopper prefill's form (PrefillSm90Options): the consumers' turns running on across work items, and the V
   // stages (2, or 3 with one Q buffer). Defaults kPrefillSm90ContinuousTurns / kPrefillSm90VStages (both on since
   // session 18); end to end RIDGELINE_CUDA_PREFILL_SM90=per_item_v2|continuous|v3|continuous_v3. Tests run every
-  // combination. Lab, built for continuous turns with 3 V stages only: the lazy rescale
-  // (PrefillSm90Options::lazy_rescale, "lazy" in the value) and the K / V multicast over pairs of heads ("mc").
+  // combination. Built for continuous turns with 3 V stages only: the lazy rescale (PrefillSm90Options::lazy_rescale,
+  // "lazy" in the value; kPrefillSm90LazyRescale, on since session 20) and, lab, the K / V multicast over pairs of
+  // heads ("mc").
   void set_prefill_sm90_lab(bool continuous, int v_stages, bool lazy = false, bool multicast = false) {
     prefill_continuous_ = continuous;
     prefill_v_stages_ = v_stages;
@@ -194,7 +195,7 @@ class CudaBackend final : public Backend {
   cuda::DecodeKernel decode_kernel_ = cuda::DecodeKernel::kAuto;  // RIDGELINE_CUDA_DECODE_KERNEL (lab A/B)
   bool prefill_continuous_ = true;  // set_prefill_sm90_lab (the constructor: kernel_config.h)
   int prefill_v_stages_ = 3;
-  bool prefill_lazy_ = false;
+  bool prefill_lazy_ = true;
   bool prefill_multicast_ = false;
   bool gemm_tuning_ = false;  // set_gemm_tuning takes effect (opt-in: RIDGELINE_CUDA_GEMM_TUNE=1)
   // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1|all|long)

@@ -184,11 +184,11 @@ struct PrefillSm90Options {
   // V tiles in flight: 2, or 3 with one Q buffer instead of two (the next item's Q then loads only once both
   // consumers are done with this one). 3 needs intra_overlap, k_stages 3 and unpacked blocks.
   int v_stages = 2;
-  // Lab, built for the production form only (unpacked, intra overlap, 3 K and 3 V stages, continuous turns);
-  // elsewhere these two are ignored. The running max moves only by more than 2^8, and O's rescale is skipped where
-  // no row of a warp moved (FlashAttention-4's conditional rescale).
+  // Built for the production form only (unpacked, intra overlap, 3 K and 3 V stages, continuous turns); elsewhere
+  // these two are ignored. The running max moves only by more than 2^8, and O's rescale is skipped where no row of a
+  // warp moved (FlashAttention-4's conditional rescale; production since session 20, kPrefillSm90LazyRescale).
   bool lazy_rescale = false;
-  // Clusters of two blocks for the two query heads of a pair in one kv head, each K / V tile's halves multicast
+  // Lab: clusters of two blocks for the two query heads of a pair in one kv head, each K / V tile's halves multicast
   // into both (one crossing from L2 per pair); an odd GQA group runs without it.
   bool multicast = false;
 };

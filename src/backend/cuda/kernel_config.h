@@ -292,6 +292,12 @@ constexpr bool kPrefillSm90ContinuousTurns = true;
 // K (released right after S = Q Kᵀ) has two. 3 V stages fit only with one Q buffer (the next item's Q then loads
 // after this item, not under it). Measured with kPrefillSm90ContinuousTurns above.
 constexpr int kPrefillSm90VStages = 3;
+// Hopper prefill, the production form (above): a row's running max moves only when a tile's max passes it by more
+// than 2^8, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale). Measured
+// (H100, session 20, `bench kernels prefill`, neighbouring lab rows, TFLOP/s, eager / lazy): 4 × 4k 469.7 / 490.6,
+// 16 × 1k 369.2 / 370.6, 1 × 16k 514.5 / 542.6; the 32k prompt's TTFT 1,224 / 1,228 ms eager against 1,219 / 1,213
+// lazy. On. RIDGELINE_CUDA_PREFILL_SM90=continuous_v3 runs the eager form, continuous_v3_lazy this one.
+constexpr bool kPrefillSm90LazyRescale = true;
 // Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
 // group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
 // Deterministic mode cuts every row's keys into chunks of kDetChunkKeys at absolute key positions (a multiple of

@@ -65,7 +65,7 @@ struct WorkItem {
 // KS: K stages, VS: V stages (2, or 3 with one Q buffer). ABLATE (kernel lab only, wrong results): 1 = K/V loaded
 // for the first stages only (the stages are reused: no load traffic), 2 = no softmax (P = S as is, no
 // exponentials), 3 = no P V GEMM. CONT: the consumers' turns alternate across work items without a barrier between
-// items (see the consumers). LAZY (lab): a row's running max moves only when a tile's max passes it by more than
+// items (see the consumers). LAZY (production, kPrefillSm90LazyRescale): a row's running max moves only when a tile's max passes it by more than
 // kLazyRescaleLog2, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale;
 // the exponentials then reach 2^kLazyRescaleLog2, well inside f32 and bf16's range).
 // MC (lab): clusters of two blocks, the two query heads 2j and 2j + 1 of one kv head (same sequence and rows): each
@@ -588,8 +588,8 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                                    cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
-  // The lab's lazy rescale and multicast: instantiated with the production form only, ignored elsewhere; the
-  // multicast pairs query heads of one kv head, so an odd group runs without it.
+  // The lazy rescale (production) and the multicast (lab): instantiated with the production form only, ignored
+  // elsewhere; the multicast pairs query heads of one kv head, so an odd group runs without it.
   const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
   if (lazy || multicast) {
@@ -633,11 +633,11 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
 void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream) {
   // The production form (kernel_config.h), so the ablations follow its defaults.
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
-  constexpr bool cont = kPrefillSm90ContinuousTurns;
+  constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
   switch (ablate) {
-    case 1: launch_sm90<false, true, ks, 1, cont, vs>(a, true, num_sms, stream); break;
-    case 2: launch_sm90<false, true, ks, 2, cont, vs>(a, true, num_sms, stream); break;
-    default: launch_sm90<false, true, ks, 3, cont, vs>(a, true, num_sms, stream); break;
+    case 1: launch_sm90<false, true, ks, 1, cont, vs, lazy>(a, true, num_sms, stream); break;
+    case 2: launch_sm90<false, true, ks, 2, cont, vs, lazy>(a, true, num_sms, stream); break;
+    default: launch_sm90<false, true, ks, 3, cont, vs, lazy>(a, true, num_sms, stream); break;
   }
 }
 
