@@ -106,17 +106,21 @@ __device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, 
   }
   if (num_active == 1) return;
 
-  // The counter goes back to 0 for the next launch.
-  __threadfence();
+  // One thread counts the block in with an acquire-release add at GPU scope: after the barrier, the release carries
+  // every thread's partial stores (cumulativity), and the last block's acquire, passed on by the next barrier, orders
+  // its threads' partial loads after all of them (the loads go to L2: __ldcg). No sequentially consistent fence in
+  // each warp (the __threadfence() pattern), which sat on every block's exit path. The counter goes back to 0 for the
+  // next launch.
   __syncthreads();
   if (threadIdx.x == 0) {
     int* counter = p.counters + static_cast<int64_t>(s) * gridDim.y + blockIdx.y;
-    sm.is_last = atomicAdd(counter, 1) == num_active - 1;
+    int old;
+    asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+    sm.is_last = old == num_active - 1;
     if (sm.is_last) *counter = 0;
   }
   __syncthreads();
   if (!sm.is_last) return;
-  __threadfence();
   // Each thread merges 4 consecutive output columns (item i: head i / (D / 4)) with 16-byte loads, kMergeBatch
   // splits in flight at once; its first item's first batch is requested before the split weights are read, so
   // those two round trips overlap. The sum runs over the splits in order whatever the batching (the same bits).
