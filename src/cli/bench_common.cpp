@@ -24,12 +24,13 @@ perf::BenchReport start_report(const std::string& command, Engine& engine, const
   return rep;
 }
 
-Result<std::optional<perf::GpuSpec>> roofline_gpu(const std::string& gpu_flag, const std::string& device) {
+Result<std::optional<perf::GpuSpec>> roofline_gpu(const std::string& gpu_flag, const std::string& device,
+                                                  const std::string& device_name) {
   if (!gpu_flag.empty()) {
     RL_ASSIGN_OR_RETURN(perf::GpuSpec g, perf::find_gpu(gpu_flag));
     return std::optional<perf::GpuSpec>(g);
   }
-  if (device == "cuda") return std::optional<perf::GpuSpec>(perf::measured_h200());
+  if (device == "cuda") return perf::gpu_for_device(device_name);
   return std::optional<perf::GpuSpec>();
 }
 

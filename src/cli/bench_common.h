@@ -29,8 +29,10 @@ class PromptGenerator {
 // command, date, commit, device and model of a report about `engine`.
 perf::BenchReport start_report(const std::string& command, Engine& engine, const EngineOptions& o);
 
-// --gpu NAME if given; else the measured H200 on CUDA; else none (no CPU roofline).
-Result<std::optional<perf::GpuSpec>> roofline_gpu(const std::string& gpu_flag, const std::string& device);
+// --gpu NAME if given; else on CUDA the chip the device's name says (perf::gpu_for_device: the measured H200 or
+// H100, a datasheet entry, or none); else none (no CPU roofline).
+Result<std::optional<perf::GpuSpec>> roofline_gpu(const std::string& gpu_flag, const std::string& device,
+                                                  const std::string& device_name);
 
 perf::BenchResult bench_result(const char* name, const char* unit, double measured);
 

@@ -34,7 +34,7 @@ struct LatencyOptions {
   int32_t output_len = 256;
   int32_t num_iters = 1;
   uint64_t seed = 0;
-  std::string gpu;  // roofline chip; default: measured H200 for cuda, none for cpu
+  std::string gpu;  // roofline chip; default: the device's (perf::gpu_for_device) on cuda, none on cpu
   std::string json;
   std::string prompt_file;
   // Sampling of every request (greedy by default); seeded per request, so rounds repeat.
@@ -143,7 +143,7 @@ int run(const LatencyOptions& o) {
   const double step_s = tm.step_seconds - tm0.step_seconds, host_s = tm.host_seconds - tm0.host_seconds;
 
   perf::BenchReport rep = start_report("bench latency", engine, o.engine);
-  auto gpu_r = roofline_gpu(o.gpu, o.engine.device);
+  auto gpu_r = roofline_gpu(o.gpu, o.engine.device, engine.backend().name());
   if (!gpu_r) return fail(gpu_r.message());
   const std::optional<perf::GpuSpec> gpu = *gpu_r;
   const int64_t context = o.input_len + o.output_len / 2;
@@ -245,7 +245,8 @@ void add_bench_latency(CLI::App* bench, int* exit_code) {
   cmd->add_option("--output-len", o->output_len, "Generated tokens per request")->capture_default_str();
   cmd->add_option("--num-iters", o->num_iters, "Measured rounds (after one warm-up round)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
-  cmd->add_option("--gpu", o->gpu, "Chip for the roofline prediction (default: measured H200 with --device cuda)");
+  cmd->add_option("--gpu", o->gpu,
+                  "Chip for the roofline prediction (default with --device cuda: the device's own, measured on H200 / H100)");
   cmd->add_option("--json", o->json, "Write the results as JSON");
   cmd->add_option("--temperature", o->temperature, "Sampling temperature of every request (0 = greedy)")
       ->check(CLI::Range(0.0f, 100.0f))

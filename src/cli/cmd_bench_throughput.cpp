@@ -28,7 +28,7 @@ struct ThroughputOptions {
   int32_t output_len = 128;
   int32_t prefix_len = 0;
   uint64_t seed = 0;
-  std::string gpu;  // roofline chip; default: measured H200 for cuda, none for cpu
+  std::string gpu;  // roofline chip; default: the device's (perf::gpu_for_device) on cuda, none on cpu
   std::string json;
 };
 
@@ -95,7 +95,7 @@ int run(const ThroughputOptions& o) {
                               : 0.0;
 
   perf::BenchReport rep = start_report("bench throughput", engine, o.engine);
-  auto gpu_r = roofline_gpu(o.gpu, o.engine.device);
+  auto gpu_r = roofline_gpu(o.gpu, o.engine.device, engine.backend().name());
   if (!gpu_r) return fail(gpu_r.message());
   const std::optional<perf::GpuSpec> gpu = *gpu_r;
   perf::BenchResult out_r = bench_result("output throughput", "tok/s", static_cast<double>(out_tokens) / elapsed);
@@ -176,7 +176,8 @@ void add_bench_throughput(CLI::App* bench, int* exit_code) {
   cmd->add_option("--prefix-len", o->prefix_len, "Leading prompt tokens shared by all requests")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompts")->capture_default_str();
-  cmd->add_option("--gpu", o->gpu, "Chip for the roofline prediction (default: measured H200 with --device cuda)");
+  cmd->add_option("--gpu", o->gpu,
+                  "Chip for the roofline prediction (default with --device cuda: the device's own, measured on H200 / H100)");
   cmd->add_option("--json", o->json, "Write the results as JSON");
   cmd->callback([o, exit_code] { *exit_code = run(*o); });
 }

@@ -1,5 +1,6 @@
 #include "perf/hardware.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -81,6 +82,36 @@ GpuSpec measured_h200() {
           0,
           141,
           "measured on the project's H200, 2026-11-29: copy 4.25 TB/s, bf16 GEMM 756 TFLOP/s"};
+}
+
+GpuSpec measured_h100() {
+  // Measured 2026-12-05 on an H100 80GB HBM3 of the GPU machines with torch 2.11 (bench/peers/torch_peers.py copy):
+  // device-to-device copy (read + write) 2.98 TB/s, cuBLAS bf16 GEMM 8192^3 772 TFLOP/s. fp8 not measured (0).
+  return {"H100 (measured)",
+          2.98,
+          772.0,
+          0,
+          80,
+          "measured on an H100 80GB HBM3 of the project's GPU machines, 2026-12-05: copy 2.98 TB/s, bf16 GEMM 772 "
+          "TFLOP/s"};
+}
+
+std::optional<GpuSpec> gpu_for_device(const std::string& device_name) {
+  const std::string key = normalize(device_name);
+  const auto has = [&](const char* part) { return key.find(part) != std::string::npos; };
+  const bool other_form = has("pcie") || has("nvl");
+  if (has("h200") && !other_form) return measured_h200();
+  if (has("h100") && !other_form) return measured_h100();
+  // Table names and the other spellings, longest first, as parts of the device's name.
+  std::vector<std::pair<std::string, std::string>> names;  // (normalized part, table name)
+  for (const auto& g : kTable) names.emplace_back(normalize(g.name), g.name);
+  for (const auto& [alias, target] : kAliases) names.emplace_back(alias, target);
+  std::stable_sort(names.begin(), names.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  for (const auto& [part, table_name] : names) {
+    if (has(part.c_str())) return *find_gpu(table_name);
+  }
+  return std::nullopt;
 }
 
 Result<GpuSpec> find_gpu(const std::string& name) {

@@ -2,6 +2,7 @@
 // on this project's own H200, and a small JSON format for measured figures written by benchmarks.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,14 @@ const std::vector<GpuSpec>& gpu_table();
 
 // The H200 this project runs on, as measured (see /work/shared/gpu.md): the one place these figures live.
 GpuSpec measured_h200();
+// The H100 80GB HBM3 (SXM) the project's GPU machines also lend, as measured the same way.
+GpuSpec measured_h100();
+
+// The chip a CUDA device's roofline is drawn against, from its name as the backend reports it (e.g. "cuda:0 (NVIDIA
+// H100 80GB HBM3, 132 SMs)"): the measured H200 or H100 (SXM) where the name says so; else the table entry whose
+// name, or one of the other spellings find_gpu knows, the name contains (the longest first: "L40S" before "L4");
+// else none.
+std::optional<GpuSpec> gpu_for_device(const std::string& device_name);
 
 // Looks a name up in the table, ignoring case, spaces, '-' and '_' ("h100-sxm" == "H100 SXM"). "measured" gives
 // measured_h200(). An unknown name is an error listing every known one.

@@ -37,6 +37,29 @@ TEST(PerfHardware, TableHoldsTheRequiredChips) {
   EXPECT_DOUBLE_EQ(m.bf16_tflops, 756);
 }
 
+// bench latency / throughput on CUDA draw against the chip the backend's device name says (names as
+// cudaDeviceProp::name spells them, inside the backend's "cuda:0 (..., 132 SMs)").
+TEST(PerfHardware, ChipForACudaDeviceName) {
+  const auto name_of = [](const std::string& device) {
+    const std::optional<GpuSpec> g = gpu_for_device("cuda:0 (" + device + ", 132 SMs)");
+    return g ? g->name : std::string("none");
+  };
+  EXPECT_EQ(name_of("NVIDIA H200"), "H200 (measured)");
+  EXPECT_EQ(name_of("NVIDIA H100 80GB HBM3"), "H100 (measured)");
+  EXPECT_EQ(name_of("NVIDIA H100 PCIe"), "H100 PCIe");
+  EXPECT_EQ(name_of("NVIDIA H100 NVL"), "H100 NVL");
+  EXPECT_EQ(name_of("NVIDIA H200 NVL"), "H200 NVL");
+  EXPECT_EQ(name_of("NVIDIA A100-SXM4-80GB"), "A100 80GB");
+  EXPECT_EQ(name_of("NVIDIA L40S"), "L40S");  // not L4, a shorter part of the same name
+  EXPECT_EQ(name_of("NVIDIA L4"), "L4");
+  EXPECT_EQ(name_of("NVIDIA GeForce RTX 4090"), "RTX 4090");
+  EXPECT_EQ(name_of("Tesla T4"), "none");
+  const GpuSpec h100 = measured_h100();
+  EXPECT_DOUBLE_EQ(h100.bandwidth_tbps, 2.98);
+  EXPECT_DOUBLE_EQ(h100.bf16_tflops, 772);
+  EXPECT_TRUE(validate_gpu_spec(h100).is_ok());
+}
+
 TEST(PerfHardware, UnknownGpuListsTheKnownOnes) {
   auto g = find_gpu("Z9000");
   ASSERT_FALSE(g.is_ok());
