@@ -19,8 +19,10 @@ t0=$(date +%s)
 timeout 120 "$T" --gtest_filter='*CudaDenseStack*' --gtest_color=no > "$L/stack_test.log" 2>&1
 echo "stack test rc=$? $(( $(date +%s) - t0 ))s"
 if [ "${RACECHECK:-0}" = 1 ]; then
+  # A grid of RACECHECK_GRID blocks (default 8; lab bits 16-23, decode_stack.h kStackLabGridShift): racecheck does not
+  # keep the full grid resident, and a block waiting for one that never runs traps after 20 s.
   race() {
-    timeout "${RACECHECK_LIMIT:-200}" "$sanitizer" --tool racecheck --error-exitcode 3 "$@" "$T" \
+    RIDGELINE_CUDA_STACK_LAB=$(( ${RACECHECK_GRID:-8} << 16 )) timeout "${RACECHECK_LIMIT:-200}" "$sanitizer" --tool racecheck --error-exitcode 3 "$@" "$T" \
       --gtest_filter='*CudaDenseStack*qwen3' --gtest_color=no > "$L/racecheck.log" 2>&1
   }
   race --kernel-name kns=decode_stack_kernel

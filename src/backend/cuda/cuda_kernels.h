@@ -250,11 +250,18 @@ void launch_prefill_attention_tile_lab(const AttentionArgs& a, cudaStream_t stre
 void launch_prefill_attention_lab(const AttentionArgs& a, int variant, cudaStream_t stream);
 // The dense stack's weight-ring hand-off alone (lab_probes.cu), for compute-sanitizer: one block streams `tiles`
 // tiles of ring_handoff_probe_rows() rows × ring_handoff_probe_row_elems() bf16 from w through a 2-stage ring;
-// out[r] = the sum of row r of every tile. every_thread: each consumer thread hands the stage back itself (else
-// lane 0 of each warp after __syncwarp(), as the stack does). Compute capability 9.0.
+// out[r] = the sum of row r of every tile. Compute capability 9.0. The options add the stack's launch traits one by
+// one (lab_probes.cu says why).
+struct RingProbeOptions {
+  bool every_thread = true;         // each consumer thread hands the stage back (else lane 0 after __syncwarp())
+  bool full_shared_memory = false;  // the block's shared memory filled to its limit with a dynamic region
+  bool pdl = false;                 // launched with the PDL attribute (launch_pdl)
+  bool large_params = false;        // the source pointer inside 8 KB of kernel parameters
+};
 int ring_handoff_probe_rows();
 int ring_handoff_probe_row_elems();
-void launch_ring_handoff_probe(const uint16_t* w, int tiles, float* out, bool every_thread, cudaStream_t stream);
+void launch_ring_handoff_probe(const uint16_t* w, int tiles, float* out, const RingProbeOptions& o,
+                               cudaStream_t stream);
 // cluster_size > 0 forces the blocks per row on sm_90.
 void launch_sample_lab(float* logits, int64_t vocab, const SampleBatch& batch, int num_sms, cudaStream_t stream,
                        int cluster_size);

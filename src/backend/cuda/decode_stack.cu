@@ -24,6 +24,7 @@
 // The attention phase is latency-bound (past its first batch, a split's keys are loaded after q/k/v), so the
 // model runs the stack only up to kStackMaxContext keys (decode_stack.h; the runner keeps separate graphs for such
 // steps).
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/cuda/cuda_check.h"
@@ -912,7 +913,10 @@ size_t stack_scratch_bytes(const StackShape& s) {
 }
 
 void launch_decode_stack(StackParams p, cudaStream_t stream) {
-  const int sms = device_sms();
+  int sms = device_sms();
+  if (const int lab_grid = (p.lab >> kStackLabGridShift) & 255; lab_grid > 0) {
+    sms = std::min(sms, std::max(lab_grid, static_cast<int>(p.num_kv_heads)));
+  }
   p.max_splits = max_splits_for(p.num_kv_heads, sms);
   const int lab_backoff = (p.lab >> kStackLabBackoffShift) & 255;
   p.poll_backoff_ns = lab_backoff ? 16 * lab_backoff : kStackPollBackoffNs;

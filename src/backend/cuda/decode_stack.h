@@ -68,6 +68,10 @@ constexpr int kStackLabNoGemvMath = 2;    // the GEMV phases wait for and releas
 constexpr int kStackLabNoWait = 4;        // inputs read without waiting for their tags (other blocks' outputs)
 constexpr int kStackLabNoPrologue = 8;    // no input vector loads (and no norms) at the start of a phase
 constexpr int kStackLabBackoffShift = 8;  // bits 8-15, if not 0: the poll backoff's cap in 16 ns units
+// Bits 16-23, if not 0: the grid's blocks (at least the KV heads, at most the SMs; one block per SM otherwise). For
+// compute-sanitizer's racecheck, which does not keep a whole grid of this kernel resident (a block then waits for
+// one that never runs, and traps after 20 s). The key splits follow the grid, so the bits do too.
+constexpr int kStackLabGridShift = 16;
 
 // A block polling for another block's output sleeps between polls, 32 ns first, doubling up to this cap
 // (decode_stack.cu, wait_words). Measured on the H200 (docs/benchmarks.md, session 14): polling back to back slowed

@@ -9,9 +9,14 @@
 // hazards there (session 13, docs/benchmarks.md). With every_thread, each consumer thread arrives itself, so its
 // own reads are ordered before the producer's wait by its own release. Each consumer warp sums its rows, so the
 // results show the ring delivered every tile intact.
+// The stack's launch differs from the probe's in three ways, each an option here (RingProbeOptions), so that a
+// tool's failure on the stack (session 20: racecheck stopped at a hardware exception in it, with every lab
+// ablation) can be pinned to one: shared memory filled to the block's limit (dynamic), the PDL launch attribute,
+// and kernel parameters past the classic 4 KB (the stack's layer table, 6.6 KB for 64 layers).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/sm90.cuh"
 #include "backend/cuda/tma_map.h"
 #include "core/check.h"
@@ -22,11 +27,24 @@ namespace {
 constexpr int kProbeWarps = 8;        // consumer warps; the producer is warp kProbeWarps
 constexpr int kProbeRowBytes = 2048;  // one bulk copy per consumer row and stage
 
-template <bool kEveryThread>
+// The source as a plain pointer, or inside a parameter block of 8 KB (RingProbeOptions::large_params): every entry
+// holds the same pointer, and the kernel reads the one its tile count picks.
+struct ProbeSource {
+  const uint16_t* w;
+  __device__ const uint16_t* get(int) const { return w; }
+};
+struct ProbeSourceTable {
+  const uint16_t* w[1024];
+  __device__ const uint16_t* get(int tiles) const { return w[tiles % 1024]; }
+};
+
+template <bool kEveryThread, typename Source>
 __global__ void __launch_bounds__((kProbeWarps + 1) * 32, 1)
-    ring_handoff_probe_kernel(const uint16_t* w, int tiles, float* out) {
+    ring_handoff_probe_kernel(const Source src_w, int tiles, float* out) {
 #if RL_SM90_ENABLED
   using namespace sm90;
+  pdl_wait();  // launch_pdl's contract (a no-op without the attribute): out may be the previous kernel's
+  const uint16_t* w = src_w.get(tiles);
   constexpr int kProbeStages = 2;  // a short ring, so every stage is refilled many times
   __shared__ __align__(128) uint8_t stages[kProbeStages][kProbeWarps * kProbeRowBytes];
   __shared__ __align__(8) uint64_t bars[2 * kProbeStages];
@@ -86,16 +104,52 @@ __global__ void __launch_bounds__((kProbeWarps + 1) * 32, 1)
 int ring_handoff_probe_rows() { return kProbeWarps; }
 int ring_handoff_probe_row_elems() { return kProbeRowBytes / 2; }
 
-void launch_ring_handoff_probe(const uint16_t* w, int tiles, float* out, bool every_thread, cudaStream_t stream) {
+namespace {
+
+template <bool kEveryThread, typename Source>
+void launch_probe(const Source& src, int tiles, float* out, const RingProbeOptions& o, cudaStream_t stream) {
+  const auto kernel = ring_handoff_probe_kernel<kEveryThread, Source>;
+  size_t dynamic = 0;
+  if (o.full_shared_memory) {  // the rest of the block's shared memory, dynamic (the stack's ring is)
+    int dev = 0, optin = 0;
+    RL_CUDA_CHECK(cudaGetDevice(&dev));
+    RL_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    cudaFuncAttributes attr{};
+    RL_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    dynamic = static_cast<size_t>(optin) - attr.sharedSizeBytes;
+    RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic)));
+  }
+  const dim3 block((kProbeWarps + 1) * 32);
+  if (o.pdl) {
+    launch_pdl(kernel, dim3(1), block, dynamic, stream, src, tiles, out);
+  } else {
+    kernel<<<1, block, dynamic, stream>>>(src, tiles, out);
+    RL_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <typename Source>
+void launch_probe(const Source& src, int tiles, float* out, const RingProbeOptions& o, cudaStream_t stream) {
+  if (o.every_thread) {
+    launch_probe<true>(src, tiles, out, o, stream);
+  } else {
+    launch_probe<false>(src, tiles, out, o, stream);
+  }
+}
+
+}  // namespace
+
+void launch_ring_handoff_probe(const uint16_t* w, int tiles, float* out, const RingProbeOptions& o,
+                               cudaStream_t stream) {
   RL_CHECK_MSG(device_is_sm90(), "the ring hand-off probe needs compute capability 9.0");
   RL_CHECK(tiles > 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
-  const dim3 block((kProbeWarps + 1) * 32);
-  if (every_thread) {
-    ring_handoff_probe_kernel<true><<<1, block, 0, stream>>>(w, tiles, out);
+  if (o.large_params) {
+    ProbeSourceTable t;
+    for (const uint16_t*& p : t.w) p = w;
+    launch_probe(t, tiles, out, o, stream);
   } else {
-    ring_handoff_probe_kernel<false><<<1, block, 0, stream>>>(w, tiles, out);
+    launch_probe(ProbeSource{w}, tiles, out, o, stream);
   }
-  RL_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace rl::cuda
