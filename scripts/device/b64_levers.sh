@@ -47,19 +47,25 @@ variant() {
     [ "$1" = tuned_rope ] && export RIDGELINE_CUDA_GEMM_TUNE=1 RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1
     [ "$1" = skinny_long ] && export RIDGELINE_CUDA_SKINNY_GEMM=long
     [ "$1" = skinny_long_early ] && export RIDGELINE_CUDA_SKINNY_GEMM=long RIDGELINE_CUDA_DECODE_KERNEL=mma_early
-    lat "b64_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
+    local extra=()
+    [ "$1" = bs64 ] && extra=(--block-size 64)  # production at KV block size 64 (16 by default)
+    lat "b64_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 128 --max-num-batched-tokens 8192 \
+      "${extra[@]}"
     if [ "${SHORT:-0}" != 1 ]; then
-      lat "b64in16_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 16 --output-len 128 --max-num-batched-tokens 8192
+      lat "b64in16_$1_r$2" "${LLAMA8B[@]}" --batch 64 --input-len 16 --output-len 128 --max-num-batched-tokens 8192 \
+        "${extra[@]}"
     fi
     if [ "${B32:-0}" = 1 ]; then
-      lat "b32_$1_r$2" "${LLAMA8B[@]}" --batch 32 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
+      lat "b32_$1_r$2" "${LLAMA8B[@]}" --batch 32 --input-len 128 --output-len 128 --max-num-batched-tokens 8192 \
+        "${extra[@]}"
     fi
   )
 }
 # VARIANTS (default: base tuned rope tuned_rope; early too if named) in alternating rounds; rope = the decode
 # attention kernel doing RoPE + KV write (RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1, session 17); skinny_long = the
-# skinny GEMM for the long-K / wide-N linears only (RIDGELINE_CUDA_SKINNY_GEMM=long, session 18); B32=1 adds batch 32;
-# SHORT=1 leaves out the 16-token-prompt runs (a call that must fit its time limit).
+# skinny GEMM for the long-K / wide-N linears only (RIDGELINE_CUDA_SKINNY_GEMM=long, session 18); bs64 = production
+# at KV block size 64; B32=1 adds batch 32; SHORT=1 leaves out the 16-token-prompt runs (a call that must fit its time
+# limit).
 # The fused RoPE decode attention end to end: greedy ids of the embedded default model and of Qwen3-0.6B (q/k norm,
 # dummy weights) with the layer kernels (RIDGELINE_CUDA_DECODE_STACK=0, so batch-1 decode takes the attention
 # layer's path), with and without the fusion. The fused path is bitwise the composed one, so the ids must match.
