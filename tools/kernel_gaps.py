@@ -14,7 +14,8 @@ A .json file is read as ridgeline's Chrome trace: the spans of its "device kerne
 Steps end with the marker kernel (default: sample_kernel); the steps folded are the longest run of consecutive steps
 with the same kernel names in the same order (the latest on a tie): tools/ncu_steps.py's steps_by_marker. For each step:
 its wall time (first kernel's start to the marker's end), the time at least one kernel runs (the union of the
-kernel intervals) and the idle rest. Idle time is charged to the hand-off it falls in: the pair (kernel that ended
+kernel intervals) and the idle rest; then the idle time between consecutive steps (a step's marker to the next
+step's first event), which the step's own wall time leaves out. Idle time is charged to the hand-off it falls in: the pair (kernel that ended
 last, kernel that started next). The hand-offs that cost the most per step are listed, each with its count per
 step, so a boundary that programmatic dependent launch does not overlap (a library kernel, a memcpy) shows up as
 idle time beside its neighbours' names. Memory copies and sets in the trace count as activity like kernels.
@@ -126,6 +127,13 @@ def main():
             idle[k] += v / n
     print(f"events per step {len(steps[0])}; steps folded {n}; wall {wall / 1e3:.1f} us; kernels running "
           f"{busy / 1e3:.1f} us; idle {(wall - busy) / 1e3:.1f} us ({100 * (wall - busy) / wall:.1f} %)")
+    # The folded steps are consecutive: between two of them the GPU runs nothing the step accounts for (the next
+    # step's launch, and any copy the host enqueued before it, come after).
+    between = [steps[i][0][0] - steps[i - 1][-1][1] for i in range(1, n)]
+    if between:
+        b = sum(between) / len(between)
+        print(f"between steps {b / 1e3:.1f} us idle ({len(between)} boundaries; {100 * b / (wall + b):.1f} % of the "
+              f"{(wall + b) / 1e3:.1f} us step period): from a step's {marker} to the next step's first event")
     print(f"{'idle us/step':>12s} {'gaps':>6s}  hand-off (kernel that ended -> kernel that started)")
     for (a, b), t in sorted(idle.items(), key=lambda x: -x[1])[:top]:
         print(f"{t / 1e3:12.2f} {counts.get((a, b), 0):6d}  {a} -> {b}")

@@ -66,6 +66,8 @@ rc, out = run(events)
 expect(rc == 0, "exits 0", out)
 expect("events per step 6; steps folded 3; wall 10.0 us; kernels running 7.3 us; idle 2.7 us (27.0 %)" in out,
        "wall, busy and idle per step", out)
+expect("between steps 10.0 us idle (2 boundaries; 50.0 % of the 20.0 us step period)" in out,
+       "the gap from one step's marker to the next step's first event", out)
 lines = out.splitlines()
 expect(any(l.split()[:2] == ["1.20", "1"] and "decode_attention_mma_kernel -> sample_kernel" in l for l in lines),
        "the largest hand-off first: attention -> sampler 1.2 us", out)

@@ -81,9 +81,20 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     std::lock_guard<std::mutex> lock(st.mu);
     CUpti_Activity* rec = nullptr;
     while (st.api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
-      if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
+      const bool kernel = rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL;
+      if (!kernel && rec->kind != CUPTI_ACTIVITY_KIND_MEMCPY) continue;
       if (static_cast<int64_t>(st.records.size()) >= kKernelTraceMaxRecords) {
         ++st.dropped;
+        continue;
+      }
+      if (!kernel) {  // a copy-engine copy, on the same track: "memcpy HtoD" etc.
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+        const char* dir = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "memcpy HtoD"
+                          : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "memcpy DtoH"
+                          : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ? "memcpy DtoD"
+                                                                           : "memcpy";
+        st.records.push_back(Backend::KernelSpan{dir, st.offset_seconds + static_cast<double>(m->start) * 1e-9,
+                                                 static_cast<double>(m->end - m->start) * 1e-9});
         continue;
       }
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
@@ -136,6 +147,9 @@ Status kernel_trace_start() {
   st.offset_seconds = now_seconds() - static_cast<double>(t) * 1e-9;
   if (CUptiResult r = a.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS) {
     return cupti_error(st, "cuptiActivityEnable(CONCURRENT_KERNEL)", r);
+  }
+  if (CUptiResult r = a.enable(CUPTI_ACTIVITY_KIND_MEMCPY); r != CUPTI_SUCCESS) {
+    return cupti_error(st, "cuptiActivityEnable(MEMCPY)", r);
   }
   st.started = true;
   return Status::ok();

@@ -12,8 +12,9 @@
 
 namespace rl::cuda {
 
-// Starts recording every kernel the process runs from now on (once per process; a second call is a no-op). An error
-// names what failed: the library not found, or CUPTI's own message.
+// Starts recording every kernel the process runs from now on, and every copy-engine copy ("memcpy HtoD", "memcpy
+// DtoH", "memcpy DtoD": the idle time between a step's kernels is often a copy), once per process (a second call is
+// a no-op). An error names what failed: the library not found, or CUPTI's own message.
 Status kernel_trace_start();
 // Flushes CUPTI's buffers and takes the kernels completed so far (demangled names without the argument list, on
 // now_seconds()'s clock), in start order; empty if no trace runs. At most kKernelTraceMaxRecords are kept (later
