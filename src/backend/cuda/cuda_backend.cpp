@@ -122,6 +122,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE"); env != nullptr && std::string(env) == "0") {
     fused_rope_kv_write_ = false;
   }
+  if (const char* env = std::getenv("RIDGELINE_CUDA_COPY_KERNEL"); env != nullptr && std::string(env) == "0") {
+    copy_kernel_ = false;
+  }
   split_mixed_ = cuda::kSplitMixedDecodeRows;
   if (const char* env = std::getenv("RIDGELINE_CUDA_SPLIT_MIXED")) split_mixed_ = std::string(env) == "1";
   fused_rope_attention_ = cuda::kDecodeFusedRopeAttention;
@@ -547,19 +550,47 @@ void CudaBackend::resolve_pending_ids(const Tensor& ids, const Tensor& sampled) 
 
 void* CudaBackend::alloc_pinned(size_t nbytes) {
   void* p = nullptr;
-  RL_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(nbytes, 1), cudaHostAllocDefault));
+  const size_t n = std::max<size_t>(nbytes, 1);
+  // Mapped (as every pinned allocation is under unified addressing): the copy kernel reads and writes it in place.
+  RL_CUDA_CHECK(cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable));
+  std::lock_guard<std::mutex> lock(pinned_mu_);
+  pinned_[reinterpret_cast<uintptr_t>(p)] = n;
   return p;
 }
 
 void CudaBackend::free_pinned(void* p) {
-  if (p) RL_CUDA_CHECK(cudaFreeHost(p));
+  if (!p) return;
+  {
+    std::lock_guard<std::mutex> lock(pinned_mu_);
+    pinned_.erase(reinterpret_cast<uintptr_t>(p));
+  }
+  RL_CUDA_CHECK(cudaFreeHost(p));
+}
+
+bool CudaBackend::copy_by_kernel(const void* host, size_t n) const {
+  if (!copy_kernel_ || n > static_cast<size_t>(cuda::kCopyKernelMaxBytes)) return false;
+  // Only memory from alloc_pinned (mapped): a pageable pointer would fault in the kernel.
+  const uintptr_t a = reinterpret_cast<uintptr_t>(host);
+  std::lock_guard<std::mutex> lock(pinned_mu_);
+  auto it = pinned_.upper_bound(a);
+  if (it == pinned_.begin()) return false;
+  --it;
+  return a - it->first + n <= it->second;
 }
 
 void CudaBackend::upload_async(void* dst, const void* src, size_t n) {
+  if (copy_by_kernel(src, n)) {
+    cuda::launch_copy_bytes(dst, src, static_cast<int64_t>(n), stream_);
+    return;
+  }
   RL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_));
 }
 
 void CudaBackend::download_async(void* dst, const void* src, size_t n) {
+  if (copy_by_kernel(dst, n)) {
+    cuda::launch_copy_bytes(dst, src, static_cast<int64_t>(n), stream_);
+    return;
+  }
   RL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_));
 }
 

@@ -6,7 +6,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "backend/backend.h"
@@ -86,8 +88,13 @@ class CudaBackend final : public Backend {
 
   void* alloc_pinned(size_t nbytes) override;
   void free_pinned(void* p) override;
+  // Copies of at most kCopyKernelMaxBytes with memory from alloc_pinned run as a kernel in the stream (kernel_config.h
+  // says why); the rest through the copy engine.
   void upload_async(void* dst, const void* pinned_src, size_t nbytes) override;
   void download_async(void* pinned_dst, const void* src, size_t nbytes) override;
+  // Whether small copies may run as a kernel (RIDGELINE_CUDA_COPY_KERNEL=0 turns it off; tests set both).
+  void set_copy_kernel(bool on) { copy_kernel_ = on; }
+  bool copy_kernel() const { return copy_kernel_; }
   uint64_t record_fence() override;
   void wait_fence(uint64_t fence) override;
   uint64_t record_marker() override;
@@ -185,6 +192,8 @@ class CudaBackend final : public Backend {
 
  private:
   void launch_decode(const cuda::AttentionArgs& a);
+  // Whether a copy of n bytes to or from host memory runs as a kernel: on, small, and inside an alloc_pinned block.
+  bool copy_by_kernel(const void* host, size_t n) const;
   int device_ = 0;
   int num_sms_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -196,6 +205,10 @@ class CudaBackend final : public Backend {
   bool prefill_continuous_ = true;  // set_prefill_sm90_lab (the constructor: kernel_config.h)
   int prefill_v_stages_ = 3;
   bool prefill_lazy_ = true;
+  bool copy_kernel_ = true;  // set_copy_kernel
+  // The pinned allocations (base → bytes): copy_by_kernel runs only on these.
+  mutable std::mutex pinned_mu_;
+  std::map<uintptr_t, size_t> pinned_;
   bool prefill_multicast_ = false;
   bool gemm_tuning_ = false;  // set_gemm_tuning takes effect (opt-in: RIDGELINE_CUDA_GEMM_TUNE=1)
   // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1|all|long)

@@ -54,6 +54,8 @@ void launch_silu_mul(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64
 // out[i, :] = x[indices[i], :]; rows of row_bytes bytes.
 void launch_gather_rows(const void* x, int64_t num_rows_x, const int32_t* indices, int64_t n, int64_t row_bytes,
                         void* out, cudaStream_t stream);
+// n bytes from src to dst by a kernel; either may be pinned host memory (read or written in place over the bus).
+void launch_copy_bytes(void* dst, const void* src, int64_t n, cudaStream_t stream);
 // Element-wise conversion between f32, f16 and bf16.
 void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n, cudaStream_t stream);
 // out[r] = argmax of logits row r (f32 [rows, vocab]); ties → lowest id (sampling.cu).

@@ -274,6 +274,24 @@ __global__ void cast_kernel(const void* src, DType src_dt, void* dst, DType dst_
   }
 }
 
+// n bytes from src to dst, 16 at a time where both are 16-byte aligned. Either side may be pinned host memory,
+// which the device reads and writes in place (unified addressing maps it): CudaBackend::upload_async /
+// download_async run small copies through here instead of the copy engine.
+__global__ void copy_bytes_kernel(char* dst, const char* src, int64_t n) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh): the previous kernel may read dst or write src
+  pdl_launch_dependents();
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t done = 0;
+  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
+    done = n / 16 * 16;
+    for (int64_t i = first; i < n / 16; i += stride) {
+      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+    }
+  }
+  for (int64_t i = done + first; i < n; i += stride) dst[i] = src[i];
+}
+
 // The exact math of rl::mix64 / rl::uniform_from_counter (core/random.h), duplicated for the device.
 __device__ __forceinline__ uint64_t mix64_dev(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -358,6 +376,13 @@ void launch_gather_rows(const void* x, int64_t num_rows_x, const int32_t* indice
 void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   launch_pdl(cast_kernel, dim3(grid_for(n)), dim3(kElementwiseThreads), 0, stream, src, src_dt, dst, dst_dt, n);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_copy_bytes(void* dst, const void* src, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch_pdl(copy_bytes_kernel, dim3(std::min<unsigned int>(grid_for((n + 15) / 16), kCopyKernelMaxBlocks)),
+             dim3(kElementwiseThreads), 0, stream, static_cast<char*>(dst), static_cast<const char*>(src), n);
   RL_CUDA_CHECK_LAUNCH();
 }
 

@@ -11,6 +11,16 @@ namespace rl::cuda {
 // Element-wise kernels: grid-stride loops; 8 blocks of 256 per SM on 132 SMs saturate HBM for streaming ops.
 constexpr int kElementwiseThreads = 256;
 constexpr int64_t kElementwiseMaxBlocks = 132 * 8;
+// Host <-> device copies of at most kCopyKernelMaxBytes between pinned host memory and the device run as a kernel
+// (launch_copy_bytes, ≤ kCopyKernelMaxBlocks blocks) in the stream instead of through the copy engine: a step's
+// staging upload, sampling parameters and sampled ids are a few hundred bytes to a few KB each, and every hand-off
+// between the copy engine and the kernels in one stream left the GPU idle. Measured (H100, session 20,
+// scripts/device/step_gaps.sh, Qwen3-0.6B batch 1): from one step's sampling kernel to the next step's first graph
+// kernel 17.3 µs as kernels against 27.4 µs through the copy engine (a download and two uploads between them);
+// decode 1,077.3 / 1,078.5 tok/s against 1,067.7 / 1,067.2; Llama-3.1-8B batch 1 181.9 / 181.9 against 181.6 /
+// 181.6. RIDGELINE_CUDA_COPY_KERNEL=0 sends every copy through the copy engine (A/B).
+constexpr int64_t kCopyKernelMaxBytes = 64 * 1024;
+constexpr unsigned int kCopyKernelMaxBlocks = 16;
 // Per-row kernels (norms, gathers): one block per row; 256 threads cover hidden 4096 with one 16 B vector each
 // per two passes, and rows are many enough at prefill to fill the chip.
 constexpr int kRowThreads = 256;
