@@ -13,8 +13,9 @@
 #   -ngl 99 -fa 1 -r 3, one process per model and round: pp512, and tg256 at depth 0 and at depth 128 (-d 128: the
 #   context of our 128-token prompt). The table compares ours with tg256 at depth 128; depth 0 and pp512 beside it.
 # - Rounds alternate: llama.cpp 8B, ours 8B, llama.cpp 0.6B, ours 0.6B. Medians over the rounds.
-# - Roofline (docs/benchmarks.md, issue 12): batch-1 decode bytes per token / the measured 4.25 TB/s copy: 264 tok/s
-#   for Llama-3.1-8B, 3,477 for Qwen3-0.6B.
+# - Roofline: bench latency's own decode prediction for the device it ran on (bytes per token / the device's
+#   measured copy rate, src/perf gpu_for_device): on the H200 264 tok/s for Llama-3.1-8B and 3,477 for Qwen3-0.6B,
+#   on the H100 80GB HBM3 185 and 2,453.
 # Each phase is timed (date +%s); no round is started that would end past BUDGET_S (default 330) seconds from the
 # start. Logs: $OUT/peer_llama_gpu_logs.tgz. The whole run takes about 4 minutes.
 set -uo pipefail
@@ -89,8 +90,10 @@ ours_run() {  # tag model-args...
   local t=$1
   shift
   lat "$t" "$@" --batch 1 --input-len 128 --output-len 256 >&2
-  python3 -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["decode_tokens_per_s"])' \
-    "$L/lat_$t.json" 2> /dev/null || echo nan
+  # decode tok/s, then the roofline's decode tok/s for this device (bench latency's own: perf::gpu_for_device)
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); r={x["name"]: x for x in j.get("results", [])}
+print("%.2f %.2f" % (j["decode_tokens_per_s"], r.get("decode", {}).get("predicted", float("nan"))))' \
+    "$L/lat_$t.json" 2> /dev/null || echo nan nan
 }
 
 declare -A res=([llama_8b]='' [ours_8b]='' [llama_06b]='' [ours_06b]='')
@@ -111,7 +114,7 @@ for r in $(seq 1 "$ROUNDS"); do
       llama_06b) out=$(llama_run Qwen3-0.6B "06b_r$r") ;;
       ours_06b) out=$(ours_run "06b_r$r" "${QWEN06B[@]}") ;;
     esac
-    unit="(decode tok/s)"
+    unit="(decode tok/s, its roofline)"
     [ "${what%%_*}" = llama ] && unit="(pp512 tg256 tg256@d128 tok/s)"
     echo "round $r $what $out $unit"
     res[$what]+="$out;"
@@ -133,10 +136,9 @@ def med(s, i=0):
 print("| model | ours tok/s | llama.cpp tg256@d128 tok/s | ours / llama.cpp | roofline | ours % | llama.cpp % "
       "| llama.cpp tg256@d0 | llama.cpp pp512 |")
 print("|---|---|---|---|---|---|---|---|---|")
-for name, ours, llama, roof in (("Llama-3.1-8B", sys.argv[1], sys.argv[2], 264.0),
-                                ("Qwen3-0.6B", sys.argv[3], sys.argv[4], 3477.0)):
-    o, l = med(ours), med(llama, 2)
-    print("| %s | %.1f | %.1f | %.2fx | %d | %.1f %% | %.1f %% | %.1f | %.0f |"
+for name, ours, llama in (("Llama-3.1-8B", sys.argv[1], sys.argv[2]), ("Qwen3-0.6B", sys.argv[3], sys.argv[4])):
+    o, l, roof = med(ours), med(llama, 2), med(ours, 1)
+    print("| %s | %.1f | %.1f | %.2fx | %.0f | %.1f %% | %.1f %% | %.1f | %.0f |"
           % (name, o, l, o / l, roof, 100 * o / roof, 100 * l / roof, med(llama, 1), med(llama, 0)))
 PY
 echo "total $(($(date +%s) - t_start)) s"
