@@ -95,7 +95,8 @@ __global__ void __launch_bounds__((kProbeWarps + 1) * 32, 1)
   acc = warp_sum(acc);
   if (lane == 0) out[warp] = acc;
 #else
-  __trap();  // sm_90a only (launch_ring_handoff_probe checks)
+  (void)src_w.get(tiles);  // (the source's accessor is used on every target)
+  __trap();                // sm_90a only (launch_ring_handoff_probe checks)
 #endif
 }
 
