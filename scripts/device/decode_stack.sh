@@ -5,11 +5,11 @@
 # 2), a 1000-token prompt each way (past the stack's 512-key bound: both must run the layer kernels), and the lab
 # ablations (RIDGELINE_CUDA_STACK_LAB, decode_stack.h: 1 no attention, 2 no GEMV arithmetic, 4 inputs read without
 # waiting for their tags; ABLATIONS=0 leaves them out). MODES (default "off 0") are the alternating forms: off the
-# layer kernels, a number the stack with those lab bits. RACECHECK=1 adds racecheck on the model test's qwen3 shape,
-# instrumenting only the stack kernel (--kernel-name kns=decode_stack_kernel: cuBLASLt's kernels in the same test
-# report hazards of their own and, instrumented, take minutes; issue 21.6). Carried binaries in $RL_BIN_DIR
-# (SOURCE_LINK as common.sh says, for the test's fixtures). Prints a short
-# table last; full logs in $OUT/decode_stack_logs.tgz. About 90 s on the H200.
+# layer kernels, a number the stack with those lab bits. RACECHECK=1 adds racecheck on the model test's shapes
+# (RACECHECK_SHAPES, default qwen3), instrumenting only the stack kernel (--kernel-name kns=decode_stack_kernel:
+# cuBLASLt's kernels in the same test report hazards of their own and, instrumented, take minutes; issue 21.6).
+# Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says, for the test's fixtures). Prints a short table
+# last; full logs in $OUT/decode_stack_logs.tgz. About 90 s on the H200.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
@@ -20,19 +20,26 @@ timeout 120 "$T" --gtest_filter='*CudaDenseStack*' --gtest_color=no > "$L/stack_
 echo "stack test rc=$? $(( $(date +%s) - t0 ))s"
 if [ "${RACECHECK:-0}" = 1 ]; then
   # A grid of RACECHECK_GRID blocks (default 8; lab bits 16-23, decode_stack.h kStackLabGridShift): racecheck does not
-  # keep the full grid resident, and a block waiting for one that never runs traps after 20 s.
-  race() {
-    RIDGELINE_CUDA_STACK_LAB=$(( ${RACECHECK_GRID:-8} << 16 )) timeout "${RACECHECK_LIMIT:-200}" "$sanitizer" --tool racecheck --error-exitcode 3 "$@" "$T" \
-      --gtest_filter='*CudaDenseStack*qwen3' --gtest_color=no > "$L/racecheck.log" 2>&1
+  # keep the full grid resident, and a block waiting for one that never runs traps after 20 s. RACECHECK_SHAPES
+  # (default qwen3): the model test's shapes, one run each (racecheck_SHAPE.log).
+  race() {  # shape, then the tool's kernel filter
+    local shape=$1
+    shift
+    RIDGELINE_CUDA_STACK_LAB=$(( ${RACECHECK_GRID:-8} << 16 )) timeout "${RACECHECK_LIMIT:-200}" "$sanitizer" \
+      --tool racecheck --error-exitcode 3 "$@" "$T" \
+      --gtest_filter="Shapes/CudaDenseStack.MatchesTheLayerKernelsAndIsDeterministic/$shape" --gtest_color=no \
+      > "$L/racecheck_$shape.log" 2>&1
   }
-  race --kernel-name kns=decode_stack_kernel
-  rc=$?
-  # Older tools name the kernel filter --filter.
-  if grep -qiE "unrecogni[sz]ed option|unknown option|invalid option" "$L/racecheck.log"; then
-    race --filter kns=decode_stack_kernel
+  for shape in ${RACECHECK_SHAPES:-qwen3}; do
+    race "$shape" --kernel-name kns=decode_stack_kernel
     rc=$?
-  fi
-  echo "racecheck rc=$rc $(( $(date +%s) - t0 ))s"
+    # Older tools name the kernel filter --filter.
+    if grep -qiE "unrecogni[sz]ed option|unknown option|invalid option" "$L/racecheck_$shape.log"; then
+      race "$shape" --filter kns=decode_stack_kernel
+      rc=$?
+    fi
+    echo "racecheck $shape rc=$rc $(( $(date +%s) - t0 ))s"
+  done
 fi
 if [ "${MEMCHECK:-1}" = 1 ]; then  # MEMCHECK=0 leaves it out (~150 s on the H200)
   timeout 150 "$sanitizer" --tool memcheck --error-exitcode 3 "$T" --gtest_filter='*CudaDenseStack*llama3' \
@@ -74,7 +81,11 @@ echo "== summary (q: Qwen3-0.6B, l: Llama-3.1-8B; off: layer kernels; 0: the sta
 echo "stack_test:"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$L/stack_test.log" | head -8
 [ -f "$L/memcheck.log" ] && grep -E "ERROR SUMMARY" "$L/memcheck.log"
-[ -f "$L/racecheck.log" ] && { echo "racecheck (decode_stack_kernel):"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$L/racecheck.log" | head -4; }
+for f in "$L"/racecheck_*.log; do
+  [ -f "$f" ] || continue
+  echo "$(basename "$f" .log) (decode_stack_kernel): $(grep -cE 'Internal Sanitizer Error' "$f") internal errors;" \
+    "$(grep -E 'RACECHECK SUMMARY' "$f" | head -1) $(grep -E '^\[  (PASSED|FAILED)' "$f" | head -1)"
+done
 for t in "${tags[@]}"; do
   [ -f "$L/lat_$t.json" ] || { echo "$t: no result"; continue; }
   python3 -c "import json; j = json.load(open('$L/lat_$t.json'));
