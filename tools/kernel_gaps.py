@@ -15,10 +15,12 @@ Steps end with the marker kernel (default: sample_kernel); the steps folded are 
 with the same kernel names in the same order (the latest on a tie): tools/ncu_steps.py's steps_by_marker. For each step:
 its wall time (first kernel's start to the marker's end), the time at least one kernel runs (the union of the
 kernel intervals) and the idle rest; then the idle time between consecutive steps (a step's marker to the next
-step's first event), which the step's own wall time leaves out. Idle time is charged to the hand-off it falls in: the pair (kernel that ended
-last, kernel that started next). The hand-offs that cost the most per step are listed, each with its count per
-step, so a boundary that programmatic dependent launch does not overlap (a library kernel, a memcpy) shows up as
-idle time beside its neighbours' names. Memory copies and sets in the trace count as activity like kernels.
+step's first event), which the step's own wall time leaves out. Idle time is charged to the hand-off it falls in:
+the pair (kernel that ended last, kernel that started next). The hand-offs that cost the most per step are listed,
+each with its count per step, so a boundary that programmatic dependent launch does not overlap (a library kernel,
+a memcpy) shows up as idle time beside its neighbours' names. Memory copies and sets in the trace count as activity
+like kernels. --kernels N adds the N kernels that run longest per step: time per step, launches per step, median
+duration.
 """
 import csv
 import json
@@ -98,19 +100,21 @@ def analyse(step):
 
 def main():
     args = sys.argv[1:]
-    marker, top = "sample_kernel", 15
-    for flag in ("--marker", "--top"):
+    marker, top, kernels = "sample_kernel", 15, 0
+    for flag in ("--marker", "--top", "--kernels"):
         if flag in args:
             i = args.index(flag)
             if i + 1 >= len(args):
                 sys.exit(f"{flag} needs a value")
             if flag == "--marker":
                 marker = args[i + 1]
-            else:
+            elif flag == "--top":
                 top = int(args[i + 1])
+            else:
+                kernels = int(args[i + 1])
             del args[i:i + 2]
     if len(args) != 1:
-        sys.exit("usage: tools/kernel_gaps.py TRACE.json|TRACE.csv [--marker NAME] [--top N]")
+        sys.exit("usage: tools/kernel_gaps.py TRACE.json|TRACE.csv [--marker NAME] [--top N] [--kernels N]")
     events = read_trace(args[0])
     steps = steps_by_marker(events, marker, name_of=lambda e: e[2])
     if len(steps) < 2:
@@ -137,6 +141,15 @@ def main():
     print(f"{'idle us/step':>12s} {'gaps':>6s}  hand-off (kernel that ended -> kernel that started)")
     for (a, b), t in sorted(idle.items(), key=lambda x: -x[1])[:top]:
         print(f"{t / 1e3:12.2f} {counts.get((a, b), 0):6d}  {a} -> {b}")
+    if kernels > 0:  # where the running time goes: each kernel's time per step, its launches, their median
+        spans = defaultdict(list)
+        for step in steps:
+            for s, e, name in step:
+                spans[short(name)].append(e - s)
+        print(f"{'us/step':>12s} {'count':>6s} {'median us':>10s}  kernel")
+        for name, d in sorted(spans.items(), key=lambda x: -sum(x[1]))[:kernels]:
+            d = sorted(d)
+            print(f"{sum(d) / n / 1e3:12.2f} {len(d) // n:6d} {d[len(d) // 2] / 1e3:10.2f}  {name}")
 
 
 if __name__ == "__main__":

@@ -127,17 +127,19 @@ if [ "${TRACE:-0}" = 1 ]; then
   gtest_summary "$L/trace_test.txt"
 fi
 if [ "${TRACE:-0}" = 1 ] && grep -q "^\[       OK \] CudaKernelTrace.RecordsKernelsInAndOutOfGraphs" "$L/trace_test.txt"; then
-  for v in b64_base b64_skinny_long q06b_b1; do
+  for v in ${TRACE_VARIANTS:-b64_base b64_skinny_long q06b_b1}; do
     (
       model=("${LLAMA8B[@]}")
       shape=(--batch 64 --input-len 128 --output-len 32 --max-num-batched-tokens 8192)
-      [ "$v" = b64_skinny_long ] && export RIDGELINE_CUDA_SKINNY_GEMM=long
+      case $v in
+        b64_skinny_*) export RIDGELINE_CUDA_SKINNY_GEMM=${v#b64_skinny_} ;;
+      esac
       [ "$v" = q06b_b1 ] && model=("${QWEN06B[@]}") && shape=(--batch 1 --input-len 128 --output-len 64)
       timeout 120 "$bin/ridgeline" bench latency "${model[@]}" "${shape[@]}" --profile "$L/trace_$v.json" \
         --profile-kernels > "$L/trace_$v.log" 2>&1
       echo "trace $v rc=$?"
     )
-    python3 tools/kernel_gaps.py "$L/trace_$v.json" > "$L/gaps_trace_$v.txt" 2>&1
+    python3 tools/kernel_gaps.py "$L/trace_$v.json" --kernels 12 > "$L/gaps_trace_$v.txt" 2>&1
     rm -f "$L/trace_$v.json.gz"
     gzip -f "$L/trace_$v.json" 2>/dev/null
     stamp "trace $v"
@@ -178,7 +180,7 @@ for f in "$L"/lat_*.json; do
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1][4:-5], round(j['decode_tokens_per_s'],1), 'tok/s TPOT', round(j['tpot_ms'],3))" "$f"
 done
 for f in "$L"/gaps_*.txt; do
-  [ -f "$f" ] && { echo "== ${f##*/}"; head -12 "$f"; }
+  [ -f "$f" ] && { echo "== ${f##*/}"; head -4 "$f"; sed -n '/us\/step  *count/,$p' "$f"; }
 done
 for f in "$L"/tp_*.log; do
   [ -f "$f" ] || continue

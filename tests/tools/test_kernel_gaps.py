@@ -90,6 +90,12 @@ expect(rc != 0 and "no device kernel spans" in out, "a trace without the kernel 
 rc, out = run(events, "--top", "1")
 expect(rc == 0 and len([l for l in out.splitlines() if "->" in l and l.strip()[0].isdigit()]) == 1, "--top 1", out)
 
+rc, out = run(events, "--kernels", "2")
+krows = sorted(tuple(l.split()) for l in out.splitlines()[-2:])
+expect(rc == 0 and krows == [("2.00", "1", "2.00", "[CUDA", "memcpy", "Host-to-Device]"),
+                             ("2.00", "1", "2.00", "sm90_xmma_gemm_bf16bf16_bf16f32")],
+       "--kernels 2: the two longest per step (us per step, launches per step, median us)", out)
+
 rc, out = run(events, "--marker", "no_such_kernel")
 expect(rc != 0 and "fewer than two repeated steps end at no_such_kernel" in out, "no steps fails", out)
 
