@@ -139,6 +139,9 @@ constexpr int64_t kSkinnyGemmMaxM = 64;
 // lost end to end (above). End to end (H200, session 19, batch 64 at 128/128, 2 rounds alternating): 11,375 / 11,596
 // tok/s against 11,419 / 11,269, within the rounds' spread; cuBLASLt's own timed pick (algorithm 3) matched the
 // skinny GEMM on both shapes alone (2.757 and 3.931 TB/s). Stays lab until a longer A/B separates them.
+// Session 20 (H100, batch 64 at 128/128, --profile-kernels, per step): the skinny GEMM on the short shapes too (the
+// 8B's QKV and O projections, where cuBLASLt reads 79 % and 74 % of copy) took 1,983 µs a step against cuBLASLt's
+// 687 + 488, and decode ran 8,676 / 8,770 tok/s (short / short and long) against 8,933: not kept.
 enum class SkinnyGemmUse { kOff, kLong, kAll };
 constexpr int64_t kSkinnyLongK = 8192;
 constexpr int64_t kSkinnyWideN = 65536;
