@@ -18,6 +18,18 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
   return v;
 }
 
+// The backend's copy path for a scope, restored at its end (also where an assertion returns early).
+class CopyPath {
+ public:
+  explicit CopyPath(bool kernel) : saved_(cuda().copy_kernel()) { cuda().set_copy_kernel(kernel); }
+  ~CopyPath() { cuda().set_copy_kernel(saved_); }
+  CopyPath(const CopyPath&) = delete;
+  CopyPath& operator=(const CopyPath&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // One round trip: host pattern → (pinned, at offset) → device (at offset) → pinned (other block) → compared.
 void round_trip(size_t n, size_t host_off, size_t dev_off, uint32_t seed) {
   CudaBackend& be = cuda();
@@ -44,11 +56,9 @@ void round_trip(size_t n, size_t host_off, size_t dev_off, uint32_t seed) {
 }
 
 TEST(CudaCopy, SmallCopiesByKernelAndLargeByCopyEngine) {
-  CudaBackend& be = cuda();
-  const bool saved = be.copy_kernel();
   const size_t max = static_cast<size_t>(cuda::kCopyKernelMaxBytes);
   for (const bool kernel : {true, false}) {
-    be.set_copy_kernel(kernel);
+    CopyPath path(kernel);
     uint32_t seed = 1;
     for (size_t n : {size_t{1}, size_t{3}, size_t{16}, size_t{17}, size_t{4096}, size_t{4100}, max - 1, max, max + 16,
                      size_t{1} << 20}) {
@@ -57,15 +67,13 @@ TEST(CudaCopy, SmallCopiesByKernelAndLargeByCopyEngine) {
       }
     }
   }
-  be.set_copy_kernel(saved);
 }
 
 // Pageable host memory (not from alloc_pinned) and a range past the end of a pinned block never reach the kernel:
 // the results are still exact through the copy engine.
 TEST(CudaCopy, PageableMemoryAndOverrunsTakeTheCopyEngine) {
   CudaBackend& be = cuda();
-  const bool saved = be.copy_kernel();
-  be.set_copy_kernel(true);
+  CopyPath path(true);
   const std::vector<uint8_t> want = pattern(1000, 42);
   std::vector<uint8_t> pageable(want), back(1000, 0);
   void* dev = be.alloc(2048);
@@ -85,7 +93,6 @@ TEST(CudaCopy, PageableMemoryAndOverrunsTakeTheCopyEngine) {
   be.free(dev);
   be.free_pinned(a);
   be.free_pinned(b);
-  be.set_copy_kernel(saved);
 }
 
 // In stream order with kernels: a kernel writes the device buffer, the download reads it, the next upload
@@ -93,9 +100,8 @@ TEST(CudaCopy, PageableMemoryAndOverrunsTakeTheCopyEngine) {
 // predecessor under PDL).
 TEST(CudaCopy, OrderedWithTheKernelsAroundIt) {
   CudaBackend& be = cuda();
-  const bool saved = be.copy_kernel();
   for (const bool kernel : {true, false}) {
-    be.set_copy_kernel(kernel);
+    CopyPath path(kernel);
     const int64_t n = 4096;
     Owned x = make(be, DType::kF32, {n});
     Owned y = make(be, DType::kF32, {n});
@@ -115,7 +121,6 @@ TEST(CudaCopy, OrderedWithTheKernelsAroundIt) {
     }
     be.free_pinned(pin);
   }
-  be.set_copy_kernel(saved);
 }
 
 }  // namespace

@@ -205,11 +205,11 @@ class CudaBackend final : public Backend {
   bool prefill_continuous_ = true;  // set_prefill_sm90_lab (the constructor: kernel_config.h)
   int prefill_v_stages_ = 3;
   bool prefill_lazy_ = true;
+  bool prefill_multicast_ = false;
   bool copy_kernel_ = true;  // set_copy_kernel
   // The pinned allocations (base → bytes): copy_by_kernel runs only on these.
   mutable std::mutex pinned_mu_;
   std::map<uintptr_t, size_t> pinned_;
-  bool prefill_multicast_ = false;
   bool gemm_tuning_ = false;  // set_gemm_tuning takes effect (opt-in: RIDGELINE_CUDA_GEMM_TUNE=1)
   // linear for kGemvMaxM < M ≤ kSkinnyGemmMaxM (opt-in: RIDGELINE_CUDA_SKINNY_GEMM=1|all|long)
   cuda::SkinnyGemmUse skinny_use_ = cuda::SkinnyGemmUse::kOff;

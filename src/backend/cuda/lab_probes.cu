@@ -4,11 +4,11 @@
 // ring_handoff_probe_kernel: the dense stack's weight ring (decode_stack.cu). A producer warp fills stages of a
 // shared-memory ring with bulk copies (async proxy) completing on a stage's full mbarrier; eight consumer warps read
 // the stage with ordinary loads (each warp one 2 KB row) and hand it back through its empty mbarrier; the producer
-// waits there and issues fence.proxy.async before it copies into the stage again. The stack hands a stage back as
-// each warp reads, __syncwarp(), then lane 0 arrives (every_thread = false); racecheck reported write-after-read
-// hazards there (session 13, docs/benchmarks.md). With every_thread, each consumer thread arrives itself, so its
-// own reads are ordered before the producer's wait by its own release. Each consumer warp sums its rows, so the
-// results show the ring delivered every tile intact.
+// waits there and issues fence.proxy.async before it copies into the stage again. Until session 19 the stack handed
+// a stage back as each warp read, __syncwarp(), then lane 0 arrived (every_thread = false); racecheck reported
+// write-after-read hazards there (session 13, docs/benchmarks.md). With every_thread (the stack's form since), each
+// consumer thread arrives itself, so its own reads are ordered before the producer's wait by its own release. Each
+// consumer warp sums its rows, so the results show the ring delivered every tile intact.
 // The stack's launch differs from the probe's in three ways, each an option here (RingProbeOptions), so that a
 // tool's failure on the stack (session 20: racecheck stopped at a hardware exception in it, with every lab
 // ablation) can be pinned to one: shared memory filled to the block's limit (dynamic), the PDL launch attribute,
