@@ -86,15 +86,18 @@ if [ "${SANITIZE:-0}" = 1 ]; then
     stamp "racecheck $probe rc=$?"
   done
 fi
-# NCU=1: where the consumers' warps wait, production and the form before session 18: one 16k-token prefill's attention kernel
+# NCU=1: where the consumers' warps wait, production and the form before session 18 (NCU_FORMS, default
+# "base per_item_v2"): one 16k-token prefill's attention kernel
 # (layer 0) under Nsight Compute, its warp-state and scheduler sections printed and its SASS with stall samples as
 # CSV (about 70 s each).
 ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
 if [ "${NCU:-0}" = 1 ] && [ -n "$ncu" ]; then
-  for v in base per_item_v2; do
+  for v in ${NCU_FORMS:-base per_item_v2}; do
     (
       [ "$v" != base ] && export RIDGELINE_CUDA_PREFILL_SM90="$v"
-      timeout 200 "$ncu" --kernel-name regex:prefill_attention_sm90 --launch-count 1 --import-source no \
+      # --clock-control none: the GPU's own clocks, as every other figure here (the tool locks them to base otherwise)
+      timeout 200 "$ncu" --clock-control none --kernel-name regex:prefill_attention_sm90 --launch-count 1 \
+        --import-source no \
         --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SourceCounters \
         --force-overwrite -o "$L/ncu_$v" "$bin/ridgeline" bench latency -m models/configs/Llama-3.1-8B --dummy-weights \
