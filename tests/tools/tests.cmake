@@ -7,3 +7,7 @@ set_tests_properties(tools_ncu_steps PROPERTIES LABELS tools PASS_REGULAR_EXPRES
 add_test(NAME tools_kernel_gaps
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_kernel_gaps.py ${PROJECT_SOURCE_DIR}/tools/kernel_gaps.py)
 set_tests_properties(tools_kernel_gaps PROPERTIES LABELS tools PASS_REGULAR_EXPRESSION "kernel_gaps: all checks passed")
+# tools/wait_order.py (where a Hopper kernel's wgmma waits land among its softmax instructions) on synthetic SASS.
+add_test(NAME tools_wait_order
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_wait_order.py ${PROJECT_SOURCE_DIR}/tools/wait_order.py)
+set_tests_properties(tools_wait_order PROPERTIES LABELS tools PASS_REGULAR_EXPRESSION "wait_order: all checks passed")

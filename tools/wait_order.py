@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Where a Hopper kernel's wgmma waits land among its softmax instructions, from SASS (issue 21.1).
+
+    cuobjdump -sass file.cubin > all.sass;  tools/wait_order.py all.sass --function NAME_PART
+    tools/wait_order.py ncu_source.csv         (ncu --page source --csv --print-source sass: the Source column)
+
+The prefill's consumer issues S_{t+1} and P V of tile t, waits for S (`WARPGROUP.DEPBAR.LE gsb0, 0x1`), runs the
+softmax of S_{t+1}, then waits for P V (`... 0x0`) before it rescales O. The overlap holds only if the softmax's
+exponentials (`MUFU.EX2`) sit between the two waits in the SASS; session 20 found ptxas had moved the second wait
+up to the softmax's first max. For each `DEPBAR ... 0x1`, this prints the instructions up to the next
+`DEPBAR ... 0x0` and after it up to the next wgmma (`HGMMA`): how many MUFU.EX2, FMNMX and barrier arrives fall in
+each, and the verdict "overlapped" (most exponentials before the second wait) or "serialized".
+"""
+import csv
+import re
+import sys
+
+OP = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_x]+)*)")
+
+
+def instructions(path, function=None):
+    """The SASS instruction texts of a cuobjdump listing (of the one function whose name contains `function`, where
+    the listing holds several) or an ncu source CSV, in order."""
+    with open(path, newline="") as f:
+        text = f.read()
+    if text.startswith('"Kernel Name"') or '"Address","Source"' in text:
+        rows = list(csv.reader(text.splitlines()))
+        head = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
+        return [r[1].strip() for r in rows[head + 1:] if len(r) > 1]
+    if function is not None:
+        parts = re.split(r"\n\s*Function : (\S+)", text)
+        matches = [(parts[i], parts[i + 1]) for i in range(1, len(parts) - 1, 2) if function in parts[i]]
+        if len(matches) != 1:
+            sys.exit(f"{len(matches)} functions of {path} contain {function!r} (need exactly one)")
+        text = matches[0][1]
+    out = []
+    for line in text.splitlines():
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line)
+        if m:
+            out.append(m.group(1).strip())
+    return out
+
+
+def opcode(ins):
+    m = OP.match(ins)
+    return m.group(1) if m else ""
+
+
+def main():
+    args = sys.argv[1:]
+    function = None
+    if "--function" in args:
+        i = args.index("--function")
+        if i + 1 >= len(args):
+            sys.exit("--function needs a part of the kernel's (mangled) name")
+        function = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 1:
+        sys.exit("usage: tools/wait_order.py KERNEL.sass|NCU_SOURCE.csv [--function NAME_PART]")
+    ins = instructions(args[0], function)
+    if not ins:
+        sys.exit(f"{args[0]}: no SASS instructions found")
+    ops = [opcode(i) for i in ins]
+    first_waits = [i for i, o in enumerate(ops) if o.startswith("WARPGROUP.DEPBAR") and ins[i].endswith("0x1")]
+    if not first_waits:
+        sys.exit("no `WARPGROUP.DEPBAR.LE gsb0, 0x1` (a wait that leaves one wgmma group in flight) in this kernel")
+
+    def count(a, b):
+        seg = ops[a:b]
+        return (sum(o.startswith("MUFU.EX2") for o in seg), sum(o.startswith("FMNMX") for o in seg),
+                sum(o.startswith("SYNCS.ARRIVE") for o in seg))
+
+    verdicts = []
+    for w1 in first_waits:
+        w0 = next((i for i in range(w1 + 1, len(ops)) if ops[i].startswith("WARPGROUP.DEPBAR")), None)
+        if w0 is None:
+            continue
+        nxt = next((i for i in range(w0 + 1, len(ops)) if ops[i].startswith("HGMMA")), len(ops))
+        before, after = count(w1 + 1, w0), count(w0 + 1, nxt)
+        verdict = "overlapped" if before[0] > after[0] else "serialized"
+        verdicts.append(verdict)
+        print(f"wait 0x1 at {w1}, next wait ({ins[w0].split()[-1]}) at {w0}: between them {before[0]} MUFU.EX2, "
+              f"{before[1]} FMNMX, {before[2]} arrives; after it, before the next HGMMA: {after[0]} MUFU.EX2, "
+              f"{after[1]} FMNMX, {after[2]} arrives -> {verdict}")
+    print("verdict:", "overlapped" if verdicts and all(v == "overlapped" for v in verdicts) else "serialized")
+
+
+if __name__ == "__main__":
+    main()
