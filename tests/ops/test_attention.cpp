@@ -244,16 +244,18 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const bool continuous_default = cuda().prefill_continuous();
   const int v_stages_default = cuda().prefill_v_stages();
   const bool lazy_default = cuda().prefill_lazy(), multicast_default = cuda().prefill_multicast();
-  // Bits 4 and 8: the lazy rescale (production since session 20: 7 is the full sweep) and the K / V multicast over
-  // pairs of heads (lab); continuous turns and 3 V stages only; an odd GQA group, 14 / 2, runs without the
-  // multicast.
-  for (const int lab : {0, 1, 2, 3, 7, 11}) {
+  const bool mask_default = cuda().prefill_mask_every_tile();
+  // Bits 4, 8 and 16: the lazy rescale (production since session 20: 7 is the full sweep), the K / V multicast over
+  // pairs of heads (lab) and the mask on every tile (lab, with the lazy rescale); continuous turns and 3 V stages
+  // only; an odd GQA group, 14 / 2, runs without the multicast.
+  for (const int lab : {0, 1, 2, 3, 7, 11, 23}) {
     const bool continuous = lab & 1;
     const int v_stages = lab & 2 ? 3 : 2;
-    const bool lazy = lab & 4, multicast = lab & 8;
-    cuda().set_prefill_sm90_lab(continuous, v_stages, lazy, multicast);
+    const bool lazy = lab & 4, multicast = lab & 8, mask_every_tile = lab & 16;
+    cuda().set_prefill_sm90_lab(continuous, v_stages, lazy, multicast, mask_every_tile);
     const bool production = continuous == continuous_default && v_stages == v_stages_default &&
-                            lazy == lazy_default && multicast == multicast_default;
+                            lazy == lazy_default && multicast == multicast_default &&
+                            mask_every_tile == mask_default;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -266,13 +268,14 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
             EXPECT_LT(e, kBf16Tol) << "block size " << bs << " batch " << b << " heads " << s.num_heads << "/"
                                    << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed")
                                    << (continuous ? " continuous turns" : "") << " V stages " << v_stages
-                                   << (lazy ? " lazy rescale" : "") << (multicast ? " multicast" : "");
+                                   << (lazy ? " lazy rescale" : "") << (multicast ? " multicast" : "")
+                                   << (mask_every_tile ? " mask on every tile" : "");
           }
         }
       }
     }
   }
-  cuda().set_prefill_sm90_lab(continuous_default, v_stages_default, lazy_default, multicast_default);
+  cuda().set_prefill_sm90_lab(continuous_default, v_stages_default, lazy_default, multicast_default, mask_default);
 }
 
 // GPT-OSS attention: sliding windows (shorter and longer than the contexts, across page boundaries) and sinks,

@@ -72,8 +72,12 @@ struct WorkItem {
 // block's producer loads one 64-column half of every K and V tile and multicasts it into both blocks, so each tile
 // crosses from L2 once for two heads; a stage is refilled only once the consumers of both blocks released it (they
 // arrive on both blocks' empty barriers). Unpacked blocks with an even GQA group only.
+// MASK_ALL (lab, session 20): every tile takes the causal / length mask's per-element selects, so the softmax has no
+// branch on whether a tile crosses the diagonal or the sequence end. ncu found the consumer's wait for P V moved by
+// ptxas from after the softmax to its first max, next to where that branch joins (docs/cuda.md); this form tells
+// whether the branch is why (scripts/device/sass_waits.sh reads the SASS, the bench rows time it).
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false>
+          bool MC = false, bool MASK_ALL = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -341,8 +345,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         corr[0] = corr[1] = 1.0f;
         return;
       }
-      // Causal + length mask, only where the tile crosses the diagonal or the sequence end.
-      if (n0 + kBN - 1 > wg_first_pos || n0 + kBN > seq_len_k) {
+      // Causal + length mask, only where the tile crosses the diagonal or the sequence end (MASK_ALL: every tile).
+      if (MASK_ALL || n0 + kBN - 1 > wg_first_pos || n0 + kBN > seq_len_k) {
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
@@ -517,9 +521,9 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false>
+          bool MC = false, bool MASK_ALL = false>
 void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, MASK_ALL>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -592,6 +596,10 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   // elsewhere; the multicast pairs query heads of one kv head, so an odd group runs without it.
   const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
+  if (lazy && !multicast && o.mask_every_tile) {  // lab: built with the lazy rescale only
+    launch_sm90<false, true, 3, 0, true, 3, true, false, true>(a, o.persistent, num_sms, stream);
+    return;
+  }
   if (lazy || multicast) {
     if (lazy && multicast) {
       launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream);
