@@ -3,7 +3,8 @@
 # P V of tile t ahead of the softmax of S_{t+1}, docs/cuda.md). Needs no GPU time beyond the machine: the image has
 # nvcc and cuobjdump, which the build machine lacks.
 # - The carried binary: `cuobjdump -sass $RL_BIN_DIR/rl_bench_kernels`, the production instance (FUNCTION, default
-#   its template arguments' mangling) and the lab one with the mask on every tile, read by tools/wait_order.py.
+#   its template arguments' mangling) and the lab ones (the mask on every tile, the late V release, both), read by
+#   tools/wait_order.py.
 # - DEFINES="A B=1 ...": src/backend/cuda/prefill_attention_sm90.cu of this tree compiled alone for sm_90a, once
 #   as it is and once per -D in DEFINES (a source variant behind a macro), each read the same way.
 # Prints each verdict ("overlapped" / "serialized") last; listings in $OUT/sass_waits_logs.tgz. Seconds.
@@ -11,12 +12,16 @@ set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
 export PATH="/usr/local/cuda/bin:$PATH"
-# The production instance and the lab one with the mask on every tile (template arguments PACK .. MASK_ALL, mangled).
-fn="${FUNCTION:-prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb0ELb0EE}"
-lab_fn="prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb0ELb1EE"
+# The production instance and the lab ones (the kernel's template arguments PACK .. SCHED, mangled; SCHED 1: the mask
+# on every tile, 2: the late V release, 3: both).
+fn="${FUNCTION:-prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb0ELi0EE}"
 if cuobjdump -sass "$bin/rl_bench_kernels" > "$L/carried.sass" 2> "$L/carried.err"; then
   python3 tools/wait_order.py "$L/carried.sass" --function "$fn" > "$L/carried.txt" 2>&1
-  python3 tools/wait_order.py "$L/carried.sass" --function "$lab_fn" > "$L/carried_nobranch.txt" 2>&1
+  for sched in 1 2 3; do
+    python3 tools/wait_order.py "$L/carried.sass" \
+      --function "prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb0ELi${sched}EE" \
+      > "$L/carried_sched$sched.txt" 2>&1
+  done
 else
   echo "cuobjdump failed: $(head -c 300 "$L/carried.err")" > "$L/carried.txt"
 fi

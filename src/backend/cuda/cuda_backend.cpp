@@ -116,6 +116,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_lazy_ = v.find("lazy") != std::string::npos;
     prefill_multicast_ = v.find("mc") != std::string::npos;
     prefill_mask_every_tile_ = v.find("nobranch") != std::string::npos;
+    prefill_late_v_release_ = v.find("latev") != std::string::npos;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -398,6 +399,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.lazy_rescale = prefill_lazy_;  // where built (launch_prefill_attention_sm90 decides)
       o.multicast = prefill_multicast_;
       o.mask_every_tile = prefill_mask_every_tile_;
+      o.late_v_release = prefill_late_v_release_;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;
     }

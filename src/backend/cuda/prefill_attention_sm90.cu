@@ -37,6 +37,7 @@ constexpr int kD = 128;        // head_dim
 constexpr int kBM = 128;       // query rows per block (two consumer warpgroups of 64)
 constexpr int kBN = 128;       // keys per tile
 constexpr int kThreads = 384;  // producer + two consumer warpgroups
+constexpr int kSchedMaskAll = 1, kSchedLateV = 2;  // the kernel's SCHED bits (lab)
 constexpr uint32_t kHalfRow = 128;                    // bytes of a 64-column half row
 constexpr uint32_t kQBytes = 2 * kBM * kHalfRow;      // 32 KB
 constexpr uint32_t kTileBytes = 2 * kBN * kHalfRow;   // one K or V tile, 32 KB
@@ -72,12 +73,14 @@ struct WorkItem {
 // block's producer loads one 64-column half of every K and V tile and multicasts it into both blocks, so each tile
 // crosses from L2 once for two heads; a stage is refilled only once the consumers of both blocks released it (they
 // arrive on both blocks' empty barriers). Unpacked blocks with an even GQA group only.
-// MASK_ALL (lab, session 20): every tile takes the causal / length mask's per-element selects, so the softmax has no
-// branch on whether a tile crosses the diagonal or the sequence end. ncu found the consumer's wait for P V moved by
-// ptxas from after the softmax to its first max, next to where that branch joins (docs/cuda.md); this form tells
-// whether the branch is why (scripts/device/sass_waits.sh reads the SASS, the bench rows time it).
+// SCHED (lab, session 20; bits): ncu found the consumer's wait for P V moved by ptxas from after the softmax of the
+// next tile to its first max, next to where the mask's branch joins and just before the V stage's release
+// (docs/cuda.md). Bit 0 (kSchedMaskAll): every tile takes the causal / length mask's per-element selects, so the
+// softmax has no branch. Bit 1 (kSchedLateV): the V stage is released after O's rescale and P's packing, so no
+// barrier arrive follows the wait at once. scripts/device/sass_waits.sh reads each form's SASS, the bench rows time
+// them.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, bool MASK_ALL = false>
+          bool MC = false, int SCHED = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -345,8 +348,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         corr[0] = corr[1] = 1.0f;
         return;
       }
-      // Causal + length mask, only where the tile crosses the diagonal or the sequence end (MASK_ALL: every tile).
-      if (MASK_ALL || n0 + kBN - 1 > wg_first_pos || n0 + kBN > seq_len_k) {
+      // Causal + length mask, only where the tile crosses the diagonal or the sequence end (kSchedMaskAll: every
+      // tile).
+      if ((SCHED & kSchedMaskAll) || n0 + kBN - 1 > wg_first_pos || n0 + kBN > seq_len_k) {
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
@@ -439,8 +443,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           release_k(t + 1);
           softmax(t + 1, corr);
         }
-        release_v(t);
+        if constexpr (!(SCHED & kSchedLateV)) release_v(t);
         rescale_and_pack(corr);
+        if constexpr ((SCHED & kSchedLateV) != 0) release_v(t);
       } else {
         wgmma_wait<0>();
         pin_all();
@@ -521,9 +526,9 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, bool MASK_ALL = false>
+          bool MC = false, int SCHED = 0>
 void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, MASK_ALL>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -596,8 +601,16 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   // elsewhere; the multicast pairs query heads of one kv head, so an odd group runs without it.
   const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
-  if (lazy && !multicast && o.mask_every_tile) {  // lab: built with the lazy rescale only
-    launch_sm90<false, true, 3, 0, true, 3, true, false, true>(a, o.persistent, num_sms, stream);
+  const int sched = (o.mask_every_tile ? kSchedMaskAll : 0) | (o.late_v_release ? kSchedLateV : 0);
+  if (lazy && !multicast && sched != 0) {  // lab: built with the lazy rescale only
+    constexpr int kBoth = kSchedMaskAll | kSchedLateV;
+    if (sched == kSchedMaskAll) {
+      launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedMaskAll>(a, o.persistent, num_sms, stream);
+    } else if (sched == kSchedLateV) {
+      launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedLateV>(a, o.persistent, num_sms, stream);
+    } else {
+      launch_sm90<false, true, 3, 0, true, 3, true, false, kBoth>(a, o.persistent, num_sms, stream);
+    }
     return;
   }
   if (lazy || multicast) {
