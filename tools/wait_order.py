@@ -11,6 +11,7 @@ up to the softmax's first max. For each `DEPBAR ... 0x1`, this prints the instru
 `DEPBAR ... 0x0` and after it up to the next wgmma (`HGMMA`): how many MUFU.EX2, FMNMX and barrier arrives fall in
 each, and the verdict "overlapped" (most exponentials before the second wait) or "serialized".
 """
+import argparse
 import csv
 import re
 import sys
@@ -47,19 +48,13 @@ def opcode(ins):
 
 
 def main():
-    args = sys.argv[1:]
-    function = None
-    if "--function" in args:
-        i = args.index("--function")
-        if i + 1 >= len(args):
-            sys.exit("--function needs a part of the kernel's (mangled) name")
-        function = args[i + 1]
-        del args[i:i + 2]
-    if len(args) != 1:
-        sys.exit("usage: tools/wait_order.py KERNEL.sass|NCU_SOURCE.csv [--function NAME_PART]")
-    ins = instructions(args[0], function)
+    parser = argparse.ArgumentParser(description="Where a Hopper kernel's wgmma waits land among its exponentials.")
+    parser.add_argument("listing", help="a cuobjdump -sass listing or an ncu source CSV")
+    parser.add_argument("--function", help="a part of the kernel's (mangled) name, where the listing holds several")
+    args = parser.parse_args()
+    ins = instructions(args.listing, args.function)
     if not ins:
-        sys.exit(f"{args[0]}: no SASS instructions found")
+        sys.exit(f"{args.listing}: no SASS instructions found")
     ops = [opcode(i) for i in ins]
     first_waits = [i for i, o in enumerate(ops) if o.startswith("WARPGROUP.DEPBAR") and ins[i].endswith("0x1")]
     if not first_waits:
