@@ -597,8 +597,9 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                                    cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
-  // The lazy rescale (production) and the multicast (lab): instantiated with the production form only, ignored
-  // elsewhere; the multicast pairs query heads of one kv head, so an odd group runs without it.
+  // The lazy rescale (production), the multicast and the SCHED forms (lab): instantiated with the production form
+  // only, ignored elsewhere (the SCHED forms also need the lazy rescale and no multicast); the multicast pairs query
+  // heads of one kv head, so an odd group runs without it.
   const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
   const int sched = (o.mask_every_tile ? kSchedMaskAll : 0) | (o.late_v_release ? kSchedLateV : 0);
