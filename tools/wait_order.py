@@ -2,6 +2,7 @@
 """Where a Hopper kernel's wgmma waits land among its softmax instructions, from SASS (issue 21.1).
 
     cuobjdump -sass file.cubin > all.sass;  tools/wait_order.py all.sass --function NAME_PART
+    tools/wait_order.py file.cubin --function NAME_PART   (nvcc -cubin for sm_90a: no cuobjdump needed)
     tools/wait_order.py ncu_source.csv         (ncu --page source --csv --print-source sass: the Source column)
 
 The prefill's consumer issues S_{t+1} and P V of tile t, waits for S (`WARPGROUP.DEPBAR.LE gsb0, 0x1`), runs the
@@ -14,26 +15,80 @@ each, and the verdict "overlapped" (most exponentials before the second wait) or
 import argparse
 import csv
 import re
+import struct
 import sys
 
 OP = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_x]+)*)")
 
 
+# sm_90 SASS in a cubin: 16 bytes an instruction, the opcode in the low 12 bits of its first 64-bit word. Read off
+# cuobjdump's listing of the prefill kernels (session 21: the verdicts from the cubin and from the listing agreed on
+# every instance). Only what this tool counts is named; every other instruction reads "?".
+MUFU_OPS, FMNMX_OPS, HGMMA_OPS = {0x308, 0x908, 0xd08}, {0x209, 0x809, 0xc09}, {0x9f0, 0xdf0}
+WARPGROUP_OP, SYNCS_ARRIVE_OP = 0x9c5, 0x9a7
+MUFU_FUNCTIONS = {2: "EX2", 4: "RCP", 5: "RSQ", 6: "RCP64H"}  # bits 10-13 of the second word
+
+
+def decode(w0, w1):
+    op = w0 & 0xFFF
+    if op in MUFU_OPS:
+        return "MUFU." + MUFU_FUNCTIONS.get((w1 >> 10) & 0xF, "?")
+    if op in FMNMX_OPS:
+        return "FMNMX"
+    if op in HGMMA_OPS:
+        return "HGMMA"
+    if op == SYNCS_ARRIVE_OP:
+        return "SYNCS.ARRIVE"
+    if op == WARPGROUP_OP:  # bit 47: DEPBAR, its count in bits 8-13 of the second word; else ARRIVE
+        return f"WARPGROUP.DEPBAR.LE gsb0, 0x{(w1 >> 8) & 0x3F:x}" if (w0 >> 47) & 1 else "WARPGROUP.ARRIVE"
+    return "?"
+
+
+def cubin_functions(data):
+    """(name, instruction texts) of each .text.NAME section of an ELF64 cubin."""
+    if len(data) < 64 or data[4] != 2:
+        sys.exit("not an ELF64 cubin")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if shoff + shnum * shentsize > len(data) or shstrndx >= shnum:
+        sys.exit("cubin: its section headers lie past the end of the file or name no section-name table")
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names_at = headers[shstrndx][4]
+    out = []
+    for h in headers:
+        name = data[names_at + h[0]:data.index(b"\0", names_at + h[0])].decode(errors="replace")
+        if not name.startswith(".text."):
+            continue
+        body = data[h[4]:h[4] + h[5]]
+        words = [struct.unpack_from("<QQ", body, i) for i in range(0, len(body) - 15, 16)]
+        out.append((name[len(".text."):], [decode(w0, w1) for w0, w1 in words]))
+    return out
+
+
+def pick(functions, function, path):
+    if function is None and len(functions) == 1:
+        return functions[0][1]
+    matches = [body for name, body in functions if function is not None and function in name]
+    if len(matches) != 1:
+        sys.exit(f"{len(matches)} functions of {path} contain {function!r} (need exactly one)")
+    return matches[0]
+
+
 def instructions(path, function=None):
-    """The SASS instruction texts of a cuobjdump listing (of the one function whose name contains `function`, where
-    the listing holds several) or an ncu source CSV, in order."""
-    with open(path, newline="") as f:
-        text = f.read()
+    """The SASS instruction texts of a cuobjdump listing or a cubin (of the one function whose name contains
+    `function`, where it holds several) or an ncu source CSV, in order."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith(b"\x7fELF"):
+        return pick(cubin_functions(data), function, path)
+    text = data.decode(errors="replace")
     if text.startswith('"Kernel Name"') or '"Address","Source"' in text:
         rows = list(csv.reader(text.splitlines()))
         head = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
         return [r[1].strip() for r in rows[head + 1:] if len(r) > 1]
     if function is not None:
         parts = re.split(r"\n\s*Function : (\S+)", text)
-        matches = [(parts[i], parts[i + 1]) for i in range(1, len(parts) - 1, 2) if function in parts[i]]
-        if len(matches) != 1:
-            sys.exit(f"{len(matches)} functions of {path} contain {function!r} (need exactly one)")
-        text = matches[0][1]
+        text = pick([(parts[i], parts[i + 1]) for i in range(1, len(parts) - 1, 2)], function, path)
     out = []
     for line in text.splitlines():
         m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line)
@@ -49,7 +104,7 @@ def opcode(ins):
 
 def main():
     parser = argparse.ArgumentParser(description="Where a Hopper kernel's wgmma waits land among its exponentials.")
-    parser.add_argument("listing", help="a cuobjdump -sass listing or an ncu source CSV")
+    parser.add_argument("listing", help="a cuobjdump -sass listing, an sm_90a cubin or an ncu source CSV")
     parser.add_argument("--function", help="a part of the kernel's (mangled) name, where the listing holds several")
     args = parser.parse_args()
     ins = instructions(args.listing, args.function)

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """tools/wait_order.py on synthetic SASS: a cuobjdump listing of two functions, one whose softmax exponentials sit
 between the two wgmma waits (overlapped) and one whose second wait comes first (serialized, as ptxas placed it in
-session 20), picked with --function; the same serialized loop as an ncu source CSV; and the errors.
+session 20), picked with --function; the same two loops encoded in a cubin (an ELF64 with a .text section each);
+the serialized loop as an ncu source CSV; and the errors.
 
     test_wait_order.py PATH/TO/wait_order.py
 """
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -36,10 +38,46 @@ def listing(functions):
     return "\n".join(out) + "\n"
 
 
+# sm_90 encodings (first word, second word) of the instructions the loop names, as cuobjdump showed them; anything
+# else is a NOP.
+ENCODING = {"HGMMA": (0x01E00000285879F0, 0), "WARPGROUP.DEPBAR.LE gsb0, 0x1": (0x00008000000079C5, 0x0C40000010100),
+            "WARPGROUP.DEPBAR.LE gsb0, 0x0": (0x00008000000079C5, 0x0C40000010000),
+            "SYNCS": (0x00000000000099A7, 0), "FMNMX": (0x0000000000007209, 0),
+            "MUFU.EX2": (0x0000000000007308, 0x000220000000800)}
+
+
+def encode(ins):
+    text = ins.split(None, 1)[1] if ins.startswith("@") else ins
+    key = next((k for k in ENCODING if text.startswith(k)), None)
+    return struct.pack("<QQ", *ENCODING[key]) if key else struct.pack("<QQ", 0x7918, 0)
+
+
+def cubin(functions):
+    """An ELF64 of a null section, a .text.NAME section per function and the section names."""
+    names = b"\0.shstrtab\0" + b"".join(b".text." + n.encode() + b"\0" for n, _ in functions)
+    bodies = [b"".join(encode(i) for i in ins) for _, ins in functions]
+    data = bytearray(64)
+    sections = [(0, 0, 0)]  # (name offset, file offset, size)
+    at = names.index(b".text.")
+    for body in bodies:
+        sections.append((at, len(data), len(body)))
+        at = names.index(b"\0", at) + 1
+        data += body
+    sections.append((1, len(data), len(names)))
+    data += names
+    shoff = len(data)
+    for name, off, size in sections:
+        data += struct.pack("<IIQQQQIIQQ", name, 1, 0, 0, off, size, 0, 0, 16, 0)
+    data[0:16] = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
+    struct.pack_into("<Q", data, 0x28, shoff)
+    struct.pack_into("<HHH", data, 0x3A, 64, len(sections), len(sections) - 1)
+    return bytes(data)
+
+
 def run(text, *extra, name="k.sass"):
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, name)
-        open(path, "w").write(text)
+        open(path, "wb" if isinstance(text, bytes) else "w").write(text)
         p = subprocess.run([sys.executable, TOOL, path, *extra], capture_output=True, text=True)
         return p.returncode, p.stdout + p.stderr
 
@@ -59,6 +97,16 @@ expect(rc == 0 and "between them 0 MUFU.EX2, 1 FMNMX, 1 arrives" in out and
        out.strip().endswith("verdict: serialized"), "the second wait first: serialized", out)
 rc, out = run(sass, "--function", "kernel_")
 expect(rc != 0 and "2 functions" in out, "an ambiguous --function fails", out)
+
+elf = cubin([("_Z14kernel_overlapv", loop(False)), ("_Z17kernel_serializedv", loop(True))])
+rc, out = run(elf, "--function", "kernel_overlap", name="k.cubin")
+expect(rc == 0 and "between them 3 MUFU.EX2, 2 FMNMX, 1 arrives" in out and out.strip().endswith("overlapped"),
+       "a cubin: overlapped", out)
+rc, out = run(elf, "--function", "kernel_serialized", name="k.cubin")
+expect(rc == 0 and "after it, before the next HGMMA: 3 MUFU.EX2, 1 FMNMX, 1 arrives" in out and
+       out.strip().endswith("verdict: serialized"), "a cubin: serialized", out)
+rc, out = run(b"\x7fELF" + bytes([2]) + bytes(100), name="bad.cubin")
+expect(rc != 0 and "section headers lie past the end" in out, "a truncated cubin fails", out)
 
 rows = ['"Kernel Name","k"', '"Address","Source","Warp Stall Sampling (All Samples)"']
 rows += [f'"0x{16 * k:x}","      {i}","0"' for k, i in enumerate(loop(True))]
