@@ -2,12 +2,13 @@
 // kernels of 3-7 µs each around 0.3 ms of weight streaming; between kernels the weight stream stopped).
 //
 // One block per SM, all resident. Per block, one producer warp streams weight tiles (8 rows × up to 1024 columns,
-// 16 KB) with the bulk-copy engine into a ring of kStages shared-memory stages, in the order the block's consumers
-// will use them, across every phase of every layer: a tile's stage is refilled as soon as the consumers release it,
-// never waiting for activations. Eight consumer warps run the phases of each layer. No grid-wide barrier separates
-// the phases: each output element is written as a tagged word (bf16 value + a 16-bit tag naming the launch, layer
-// and output), and a phase starts by polling the words of its input until each carries the tag it waits for
-// (see Tagged), so a block starts as soon as the elements it reads are there:
+// 16 KB; a bulk copy per row, or per run of rows where they lie back to back) into a ring of kStages shared-memory
+// stages, in the order the block's consumers will use them, across every phase of every layer: a tile's stage is
+// refilled as soon as the consumers release it, never waiting for activations. Eight consumer warps run the phases
+// of each layer. No grid-wide barrier separates the phases: each output element is written as a tagged word (bf16
+// value + a 16-bit tag naming the launch, layer and output), and a phase starts by polling the words of its input
+// until each carries the tag it waits for (see Tagged), so a block starts as soon as the elements it reads are
+// there:
 //   1. x = RMSNorm(residual) into shared memory; qkv = W_qkv x (+ bias)
 //   2. attention, one (KV head, key split) unit per block: the group's q heads normed and rotated, the new K/V
 //      normed, rotated and written to the cache by the split holding the new position, then each warp's keys (4 at
@@ -325,6 +326,11 @@ __device__ void produce(const StackParams& p, const Ring& ring) {
       for (int64_t grp = first_group(layer, ph); grp < groups; grp += gridDim.x) {
         const int64_t row = lane < kRows ? g.weight_row(grp, lane) : -1;
         const int valid = __popc(__ballot_sync(0xffffffffu, row >= 0));
+        // A phase of one full chunk (k = kChunk): consecutive weight rows lie back to back, as the stage's rows do,
+        // so each run of rows (the tile, or its gate and its up halves) is one bulk copy from the run's first lane.
+        const bool runs = g.k == kChunk && !(p.lab & kStackLabRowCopies);
+        const int run_lanes = g.gated ? kRows / 2 : kRows;
+        const int run_rows = g.gated ? valid / 2 : valid;  // a gated tile's halves hold the same count
         for (int64_t c = 0; c < chunks; ++c, ++t) {
           const uint32_t s = t % kStages, n = t / kStages;
           if (n > 0) {
@@ -336,7 +342,12 @@ __device__ void produce(const StackParams& p, const Ring& ring) {
           const uint32_t bytes = static_cast<uint32_t>((g.k - k0 < kChunk ? g.k - k0 : kChunk) * 2);
           if (lane == 0) sm90::mbar_arrive_expect_tx(ring.full0 + 8 * s, bytes * valid);
           __syncwarp();
-          if (row >= 0) {
+          if (runs) {
+            if (lane % run_lanes == 0 && row >= 0) {
+              sm90::bulk_load(sm90::smem_addr(ring.stages + s * kStageBytes + lane * kRowBytes), g.w + row * g.k,
+                              bytes * run_rows, ring.full0 + 8 * s);
+            }
+          } else if (row >= 0) {
             sm90::bulk_load(sm90::smem_addr(ring.stages + s * kStageBytes + lane * kRowBytes), g.w + row * g.k + k0,
                             bytes, ring.full0 + 8 * s);
           }

@@ -72,6 +72,12 @@ constexpr int kStackLabBackoffShift = 8;  // bits 8-15, if not 0: the poll backo
 // compute-sanitizer's racecheck, which does not keep a whole grid of this kernel resident (a block then waits for
 // one that never runs, and traps after 20 s). The key splits follow the grid, so the bits do too.
 constexpr int kStackLabGridShift = 16;
+// Bit 24: one bulk copy per tile row always (the form before session 21), where a tile's rows lie back to back in
+// memory (a phase of one chunk: k = 1024) and production copies each run of rows at once. Measured (H200, session
+// 21, Qwen3-0.6B batch 1, 128 / 256, three alternating rounds): 1,198.7 / 1,196.6 / 1,196.2 tok/s with the runs
+// against 1,186.9 / 1,182.6 / 1,184.1 per row; the weight stream alone (lab bits 1-8) 2,965.7 against 2,819.8.
+// Llama-3.1-8B (k = 4096: four chunks a row) is unchanged.
+constexpr int kStackLabRowCopies = 1 << 24;
 
 // A block polling for another block's output sleeps between polls, 32 ns first, doubling up to this cap
 // (decode_stack.cu, wait_words). Measured on the H200 (docs/benchmarks.md, session 14): polling back to back slowed
