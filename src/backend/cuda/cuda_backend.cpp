@@ -115,8 +115,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_v_stages_ = v.find("v3") != std::string::npos ? 3 : 2;
     prefill_lazy_ = v.find("lazy") != std::string::npos;
     prefill_multicast_ = v.find("mc") != std::string::npos;
-    prefill_mask_every_tile_ = v.find("nobranch") != std::string::npos;
-    prefill_late_v_release_ = v.find("latev") != std::string::npos;
+    prefill_wait_in_place_ = v.find("waitinplace") != std::string::npos;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -398,8 +397,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.v_stages = o.pack ? 2 : prefill_v_stages_;  // 3 V stages are built for unpacked blocks only
       o.lazy_rescale = prefill_lazy_;  // where built (launch_prefill_attention_sm90 decides)
       o.multicast = prefill_multicast_;
-      o.mask_every_tile = prefill_mask_every_tile_;
-      o.late_v_release = prefill_late_v_release_;
+      o.wait_in_place = prefill_wait_in_place_;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;
     }

@@ -174,22 +174,20 @@ class CudaBackend final : public Backend {
   // session 18); end to end RIDGELINE_CUDA_PREFILL_SM90=per_item_v2|continuous|v3|continuous_v3. Tests run every
   // combination. Built for continuous turns with 3 V stages only: the lazy rescale (PrefillSm90Options::lazy_rescale,
   // "lazy" in the value; kPrefillSm90LazyRescale, on since session 20) and, lab, the K / V multicast over pairs of
-  // heads ("mc"), the mask on every tile ("nobranch") and the late V release ("latev"), both with the lazy rescale.
+  // heads ("mc") and the wait for P V kept after the next tile's softmax ("waitinplace", with the lazy rescale).
   void set_prefill_sm90_lab(bool continuous, int v_stages, bool lazy = false, bool multicast = false,
-                            bool mask_every_tile = false, bool late_v_release = false) {
+                            bool wait_in_place = false) {
     prefill_continuous_ = continuous;
     prefill_v_stages_ = v_stages;
     prefill_lazy_ = lazy;
     prefill_multicast_ = multicast;
-    prefill_mask_every_tile_ = mask_every_tile;
-    prefill_late_v_release_ = late_v_release;
+    prefill_wait_in_place_ = wait_in_place;
   }
   bool prefill_continuous() const { return prefill_continuous_; }
   int prefill_v_stages() const { return prefill_v_stages_; }
   bool prefill_lazy() const { return prefill_lazy_; }
   bool prefill_multicast() const { return prefill_multicast_; }
-  bool prefill_mask_every_tile() const { return prefill_mask_every_tile_; }
-  bool prefill_late_v_release() const { return prefill_late_v_release_; }
+  bool prefill_wait_in_place() const { return prefill_wait_in_place_; }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to
   // reach the in-register path.
@@ -211,8 +209,7 @@ class CudaBackend final : public Backend {
   int prefill_v_stages_ = 3;
   bool prefill_lazy_ = true;
   bool prefill_multicast_ = false;
-  bool prefill_mask_every_tile_ = false;
-  bool prefill_late_v_release_ = false;
+  bool prefill_wait_in_place_ = false;
   bool copy_kernel_ = true;  // set_copy_kernel
   // The pinned allocations (base → bytes): copy_by_kernel runs only on these.
   mutable std::mutex pinned_mu_;

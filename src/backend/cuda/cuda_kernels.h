@@ -193,10 +193,9 @@ struct PrefillSm90Options {
   // Lab: clusters of two blocks for the two query heads of a pair in one kv head, each K / V tile's halves multicast
   // into both (one crossing from L2 per pair); an odd GQA group runs without it.
   bool multicast = false;
-  // Lab, with the lazy rescale and without the multicast only (prefill_attention_sm90.cu, SCHED): every tile takes
-  // the causal / length mask's selects, so the softmax has no branch; the V stage released after O's rescale.
-  bool mask_every_tile = false;
-  bool late_v_release = false;
+  // Lab, with the lazy rescale and without the multicast only (prefill_attention_sm90.cu, SCHED): the wait for P V
+  // kept after the softmax of the next tile (wgmma_wait_in_place), where ptxas hoists production's plain wait.
+  bool wait_in_place = false;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);
 void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Options& o, int num_sms,

@@ -284,7 +284,26 @@ constexpr int kPrefillMTiles256 = 1;
 // pairs, each K/V tile loaded once per group) or one block per query head (K/V tiles re-read from L2 per head).
 constexpr bool kPrefillSm90Pack = false;
 // Hopper prefill: the softmax of S_{t+1} runs while P V of tile t is on the tensor cores (FlashAttention-3's
-// intra-warpgroup overlap), on top of the ping-pong between the two consumer warpgroups.
+// intra-warpgroup overlap), on top of the ping-pong between the two consumer warpgroups. As compiled, ptxas hoists
+// the wait for P V above that softmax (session 20's ncu; tools/wait_order.py on the SASS says "serialized"), so the
+// issue order is: S_{t+1} and P V issued, the turn passed, both waited for, then the softmax. The lab form that keeps
+// the wait in place (PrefillSm90Options::wait_in_place; SASS "overlapped") ran slower on the H100 (session 21,
+// `bench kernels prefill`, three alternating rounds, TFLOP/s of the wait in place against the hoisted wait):
+// 4 × 4k 535.2 / 534.8 / 534.6 against 547.6 / 544.5 / 545.1, 16 × 1k 379.7 / 386.9 / 385.0 against 382.4 / 390.3 /
+// 390.0, 1 × 16k 553.4 / 552.9 / 587.3 against 582.5 / 601.5 / 557.9; the 32k TTFT 1,217-1,230 ms against
+// 1,212-1,227. On the H200 (session 21, one alternating call) the TTFT was 1,235.5 / 1,237.1 against 1,231.9 /
+// 1,233.5. Likely why: the other consumer's GEMMs keep the tensor cores busy during this one's softmax either way.
+// Also measured and dropped (session 21, H200, three alternating rounds): one in four / one in two of the softmax's
+// exponentials on the FMA pipe (FlashAttention-4's degree-3 polynomial, 9 instructions each, in place of a MUFU.EX2):
+// 4 × 4k 488.5-489.7 / 447.9-453.7 against 545.8-549.1 TFLOP/s, 16 × 1k 358.1-360.7 / 338.2-339.6 against
+// 386.7-387.4, 1 × 16k 508.7-534.8 / 469.0-480.7 against 573.8-601.8; the 32k TTFT 1,269-1,278 / 1,310-1,315 ms
+// against 1,232-1,234. So the softmax is not bound by the special-function unit alone: each consumer warp's
+// instruction issue (about 4.5 instructions an element beside the exponential) is as tight, and every added
+// instruction lengthens it. Nor did the reverse pay (session 21, H100, three alternating rounds): each row's sum of P
+// from the tensor cores (P times a 128 × 8 block of ones, 8 wgmma with n = 8 beside P V, rescaled with O) in place of
+// 64 additions a thread: 4 × 4k 545.0 / 547.4 / 546.1 against 552.1 / 549.5 / 554.2 TFLOP/s, 16 × 1k 358.3 / 352.8 /
+// 361.6 against 384.7 / 386.5 / 386.1, 1 × 16k 580.8 / 600.2 / 608.1 against 578.1 / 606.3 / 591.6; the 32k TTFT
+// 1,196.5 / 1,193.2 against 1,197.7 / 1,194.2 ms.
 constexpr bool kPrefillSm90IntraOverlap = true;
 // Hopper prefill: one block per SM walking the work items (longest first), so an item's Q and first K/V tiles load
 // while the previous item's last tiles and output store finish; else one block per item.

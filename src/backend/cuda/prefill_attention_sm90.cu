@@ -37,7 +37,7 @@ constexpr int kD = 128;        // head_dim
 constexpr int kBM = 128;       // query rows per block (two consumer warpgroups of 64)
 constexpr int kBN = 128;       // keys per tile
 constexpr int kThreads = 384;  // producer + two consumer warpgroups
-constexpr int kSchedMaskAll = 1, kSchedLateV = 2;  // the kernel's SCHED bits (lab)
+constexpr int kSchedWaitInPlace = 1;  // the kernel's SCHED bits (lab)
 constexpr uint32_t kHalfRow = 128;                    // bytes of a 64-column half row
 constexpr uint32_t kQBytes = 2 * kBM * kHalfRow;      // 32 KB
 constexpr uint32_t kTileBytes = 2 * kBN * kHalfRow;   // one K or V tile, 32 KB
@@ -73,12 +73,11 @@ struct WorkItem {
 // block's producer loads one 64-column half of every K and V tile and multicasts it into both blocks, so each tile
 // crosses from L2 once for two heads; a stage is refilled only once the consumers of both blocks released it (they
 // arrive on both blocks' empty barriers). Unpacked blocks with an even GQA group only.
-// SCHED (lab, session 20; bits): ncu found the consumer's wait for P V moved by ptxas from after the softmax of the
-// next tile to its first max, next to where the mask's branch joins and just before the V stage's release
-// (docs/cuda.md). Bit 0 (kSchedMaskAll): every tile takes the causal / length mask's per-element selects, so the
-// softmax has no branch. Bit 1 (kSchedLateV): the V stage is released after O's rescale and P's packing, so no
-// barrier arrive follows the wait at once. scripts/device/sass_waits.sh reads each form's SASS, the bench rows time
-// them.
+// SCHED (lab; bits): bit 0 (kSchedWaitInPlace): the consumer waits for P V of tile t with wgmma_wait_in_place, so
+// the softmax of S_{t+1} runs while P V is on the tensor cores, as the source says. Production's plain wgmma_wait is
+// hoisted by ptxas above that softmax (session 20's ncu; scripts/device/sass_waits.sh), and still ran faster on the
+// H100 in session 21 (kernel_config.h, kPrefillSm90IntraOverlap): the two consumers' ping-pong already keeps the
+// tensor cores fed while one of them runs its softmax.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
           bool MC = false, int SCHED = 0>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -348,9 +347,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         corr[0] = corr[1] = 1.0f;
         return;
       }
-      // Causal + length mask, only where the tile crosses the diagonal or the sequence end (kSchedMaskAll: every
-      // tile).
-      if ((SCHED & kSchedMaskAll) || n0 + kBN - 1 > wg_first_pos || n0 + kBN > seq_len_k) {
+      // Causal + length mask, only where the tile crosses the diagonal or the sequence end.
+      if (n0 + kBN - 1 > wg_first_pos || n0 + kBN > seq_len_k) {
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
@@ -435,7 +433,11 @@ __global__ void __launch_bounds__(kThreads, 1)
           pin(sc);
           release_k(t + 1);
           softmax(t + 1, corr);
-          wgmma_wait<0>();
+          if constexpr ((SCHED & kSchedWaitInPlace) != 0) {
+            wgmma_wait_in_place<0>(static_cast<uint32_t>(seq_len_k));  // after the softmax, as written
+          } else {
+            wgmma_wait<0>();  // ptxas moves it up to the softmax's first max
+          }
           pin_all();
         } else {
           wgmma_wait<0>();
@@ -443,9 +445,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           release_k(t + 1);
           softmax(t + 1, corr);
         }
-        if constexpr (!(SCHED & kSchedLateV)) release_v(t);
+        release_v(t);
         rescale_and_pack(corr);
-        if constexpr ((SCHED & kSchedLateV) != 0) release_v(t);
       } else {
         wgmma_wait<0>();
         pin_all();
@@ -597,21 +598,13 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                                    cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
-  // The lazy rescale (production), the multicast and the SCHED forms (lab): instantiated with the production form
-  // only, ignored elsewhere (the SCHED forms also need the lazy rescale and no multicast); the multicast pairs query
+  // The lazy rescale (production), the multicast and the wait in place (lab): instantiated with the production form
+  // only, ignored elsewhere (the wait in place also needs the lazy rescale and no multicast); the multicast pairs query
   // heads of one kv head, so an odd group runs without it.
   const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
-  const int sched = (o.mask_every_tile ? kSchedMaskAll : 0) | (o.late_v_release ? kSchedLateV : 0);
-  if (lazy && !multicast && sched != 0) {  // lab: built with the lazy rescale only
-    constexpr int kBoth = kSchedMaskAll | kSchedLateV;
-    if (sched == kSchedMaskAll) {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedMaskAll>(a, o.persistent, num_sms, stream);
-    } else if (sched == kSchedLateV) {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedLateV>(a, o.persistent, num_sms, stream);
-    } else {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, kBoth>(a, o.persistent, num_sms, stream);
-    }
+  if (lazy && !multicast && o.wait_in_place) {  // lab: built with the lazy rescale only
+    launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedWaitInPlace>(a, o.persistent, num_sms, stream);
     return;
   }
   if (lazy || multicast) {

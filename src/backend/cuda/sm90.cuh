@@ -146,6 +146,20 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
+// wgmma_wait<N> where it stands. ptxas schedules a plain wait_group freely within its basic block, and waiting early
+// is always safe, so it may move the wait above independent work that was meant to overlap the wgmma (session 21:
+// the prefill's wait for P V of tile t rose above the whole softmax of tile t + 1). Here the wait heads a block of its
+// own: a uniform branch on a value ptxas cannot know (`uniform`: any warp-uniform value) picks one of two identical
+// waits, and ptxas does not move instructions across blocks.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait_in_place(uint32_t uniform) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n@p bra.uni RL_WAIT_B;\n"
+      "wgmma.wait_group.sync.aligned %1;\nbra.uni RL_WAIT_DONE;\nRL_WAIT_B:\n"
+      "wgmma.wait_group.sync.aligned %1;\nRL_WAIT_DONE:\n}\n" ::"r"(uniform),
+      "n"(kPending)
+      : "memory");
+}
 // The compiler does not know that wgmma reads and writes registers asynchronously: pinning each accumulator (and
 // register operand) with an empty volatile asm after wgmma_wait keeps its uses after the wait and its value alive
 // until then.
