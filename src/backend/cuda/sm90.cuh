@@ -147,10 +147,11 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
 // wgmma_wait<N> where it stands. ptxas schedules a plain wait_group freely within its basic block, and waiting early
-// is always safe, so it may move the wait above independent work that was meant to overlap the wgmma (session 21:
-// the prefill's wait for P V of tile t rose above the whole softmax of tile t + 1). Here the wait heads a block of its
-// own: a uniform branch on a value ptxas cannot know (`uniform`: any warp-uniform value) picks one of two identical
-// waits, and ptxas does not move instructions across blocks.
+// is always safe, so it may move the wait above independent work that was meant to overlap the wgmma (sessions
+// 20-21: the prefill's wait for P V of tile t rose above the whole softmax of tile t + 1). Here the wait heads a
+// block of its own: a uniform branch on a value ptxas cannot know (`uniform`: any warp-uniform value) picks one of
+// two identical waits, and ptxas does not move instructions across blocks. Its labels are local to the asm's braces;
+// built and tested with one use per kernel (tools/wait_order.py reads the result).
 template <int kPending>
 __device__ __forceinline__ void wgmma_wait_in_place(uint32_t uniform) {
   asm volatile(
