@@ -80,7 +80,11 @@ def instructions(path, function=None):
     with open(path, "rb") as f:
         data = f.read()
     if data.startswith(b"\x7fELF"):
-        return pick(cubin_functions(data), function, path)
+        try:
+            functions = cubin_functions(data)
+        except (ValueError, struct.error) as e:  # a section name or header past the end of the file
+            sys.exit(f"{path}: not a readable cubin ({e})")
+        return pick(functions, function, path)
     text = data.decode(errors="replace")
     if text.startswith('"Kernel Name"') or '"Address","Source"' in text:
         rows = list(csv.reader(text.splitlines()))
