@@ -20,7 +20,8 @@ perf::BenchReport start_report(const std::string& command, Engine& engine, const
   rep.date = perf::utc_timestamp();
   rep.commit = perf::git_describe(RIDGELINE_SOURCE_DIR_FOR_BENCH);
   rep.device = engine.backend().name();
-  rep.model = engine.model_config().architecture + " (" + resolve_model_dir(o.model) + ")";
+  rep.model = engine.model_config().architecture + " (" + resolve_model_dir(o.model) + "), KV cache " +
+              std::string(dtype_name(engine.kv_dtype()));
   return rep;
 }
 
@@ -40,6 +41,10 @@ perf::BenchResult bench_result(const char* name, const char* unit, double measur
   r.unit = unit;
   r.measured = measured;
   return r;
+}
+
+perf::Precision kv_roof_precision(const Engine& engine) {
+  return engine.kv_dtype() == DType::kFP8E4M3 ? perf::Precision::kFp8 : perf::Precision::kBf16;
 }
 
 }  // namespace rl::cli

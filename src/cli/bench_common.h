@@ -10,6 +10,7 @@
 
 #include "cli/engine_options.h"
 #include "perf/bench_report.h"
+#include "perf/cost_model.h"
 #include "perf/hardware.h"
 
 namespace rl::cli {
@@ -35,5 +36,8 @@ Result<std::optional<perf::GpuSpec>> roofline_gpu(const std::string& gpu_flag, c
                                                   const std::string& device_name);
 
 perf::BenchResult bench_result(const char* name, const char* unit, double measured);
+
+// The roofline's KV precision for `engine`'s cache: fp8 for an fp8 cache, else bf16 (the GPU roofline's unit).
+perf::Precision kv_roof_precision(const Engine& engine);
 
 }  // namespace rl::cli

@@ -158,7 +158,7 @@ int run(const LatencyOptions& o) {
   perf::BenchResult decode = result("decode", "tok/s", o.batch / sum.tpot_s, context);
   if (gpu) {
     rep.gpu = gpu->name;
-    const perf::ModelCost cost = perf::make_model_cost(mc, perf::Precision::kBf16, perf::Precision::kBf16);
+    const perf::ModelCost cost = perf::make_model_cost(mc, perf::Precision::kBf16, kv_roof_precision(engine));
     const perf::Roof roof = perf::make_roof(*gpu, perf::Precision::kBf16);
     // The batch's prompts prefill together: their FLOPs add up, the weights are read once.
     const perf::StepCost p = perf::prefill_step(cost, roof, o.input_len);

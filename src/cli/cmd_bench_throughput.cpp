@@ -106,7 +106,7 @@ int run(const ThroughputOptions& o) {
     rep.gpu = gpu->name;
     // The same mix: every prompt's prefill (the uncached part; compute-bound, weights read once per chunk)
     // plus ceil(N / batch) waves of output_len decode steps of `batch` sequences at the mean context.
-    perf::ModelCost cost = perf::make_model_cost(mc, perf::Precision::kBf16, perf::Precision::kBf16);
+    perf::ModelCost cost = perf::make_model_cost(mc, perf::Precision::kBf16, kv_roof_precision(engine));
     perf::Roof roof = perf::make_roof(*gpu, perf::Precision::kBf16);
     const perf::StepCost d = perf::decode_step(cost, roof, *out_r.batch, *out_r.context);
     const int64_t uncached = std::max<int64_t>(1, o.input_len - (hit_rate > 0 ? o.prefix_len : 0));

@@ -1,6 +1,8 @@
 #include "core/dtype.h"
 
+#include <array>
 #include <cmath>
+#include <limits>
 
 #include "core/check.h"
 
@@ -90,21 +92,46 @@ uint16_t f32_to_f16(float f) {
 
 namespace {
 
-// FP8 e4m3fn (safetensors "F8_E4M3"): bias 7, no infinities, 0x7f / 0xff NaN.
-float fp8_e4m3_to_f32(uint8_t v) {
+// One e4m3fn code's value, as a constant expression: man / 8 * 2^-6 (subnormal) or (1 + man / 8) * 2^(exp - 7).
+constexpr float fp8_e4m3_decode(int v) {
   const int exp = (v >> 3) & 0xF, man = v & 7;
-  float f;
-  if (exp == 0xF && man == 7) {
-    f = NAN;  // e4m3fn has no infinities; S.1111.111 is NaN
-  } else if (exp == 0) {
-    f = std::ldexp(static_cast<float>(man) / 8.0f, -6);
-  } else {
-    f = std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
-  }
+  if (exp == 0xF && man == 7) return std::numeric_limits<float>::quiet_NaN();
+  float f = exp == 0 ? static_cast<float>(man) / 8.0f : 1.0f + static_cast<float>(man) / 8.0f;
+  for (int e = exp == 0 ? -6 : exp - 7; e > 0; --e) f *= 2.0f;
+  for (int e = exp == 0 ? -6 : exp - 7; e < 0; ++e) f *= 0.5f;
   return (v & 0x80) ? -f : f;
 }
 
+constexpr std::array<float, 256> fp8_e4m3_table() {
+  std::array<float, 256> t{};
+  for (int i = 0; i < 256; ++i) t[static_cast<size_t>(i)] = fp8_e4m3_decode(i);
+  return t;
+}
+
+constexpr std::array<float, 256> kFp8Table = fp8_e4m3_table();
+
 }  // namespace
+
+const float* const kFp8E4M3ToF32 = kFp8Table.data();
+
+uint8_t f32_to_fp8_e4m3(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7f;  // NaN
+  const float a = std::fabs(f);
+  if (a == 0.0f) return sign;
+  if (!(a < 448.0f)) return sign | 0x7e;  // 448 itself, past it, inf: satfinite
+  // Scale so that the last representable step is 1, then round to nearest even: the subnormal step is 2^-9, and
+  // a normal value 2^e (e >= -6) has steps of 2^(e - 3). The code is then (e + 6) * 8 + q for the rounded
+  // q in [8, 16] (q = 16 carries into the next exponent's code), or q itself for a subnormal (q = 8 is 2^-6's code).
+  int e = 0;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1): the leading bit's weight is 2^(e - 1)
+  const int lead = e - 1;
+  if (lead < -6) return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, 9)));
+  const int q = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - lead)));
+  return sign | static_cast<uint8_t>((lead + 6) * 8 + q);
+}
 
 void convert_to_f32(const void* src, DType from, float* dst, size_t n) {
   switch (from) {
@@ -139,6 +166,11 @@ void convert_from_f32(const float* src, void* dst, DType to, size_t n) {
     case DType::kF16: {
       auto* d = static_cast<uint16_t*>(dst);
       for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      return;
+    }
+    case DType::kFP8E4M3: {
+      auto* d = static_cast<uint8_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = f32_to_fp8_e4m3(src[i]);
       return;
     }
     default: RL_CHECK_MSG(false, "convert_from_f32: unsupported dtype %s", std::string(dtype_name(to)).c_str());

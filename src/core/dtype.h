@@ -35,9 +35,18 @@ inline uint16_t f32_to_bf16(float f) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
+// FP8 e4m3fn (safetensors "F8_E4M3", the FP8 KV cache): 1 sign, 4 exponent bits (bias 7), 3 mantissa bits; no
+// infinities, S.1111.111 is NaN; the largest finite magnitude is 448, the smallest subnormal 2^-9.
+// Widening is exact (a table of the 256 codes).
+extern const float* const kFp8E4M3ToF32;  // [256], constant-initialised
+inline float fp8_e4m3_to_f32(uint8_t v) { return kFp8E4M3ToF32[v]; }
+// Round to nearest even, saturating to ±448 (what CUDA's __nv_cvt_float_to_fp8 does with __NV_SATFINITE, and
+// cvt.rn.satfinite.e4m3x2.f32): ±inf and magnitudes past 448 become ±448, NaN becomes 0x7f.
+uint8_t f32_to_fp8_e4m3(float f);
+
 // Converts n elements of src (dtype `from`) into f32.
 void convert_to_f32(const void* src, DType from, float* dst, size_t n);
-// Converts n f32 elements into dst (dtype `to`, f32/f16/bf16).
+// Converts n f32 elements into dst (dtype `to`, f32/f16/bf16/fp8 e4m3).
 void convert_from_f32(const float* src, void* dst, DType to, size_t n);
 
 }  // namespace rl

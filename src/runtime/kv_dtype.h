@@ -4,6 +4,8 @@
 // transformers' float64 to 1e-6) and keep an f32 cache; bf16 or int8 weights, which already round every product,
 // get a bf16 cache: half the bytes attention reads per token (llama.cpp's CPU default is an f16 cache). Every CPU
 // kernel that touches the cache (kv_write, paged attention with and without a window, MLA) reads both.
+// fp8 (e4m3, as vLLM's --kv-cache-dtype fp8 with no scales: each element rounded to nearest even, saturated at
+// ±448, widened exactly when read) halves a bf16 cache again; it is asked for, never chosen by auto.
 // CUDA: bf16 only (its kernels read nothing else); asking for f32 there is an error at load.
 #pragma once
 
@@ -15,8 +17,8 @@
 
 namespace rl {
 
-// --kv-cache-dtype auto|f32|bf16.
-enum class KvCacheDtype { kAuto, kF32, kBF16 };
+// --kv-cache-dtype auto|f32|bf16|fp8.
+enum class KvCacheDtype { kAuto, kF32, kBF16, kFP8 };
 
 bool parse_kv_cache_dtype(std::string_view name, KvCacheDtype* out);
 std::string_view kv_cache_dtype_name(KvCacheDtype d);

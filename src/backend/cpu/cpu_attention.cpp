@@ -3,7 +3,8 @@
 // multiples of 32, every head of a token at once over spans of its keys (attn_span_f32 / attn_span_bf16: the cache
 // read in memory order, a decode token's keys split over the threads); otherwise per (query token, KV head), the
 // group's query heads together with an online softmax (attn_group_f32 / attn_group_bf16). The cache holds f32, or
-// bf16 (each element widened exactly to f32 as it is read; queries, scores and sums stay f32).
+// bf16 (each element widened exactly to f32 as it is read; queries, scores and sums stay f32), or fp8 e4m3 (widened
+// exactly too, through a table of its 256 values; the span kernel or the reference loop, no grouped kernel).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -19,7 +20,7 @@ namespace {
 // (each span permutes the queries and its partial is merged) than it gains.
 constexpr int64_t kMinSpanChunks = 2;
 
-// KV: the cache's element type (float: f32, uint16_t: bf16 bits).
+// KV: the cache's element type (float: f32, uint16_t: bf16 bits, uint8_t: fp8 e4m3 bits).
 template <typename KV>
 void paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor& qkv, const KvLayer& cache,
                      const AttentionMetadata& meta, const Tensor& out) {
@@ -214,8 +215,10 @@ void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor&
       return paged_attention<float>(pool, kern, qkv, cache, meta, out);
     case DType::kBF16:
       return paged_attention<uint16_t>(pool, kern, qkv, cache, meta, out);
+    case DType::kFP8E4M3:
+      return paged_attention<uint8_t>(pool, kern, qkv, cache, meta, out);
     default:
-      RL_CHECK_MSG(false, "CPU attention: a %s KV cache is not supported (f32 or bf16)",
+      RL_CHECK_MSG(false, "CPU attention: a %s KV cache is not supported (f32, bf16 or fp8)",
                    std::string(dtype_name(cache.k.dtype)).c_str());
   }
 }

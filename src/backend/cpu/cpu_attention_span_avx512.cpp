@@ -1,4 +1,4 @@
-// Decode attention on the AVX-512 tiers (kernel table attn_span_f32 / attn_span_bf16, cpu_kernels.h): one query
+// Decode attention on the AVX-512 tiers (kernel table attn_span_f32 / _bf16 / _fp8, cpu_kernels.h): one query
 // token, every head, over a span of its keys, in 16-key chunks. Why this shape:
 // - Memory order. A chunk's K rows of all KV heads are read first (the scores of every head), then its V rows: with
 //   16-token blocks, one contiguous 32 KiB (bf16) of the cache each. The next chunk's rows are prefetched while this
@@ -62,6 +62,26 @@ inline void load32(const float* p, __m512& e, __m512& o) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   e = _mm512_permutex2var_ps(lo, even, hi);
   o = _mm512_permutex2var_ps(lo, _mm512_add_epi32(even, _mm512_set1_epi32(1)), hi);
+}
+// 16 fp8 e4m3 codes (one per 32-bit lane, upper bits zero) as f32, exactly: a normal code's exponent and mantissa
+// bits moved into place with the bias difference (127 - 7) added; a subnormal's mantissa m as m * 2^-9 (never a
+// denormal f32 operand, so DAZ cannot touch it); 0x7f NaN; then the sign. Equal to fp8_e4m3_to_f32 (the table).
+inline __m512 fp8_lanes_to_f32(__m512i c) {
+  const __m512i mag = _mm512_and_si512(c, _mm512_set1_epi32(0x7f));
+  __m512 v = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(mag, 20), _mm512_set1_epi32(120 << 23)));
+  v = _mm512_mask_mul_ps(v, _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8)), _mm512_cvtepi32_ps(mag),
+                         _mm512_set1_ps(1.0f / 512.0f));
+  v = _mm512_mask_mov_ps(v, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)), _mm512_set1_ps(NAN));
+  const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24);
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+}
+// An fp8 e4m3 row (the FP8 KV cache): the 32 bytes zero-extended to 16-bit lanes put element 2j in the low half of
+// 32-bit lane j and element 2j + 1 in the high half, the same order as a bf16 row. The widening is exact, so an
+// fp8 cache too computes bitwise what an f32 cache of the widened values computes.
+inline void load32(const uint8_t* p, __m512& e, __m512& o) {
+  const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  e = fp8_lanes_to_f32(_mm512_and_si512(w, _mm512_set1_epi32(0xffff)));
+  o = fp8_lanes_to_f32(_mm512_srli_epi32(w, 16));
 }
 // Lane i of load32's (e, o) holds element lane_source(i) of the 32.
 inline int64_t lane_source(int64_t i) { return i < 16 ? 2 * i : 2 * (i - 16) + 1; }
@@ -269,6 +289,7 @@ bool attn_span(const AttnSpanArgsT<KV>& a) {
 
 bool attn_span_f32(const AttnSpanArgs& a) { return attn_span(a); }
 bool attn_span_bf16(const AttnSpanArgsBf16& a) { return attn_span(a); }
+bool attn_span_fp8(const AttnSpanArgsFp8& a) { return attn_span(a); }
 
 }  // namespace avx512
 }  // namespace rl

@@ -1,6 +1,7 @@
 // Reference paged attention with a sliding window and attention sinks (GPT-OSS), in f32 with an exact softmax.
 // Keys of the query at position p: positions max(0, p - window + 1) .. p; a sink adds exp(sink_h) to the
-// softmax denominator (a logit with no value). The cache holds f32 or bf16 (widened exactly to f32 as read).
+// softmax denominator (a logit with no value). The cache holds f32, bf16 or fp8 e4m3 (widened exactly to f32 as
+// read).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -14,8 +15,9 @@ namespace {
 
 inline float widen(float x) { return x; }
 inline float widen(uint16_t x) { return bf16_to_f32(x); }
+inline float widen(uint8_t x) { return fp8_e4m3_to_f32(x); }
 
-// KV: the cache's element type (float: f32, uint16_t: bf16 bits).
+// KV: the cache's element type (float: f32, uint16_t: bf16 bits, uint8_t: fp8 e4m3 bits).
 template <typename KV>
 void paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
                             const Tensor& out) {
@@ -84,8 +86,10 @@ void cpu_paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLay
       return paged_attention_window<float>(pool, qkv, cache, meta, out);
     case DType::kBF16:
       return paged_attention_window<uint16_t>(pool, qkv, cache, meta, out);
+    case DType::kFP8E4M3:
+      return paged_attention_window<uint8_t>(pool, qkv, cache, meta, out);
     default:
-      RL_CHECK_MSG(false, "CPU attention: a %s KV cache is not supported (f32 or bf16)",
+      RL_CHECK_MSG(false, "CPU attention: a %s KV cache is not supported (f32, bf16 or fp8)",
                    std::string(dtype_name(cache.k.dtype)).c_str());
   }
 }

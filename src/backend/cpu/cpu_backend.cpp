@@ -257,14 +257,15 @@ void CpuBackend::qk_norm_rope(const Tensor& qkv, const Tensor& q_norm, const Ten
   });
 }
 
-// An f32 cache takes the rows as they are; a bf16 cache rounds each element to nearest even (f32_to_bf16).
+// An f32 cache takes the rows as they are; a bf16 cache rounds each element to nearest even (f32_to_bf16), an fp8
+// one to nearest even with saturation at ±448 (f32_to_fp8_e4m3).
 void CpuBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& slot_mapping,
                           const KvLayer& cache) {
   const int64_t t = qkv.dim(0), kv_row = l.num_kv_heads * l.head_dim, row = l.row();
   const int64_t num_slots = cache.k.dim(0) * cache.block_size();
   const int32_t* slots = slot_mapping.i32();
   const DType dt = cache.k.dtype;
-  RL_CHECK_MSG(dt == DType::kF32 || dt == DType::kBF16, "CPU kv_write: a %s KV cache is not supported",
+  RL_CHECK_MSG(dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kFP8E4M3, "CPU kv_write: a %s KV cache is not supported",
                std::string(dtype_name(dt)).c_str());
   RL_CHECK(cache.v.dtype == dt && cache.num_kv_heads() * cache.head_dim() == kv_row);
   const size_t es = dtype_size(dt);

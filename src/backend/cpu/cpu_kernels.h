@@ -8,6 +8,8 @@
 #include <cstdint>
 
 #include "backend/cpu/cpu_isa.h"
+#include "core/check.h"
+#include "core/dtype.h"
 #include "core/quant.h"
 
 namespace rl {
@@ -68,6 +70,7 @@ struct AttnSpanArgsT {
 };
 using AttnSpanArgs = AttnSpanArgsT<float>;
 using AttnSpanArgsBf16 = AttnSpanArgsT<uint16_t>;
+using AttnSpanArgsFp8 = AttnSpanArgsT<uint8_t>;
 
 struct CpuKernels {
   CpuIsa isa = CpuIsa::kScalar;
@@ -92,6 +95,7 @@ struct CpuKernels {
   // (then attn_group, else the reference).
   bool (*attn_span_f32)(const AttnSpanArgs& a) = nullptr;
   bool (*attn_span_bf16)(const AttnSpanArgsBf16& a) = nullptr;
+  bool (*attn_span_fp8)(const AttnSpanArgsFp8& a) = nullptr;  // an fp8 e4m3 cache
   // SwiGLU: out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + e^-gate[i]) * up[i], i < n (silu_mul and the fused
   // linear_silu_mul both call it, so they agree bitwise).
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
@@ -106,11 +110,32 @@ inline void kv_axpy(const CpuKernels& k, float s, const float* row, float* y, in
 inline void kv_axpy(const CpuKernels& k, float s, const uint16_t* row, float* y, int64_t n) {
   k.axpy_bf16(s, row, y, n);
 }
-// The tier's grouped kernel for the cache's element type (null: none).
+// An fp8 e4m3 row (an FP8 KV cache) is widened exactly into f32 first, so these equal dot_f32 / axpy_f32 on the
+// widened values, as the bf16 forms do. n <= kKvRowMax.
+constexpr int64_t kKvRowMax = 1024;
+inline void widen_fp8_row(const uint8_t* row, float* out, int64_t n) {
+  RL_CHECK(n <= kKvRowMax);
+  for (int64_t i = 0; i < n; ++i) out[i] = fp8_e4m3_to_f32(row[i]);
+}
+inline float kv_dot(const CpuKernels& k, const float* q, const uint8_t* row, int64_t n) {
+  float w[kKvRowMax];
+  widen_fp8_row(row, w, n);
+  return k.dot_f32(q, w, n);
+}
+inline void kv_axpy(const CpuKernels& k, float s, const uint8_t* row, float* y, int64_t n) {
+  float w[kKvRowMax];
+  widen_fp8_row(row, w, n);
+  k.axpy_f32(s, w, y, n);
+}
+// The tier's kernel for the cache's element type (null: none; an fp8 cache has a span kernel but no grouped one).
 inline auto attn_group_kernel(const CpuKernels& k, const float*) { return k.attn_group_f32; }
 inline auto attn_group_kernel(const CpuKernels& k, const uint16_t*) { return k.attn_group_bf16; }
+inline auto attn_group_kernel(const CpuKernels&, const uint8_t*) {
+  return static_cast<bool (*)(const AttnGroupArgsT<uint8_t>&)>(nullptr);
+}
 inline auto attn_span_kernel(const CpuKernels& k, const float*) { return k.attn_span_f32; }
 inline auto attn_span_kernel(const CpuKernels& k, const uint16_t*) { return k.attn_span_bf16; }
+inline auto attn_span_kernel(const CpuKernels& k, const uint8_t*) { return k.attn_span_fp8; }
 
 // Up to this many rows, the f32 path streams the weights with the GEMV instead of calling sgemm.
 constexpr int64_t kGemvMaxRows = 4;

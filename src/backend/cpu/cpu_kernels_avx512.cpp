@@ -302,6 +302,7 @@ const CpuKernels& cpu_kernels_avx512() {
     t.attn_group_bf16 = avx512::attn_group_bf16;
     t.attn_span_f32 = avx512::attn_span_f32;
     t.attn_span_bf16 = avx512::attn_span_bf16;
+    t.attn_span_fp8 = avx512::attn_span_fp8;
     t.silu_mul = avx512::silu_mul;
     return t;
   }();

@@ -16,5 +16,6 @@ bool attn_group_f32(const AttnGroupArgs& a);
 bool attn_group_bf16(const AttnGroupArgsBf16& a);
 bool attn_span_f32(const AttnSpanArgs& a);  // cpu_attention_span_avx512.cpp
 bool attn_span_bf16(const AttnSpanArgsBf16& a);
+bool attn_span_fp8(const AttnSpanArgsFp8& a);
 
 }  // namespace rl::avx512

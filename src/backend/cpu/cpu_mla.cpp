@@ -1,6 +1,6 @@
 // Multi-head latent attention on the CPU (reference): the latent cache write with RoPE and the kv_a RMSNorm,
 // per-head projections (W_UK into the query, W_UV out of the latent) and causal attention over the latent rows.
-// The latent cache holds f32, or bf16 (rows rounded once when written, widened exactly to f32 when read).
+// The latent cache holds f32, bf16 or fp8 e4m3 (rows rounded once when written, widened exactly to f32 when read).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -36,7 +36,7 @@ void CpuBackend::mla_prepare(const Tensor& q, const Tensor& ckv, const Tensor& k
   const int64_t t = q.dim(0), nh = l.num_heads, r = l.kv_lora_rank, dr = l.rope_dim, lat = l.latent();
   RL_CHECK(q.dim(1) == nh * l.q_head() && ckv.dim(1) == lat && q_lat.dim(1) == nh * lat && dr % 2 == 0);
   const DType dt = cache.k.dtype;
-  RL_CHECK_MSG(dt == DType::kF32 || dt == DType::kBF16, "CPU mla_prepare: a %s KV cache is not supported",
+  RL_CHECK_MSG(dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kFP8E4M3, "CPU mla_prepare: a %s KV cache is not supported",
                std::string(dtype_name(dt)).c_str());
   RL_CHECK(cache.head_dim() == lat && cache.num_kv_heads() == 1);
   const int64_t num_slots = cache.k.dim(0) * cache.block_size();
@@ -146,8 +146,10 @@ void CpuBackend::mla_attention(const Tensor& q_lat, const KvLayer& cache, const 
       return mla_attention_rows<float>(pool_, *kern_, q_lat, cache, meta, l, out);
     case DType::kBF16:
       return mla_attention_rows<uint16_t>(pool_, *kern_, q_lat, cache, meta, l, out);
+    case DType::kFP8E4M3:
+      return mla_attention_rows<uint8_t>(pool_, *kern_, q_lat, cache, meta, l, out);
     default:
-      RL_CHECK_MSG(false, "CPU mla_attention: a %s KV cache is not supported (f32 or bf16)",
+      RL_CHECK_MSG(false, "CPU mla_attention: a %s KV cache is not supported (f32, bf16 or fp8)",
                    std::string(dtype_name(cache.k.dtype)).c_str());
   }
 }
