@@ -128,6 +128,9 @@ int run(const ThroughputOptions& o) {
   std::printf("Total token throughput (tok/s):  %.1f\n", total_tokens / elapsed);
   std::printf("Prefix cache hit rate:           %.1f%%\n", 100.0 * hit_rate);
   std::printf("Preemptions:                     %lld\n", static_cast<long long>(st.num_preemptions));
+  std::printf("KV cache:                        %s, %lld blocks of %lld tokens\n",
+              std::string(dtype_name(engine.kv_dtype())).c_str(), static_cast<long long>(engine.num_kv_blocks()),
+              static_cast<long long>(o.engine.block_size));
   Engine::StepTiming tm = engine.step_timing();
   tm.num_steps -= tm0.num_steps;
   tm.step_seconds -= tm0.step_seconds;
