@@ -62,6 +62,9 @@ int run(const PerplexityOptions& o) {
   auto model = load_model(dir, backend->get(), lo);
   if (!model) return fail(model.message());
   const ModelConfig& c = (*model)->config();
+  if (const Status st = check_kv_dtype((*backend)->device(), *kv_dtype, c, false); !st.is_ok()) {
+    return fail(st.message());
+  }
   if (o.ctx < 4 || o.ctx > c.max_context_len()) {
     return fail("--ctx must be in [4, " + std::to_string(c.max_context_len()) + "]");
   }

@@ -129,6 +129,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   // The KV cache's dtype (runtime/kv_dtype.h), before anything loads: one that the device cannot run fails here.
   RL_ASSIGN_OR_RETURN(const DType kv_dtype, select_kv_dtype(e->backend_->device(), lo.weight_dtype,
                                                             lo.quantize_int8, config.kv_cache_dtype));
+  RL_RETURN_IF_ERROR(check_kv_dtype(e->backend_->device(), kv_dtype, mc, config.deterministic));
   e->kv_dtype_ = kv_dtype;
   if (tp_size > 1) {
     RL_ASSIGN_OR_RETURN(std::unique_ptr<TpModel> tp, TpModel::create(mc, config.model_dir, e->backend_.get(),

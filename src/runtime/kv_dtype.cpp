@@ -35,11 +35,7 @@ Result<DType> select_kv_dtype(DeviceKind device, DType weight_dtype, bool quanti
       return Status::error("--kv-cache-dtype f32 is not supported on CUDA (its attention kernels read a bf16 cache); "
                            "use auto or bf16");
     }
-    if (requested == KvCacheDtype::kFP8) {
-      return Status::error("--kv-cache-dtype fp8 is not supported on CUDA yet (its attention kernels read a bf16 "
-                           "cache; the CPU backend reads fp8); use auto or bf16");
-    }
-    return DType::kBF16;
+    return requested == KvCacheDtype::kFP8 ? DType::kFP8E4M3 : DType::kBF16;
   }
   switch (requested) {
     case KvCacheDtype::kF32: return DType::kF32;
@@ -48,6 +44,21 @@ Result<DType> select_kv_dtype(DeviceKind device, DType weight_dtype, bool quanti
     case KvCacheDtype::kAuto: break;
   }
   return weight_dtype == DType::kF32 && !quantize_int8 ? DType::kF32 : DType::kBF16;
+}
+
+Status check_kv_dtype(DeviceKind device, DType kv, const ModelConfig& mc, bool deterministic) {
+  if (device != DeviceKind::kCuda || kv != DType::kFP8E4M3) return Status::ok();
+  if (deterministic) {
+    return Status::error("--kv-cache-dtype fp8 does not take --deterministic on CUDA (its batch-invariant attention "
+                         "kernels read a bf16 cache); use bf16");
+  }
+  for (const KvLayerSpec& spec : mc.kv_spec) {
+    if (spec.kind == KvKind::kLatent) {
+      return Status::error("--kv-cache-dtype fp8 does not take " + mc.architecture +
+                           "'s latent (MLA) cache on CUDA; use bf16");
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace rl

@@ -6,7 +6,10 @@
 // kernel that touches the cache (kv_write, paged attention with and without a window, MLA) reads both.
 // fp8 (e4m3, as vLLM's --kv-cache-dtype fp8 with no scales: each element rounded to nearest even, saturated at
 // ±448, widened exactly when read) halves a bf16 cache again; it is asked for, never chosen by auto.
-// CUDA: bf16 only (its kernels read nothing else); asking for f32 there is an error at load.
+// CUDA: bf16 (auto), or fp8 when asked; asking for f32 there is an error at load. An fp8 cache on CUDA is read by
+// the decode kernels and the FA2 prefill kernel (converted as loaded), the sliding-window and naive kernels; not by
+// the Hopper prefill (the FA2 one serves), the batch-1 dense stack (the layer kernels serve), the batch-invariant
+// kernels of deterministic mode, nor MLA's latent cache: check_kv_dtype refuses the last two at load.
 #pragma once
 
 #include <string_view>
@@ -14,6 +17,7 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "loader/model_config.h"
 
 namespace rl {
 
@@ -26,5 +30,9 @@ std::string_view kv_cache_dtype_name(KvCacheDtype d);
 // weight_dtype: the storage dtype the model loads with (LoadOptions::weight_dtype, after any device override);
 // quantize_int8: --quantization int8 (2-D weights int8 whatever weight_dtype says).
 Result<DType> select_kv_dtype(DeviceKind device, DType weight_dtype, bool quantize_int8, KvCacheDtype requested);
+
+// Whether a cache of `kv` (select_kv_dtype's answer) serves this model and mode on the device: an error naming what
+// does not, else ok.
+Status check_kv_dtype(DeviceKind device, DType kv, const ModelConfig& mc, bool deterministic);
 
 }  // namespace rl

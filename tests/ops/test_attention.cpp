@@ -21,10 +21,11 @@ struct SeqSpec {
 // passes it); the kernels must take each sequence's real length from device memory.
 // window > 0 / sinks: the GPT-OSS variant (keys of the last `window` positions, a learned logit per head in
 // the softmax); blocks wholly before every query's window read kNullBlock in the table and their slots hold NaN,
-// as after the KV manager released them. block_size: tokens per KV page.
+// as after the KV manager released them. block_size: tokens per KV page. fp8: the CUDA cache holds FP8 e4m3 codes
+// (unused slots the NaN code) and the CPU reference the f32 values they stand for.
 double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                 CudaBackend::AttentionImpl impl, int64_t max_seqlen_k_override = 0, int64_t window = 0,
-                bool sinks = false, int64_t block_size = 16, int64_t leading_decodes = 0) {
+                bool sinks = false, int64_t block_size = 16, int64_t leading_decodes = 0, bool fp8 = false) {
   const QkvLayout l{num_heads, num_kv_heads, head_dim};
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 0, total_blocks = 0;
@@ -46,6 +47,13 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
   auto k = random_bf16_values(num_blocks * block_size * kv_row, -2, 2);
   auto v = random_bf16_values(num_blocks * block_size * kv_row, -2, 2);
   std::vector<uint16_t> k_dev = to_bf16(k), v_dev = to_bf16(v);
+  std::vector<uint8_t> k_fp8(fp8 ? k.size() : 0), v_fp8(k_fp8.size());
+  for (size_t i = 0; i < k_fp8.size(); ++i) {
+    k_fp8[i] = f32_to_fp8_e4m3(k[i]);
+    v_fp8[i] = f32_to_fp8_e4m3(v[i]);
+    k[i] = fp8_e4m3_to_f32(k_fp8[i]);
+    v[i] = fp8_e4m3_to_f32(v_fp8[i]);
+  }
   std::vector<bool> used(static_cast<size_t>(num_blocks * block_size), false);
   size_t next = 0;
   for (int64_t s = 0; s < num_seqs; ++s) {
@@ -63,6 +71,7 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
     if (used[slot]) continue;
     for (int64_t i = 0; i < kv_row; ++i) {
       k_dev[slot * kv_row + i] = v_dev[slot * kv_row + i] = 0xffff;  // NaN on the GPU
+      if (fp8) k_fp8[slot * kv_row + i] = v_fp8[slot * kv_row + i] = 0x7f;
       k[slot * kv_row + i] = v[slot * kv_row + i] = 0.0f;
     }
   }
@@ -99,10 +108,16 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
   auto g_v = make_f32(cpu(), v, {num_blocks, block_size, num_kv_heads, head_dim});
   auto g_out = make(cpu(), DType::kF32, {num_tokens, num_heads * head_dim});
   auto c_qkv = make_bf16(cuda(), qkv, {num_tokens, l.row()});
-  auto c_k = make(cuda(), DType::kBF16, {num_blocks, block_size, num_kv_heads, head_dim});
-  auto c_v = make(cuda(), DType::kBF16, {num_blocks, block_size, num_kv_heads, head_dim});
-  cuda().upload(c_k.t.data, k_dev.data(), k_dev.size() * 2);
-  cuda().upload(c_v.t.data, v_dev.data(), v_dev.size() * 2);
+  const DType kv_dt = fp8 ? DType::kFP8E4M3 : DType::kBF16;
+  auto c_k = make(cuda(), kv_dt, {num_blocks, block_size, num_kv_heads, head_dim});
+  auto c_v = make(cuda(), kv_dt, {num_blocks, block_size, num_kv_heads, head_dim});
+  if (fp8) {
+    cuda().upload(c_k.t.data, k_fp8.data(), k_fp8.size());
+    cuda().upload(c_v.t.data, v_fp8.data(), v_fp8.size());
+  } else {
+    cuda().upload(c_k.t.data, k_dev.data(), k_dev.size() * 2);
+    cuda().upload(c_v.t.data, v_dev.data(), v_dev.size() * 2);
+  }
   auto c_out = make(cuda(), DType::kBF16, {num_tokens, num_heads * head_dim});
   poison(c_out.t);
   cpu().attention(g_qkv.t, KvLayer{g_k.t, g_v.t}, g_meta, g_out.t);
@@ -127,6 +142,7 @@ const char* impl_name(Impl impl) {
     case Impl::kDecodeMma: return "decode mma";
     case Impl::kDecodeMmaPrefetch: return "decode mma prefetch";
     case Impl::kDecodeMmaEarly: return "decode mma early first page";
+    case Impl::kFlash2: return "flash2";
     default: return "auto";
   }
 }
@@ -277,6 +293,51 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   }
   cuda().set_prefill_sm90_lab(continuous_default, v_stages_default, lazy_default, multicast_default,
                               wait_in_place_default);
+}
+
+// An FP8 e4m3 cache through every kernel that reads one: the decode kernels (tensor-core kernel at head_dim 64 /
+// 128, CUDA-core kernel at 256 and for groups the MMA kernel does not take; the lab modes run the plain walk), the
+// FA2 prefill kernel (kAuto: the Hopper prefill does not take fp8), the mixed-step split, the naive kernel, and
+// the sliding window with sinks. Against the CPU over the f32 values the codes stand for; NaN codes in every unused
+// slot.
+TEST(CudaAttention, Fp8CacheEveryKernel) {
+  const std::vector<SeqSpec> batches[] = {{{1, 1}, {1, 15}, {1, 16}, {1, 17}, {1, 255}, {1, 33}, {1, 1000}},
+                                          {{1, 4097}},
+                                          {{1, 1}, {15, 15}, {16, 16}, {17, 17}, {130, 130}},
+                                          {{40, 200}, {64, 64 + 16}, {7, 300}},
+                                          {{1, 50}, {70, 70}, {1, 17}, {33, 129}, {1, 1}}};
+  for (size_t b = 0; b < std::size(batches); ++b) {
+    for (const Shape& s : kShapes) {
+      for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
+                        Impl::kFlash2}) {
+        const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, 16, 0,
+                                  /*fp8=*/true);
+        EXPECT_LT(e, kBf16Tol) << "fp8 batch " << b << ": heads " << s.num_heads << "/" << s.num_kv_heads
+                               << " d=" << s.head_dim << " " << impl_name(impl);
+      }
+      // A CUDA graph captured for a longer context (the decode grid sized for it).
+      const double g = run_case({{1, 1}, {1, 17}, {1, 384}, {1, 4097}}, s.num_heads, s.num_kv_heads, s.head_dim,
+                                Impl::kAuto, 131072, 0, false, 16, 0, true);
+      EXPECT_LT(g, kBf16Tol) << "fp8 decode grid for 131072: heads " << s.num_heads << "/" << s.num_kv_heads
+                             << " d=" << s.head_dim;
+    }
+  }
+  const std::vector<SeqSpec> mixed = {{1, 300}, {1, 17}, {1, 4097}, {1, 1}, {40, 200}, {130, 130}, {1, 50}, {7, 7}};
+  const bool split_default = cuda().split_mixed();
+  for (bool split : {true, false}) {
+    cuda().set_split_mixed(split);
+    for (const Shape& s : kShapes) {
+      const double e = run_case(mixed, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kAuto, 0, 0, false, 16, 4, true);
+      EXPECT_LT(e, kBf16Tol) << "fp8 mixed, 4 leading decodes" << (split ? " split" : "") << ": heads "
+                             << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim;
+    }
+  }
+  cuda().set_split_mixed(split_default);
+  for (int64_t window : {int64_t{0}, int64_t{40}}) {
+    const double e = run_case({{1, 77}, {64, 64}, {1, 1}, {20, 151}}, 8, 2, 64, Impl::kAuto, 0, window, true, 16, 0,
+                              true);
+    EXPECT_LT(e, kBf16Tol) << "fp8 window " << window << " with sinks";
+  }
 }
 
 // GPT-OSS attention: sliding windows (shorter and longer than the contexts, across page boundaries) and sinks,

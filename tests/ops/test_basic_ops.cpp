@@ -1,5 +1,7 @@
 // CUDA vs CPU for every non-attention op, on fresh random inputs with poisoned outputs.
+#include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm_lt.h"
@@ -106,6 +108,42 @@ TEST(CudaOps, KvWriteThroughSlotMapping) {
   cuda().kv_write(c_qkv.t, l, c_slots.t, KvLayer{c_k.t, c_v.t});
   EXPECT_EQ(read_f32(cuda(), c_k.t), read_f32(cpu(), g_k.t));
   EXPECT_EQ(read_f32(cuda(), c_v.t), read_f32(cpu(), g_v.t));
+}
+
+// kv_write into an FP8 e4m3 cache: the same bytes as the CPU's (f32_to_fp8_e4m3 of each bf16 value: nearest even,
+// ±448 saturation), through the 8-element path and the one-element path (a row that is not whole 16-byte vectors);
+// skipped slots keep their bytes.
+TEST(CudaOps, KvWriteIntoFp8Cache) {
+  for (const QkvLayout l : {QkvLayout{8, 2, 64}, QkvLayout{3, 1, 12}}) {
+    const int64_t t = 21, num_blocks = 6, bs = 16, kv_row = l.num_kv_heads * l.head_dim;
+    auto qkv = random_bf16_values(t * l.row(), -3, 3);
+    // Past ±448 too, and subnormal codes; kept bf16 values (the CUDA side holds bf16, the CPU side these floats).
+    for (int64_t i = 0; i < t * l.row(); i += 7) qkv[i] = bf16_to_f32(f32_to_bf16(qkv[i] * 300.0f));
+    for (int64_t i = 3; i < t * l.row(); i += 11) qkv[i] = bf16_to_f32(f32_to_bf16(qkv[i] * 1e-3f));
+    std::vector<uint8_t> init(static_cast<size_t>(num_blocks * bs * kv_row));
+    for (auto& b : init) b = static_cast<uint8_t>(rng()());
+    std::vector<int32_t> all(num_blocks * bs);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng());
+    std::vector<int32_t> slots(all.begin(), all.begin() + t);
+    slots[3] = -1;
+    slots[10] = -1;
+    const auto shape = {num_blocks, bs, l.num_kv_heads, l.head_dim};
+    auto g_qkv = make_f32(cpu(), qkv, {t, l.row()}), g_slots = make_i32(cpu(), slots, {t});
+    auto c_qkv = make_bf16(cuda(), qkv, {t, l.row()}), c_slots = make_i32(cuda(), slots, {t});
+    auto g_k = make(cpu(), DType::kFP8E4M3, shape), g_v = make(cpu(), DType::kFP8E4M3, shape);
+    auto c_k = make(cuda(), DType::kFP8E4M3, shape), c_v = make(cuda(), DType::kFP8E4M3, shape);
+    for (const Owned* o : {&g_k, &g_v}) std::memcpy(o->t.data, init.data(), init.size());
+    for (const Owned* o : {&c_k, &c_v}) cuda().upload(o->t.data, init.data(), init.size());
+    cpu().kv_write(g_qkv.t, l, g_slots.t, KvLayer{g_k.t, g_v.t});
+    cuda().kv_write(c_qkv.t, l, c_slots.t, KvLayer{c_k.t, c_v.t});
+    for (const auto& [g, c] : {std::pair{&g_k, &c_k}, std::pair{&g_v, &c_v}}) {
+      std::vector<uint8_t> got(init.size()), want(init.size());
+      cuda().download(got.data(), c->t.data, got.size());
+      std::memcpy(want.data(), g->t.data, want.size());
+      EXPECT_EQ(got, want) << "head_dim " << l.head_dim;
+    }
+  }
 }
 
 TEST(CudaOps, SiluMul) {

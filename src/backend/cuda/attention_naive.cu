@@ -1,6 +1,6 @@
 // Version 1 of paged attention (kernel lab v1): one warp per (query token, query head), keys one at a time with
 // an online softmax in f32. Slow (a warp reduction per key) but shape-agnostic (head_dim ≤ 256, any block size,
-// any GQA ratio): the fallback for shapes the fast kernels do not cover.
+// any GQA ratio): the fallback for shapes the fast kernels do not cover. Reads a bf16 or an FP8 e4m3 cache.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -44,7 +44,7 @@ __global__ void attention_naive_kernel(AttentionArgs a) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int64_t c = lane + 32 * j;
-      if (c < d) dot += qf[j] * bf16_bits_to_f32(a.k_cache[off + c]);
+      if (c < d) dot += qf[j] * kv_cache_elem(a.k_cache, off + c, a.kv_fp8);
     }
     dot = warp_sum(dot);
     const float m_new = fmaxf(m, dot);
@@ -53,7 +53,7 @@ __global__ void attention_naive_kernel(AttentionArgs a) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int64_t c = lane + 32 * j;
-      if (c < d) acc[j] = acc[j] * corr + p * bf16_bits_to_f32(a.v_cache[off + c]);
+      if (c < d) acc[j] = acc[j] * corr + p * kv_cache_elem(a.v_cache, off + c, a.kv_fp8);
     }
     m = m_new;
   }

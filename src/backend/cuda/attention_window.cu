@@ -2,7 +2,7 @@
 // (query token, head), keys one at a time, online softmax in f32) with the key range cut to the window and the
 // softmax started from the head's sink logit (a term exp(sink - m) in the denominator, no value).
 // Correct for any shape (head_dim ≤ 256) but not fast: the fast decode/prefill kernels do not take windows or
-// sinks yet.
+// sinks yet. Reads a bf16 or an FP8 e4m3 cache (kv_cache_elem).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/layer_kernels.h"
@@ -49,7 +49,7 @@ __global__ void attention_window_kernel(AttentionArgs a, int64_t window, const f
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int64_t c = lane + 32 * j;
-      if (c < d) dot += qf[j] * bf16_bits_to_f32(a.k_cache[off + c]);
+      if (c < d) dot += qf[j] * kv_cache_elem(a.k_cache, off + c, a.kv_fp8);
     }
     dot = warp_sum(dot);
     const float m_new = fmaxf(m, dot);
@@ -58,7 +58,7 @@ __global__ void attention_window_kernel(AttentionArgs a, int64_t window, const f
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int64_t c = lane + 32 * j;
-      if (c < d) acc[j] = acc[j] * corr + p * bf16_bits_to_f32(a.v_cache[off + c]);
+      if (c < d) acc[j] = acc[j] * corr + p * kv_cache_elem(a.v_cache, off + c, a.kv_fp8);
     }
     m = m_new;
   }

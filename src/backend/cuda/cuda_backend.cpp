@@ -26,6 +26,14 @@ uint16_t* bf16_ptr(const Tensor& t) {
   return static_cast<uint16_t*>(t.data);
 }
 
+// A KV cache tensor's data as the kernels take it (bf16 elements, or FP8 e4m3 bytes behind the same pointer type:
+// AttentionArgs::kv_fp8 says which).
+uint16_t* kv_ptr(const Tensor& t) {
+  RL_CHECK_MSG(t.dtype == DType::kBF16 || t.dtype == DType::kFP8E4M3, "expected a bf16 or fp8 KV cache, got %s",
+               std::string(dtype_name(t.dtype)).c_str());
+  return static_cast<uint16_t*>(t.data);
+}
+
 void check_param_dtype(const Tensor& t) { RL_CHECK(t.dtype == DType::kBF16 || t.dtype == DType::kF32); }
 // An optional bias: absent, or a bf16/f32 vector of n values.
 void check_bias(const Tensor& bias, int64_t n) {
@@ -261,6 +269,13 @@ void CudaBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& 
   const int64_t kv_row = l.num_kv_heads * l.head_dim;
   RL_CHECK(qkv.dim(-1) == l.row() && cache.num_kv_heads() * cache.head_dim() == kv_row);
   RL_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == qkv.rows());
+  RL_CHECK(cache.v.dtype == cache.k.dtype);
+  if (cache.k.dtype == DType::kFP8E4M3) {
+    cuda::launch_kv_write_fp8(bf16_ptr(qkv), qkv.rows(), l.row(), l.k_offset(), l.v_offset(), kv_row,
+                              slot_mapping.as<int32_t>(), cache.k.dim(0) * cache.block_size(),
+                              static_cast<uint8_t*>(cache.k.data), static_cast<uint8_t*>(cache.v.data), stream_);
+    return;
+  }
   cuda::launch_kv_write(bf16_ptr(qkv), qkv.rows(), l.row(), l.k_offset(), l.v_offset(), kv_row,
                         slot_mapping.as<int32_t>(), cache.k.dim(0) * cache.block_size(), bf16_ptr(cache.k),
                         bf16_ptr(cache.v), stream_);
@@ -275,9 +290,11 @@ cuda::AttentionArgs attention_args(const Tensor& qkv, const KvLayer& cache, cons
   RL_CHECK(l.num_kv_heads > 0 && l.num_heads % l.num_kv_heads == 0 && l.head_dim <= 256);
   RL_CHECK(out.numel() == qkv.rows() * l.num_heads * l.head_dim);
   cuda::AttentionArgs a;
+  RL_CHECK(cache.v.dtype == cache.k.dtype);
   a.qkv = bf16_ptr(qkv);
-  a.k_cache = bf16_ptr(cache.k);
-  a.v_cache = bf16_ptr(cache.v);
+  a.k_cache = kv_ptr(cache.k);
+  a.v_cache = kv_ptr(cache.v);
+  a.kv_fp8 = cache.k.dtype == DType::kFP8E4M3;
   a.cu_seqlens_q = meta.cu_seqlens_q.as<int32_t>();
   a.seq_lens_k = meta.seq_lens_k.as<int32_t>();
   a.block_tables = meta.block_tables.as<int32_t>();
@@ -354,6 +371,9 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
   cuda::AttentionArgs a = attention_args(qkv, cache, meta, out);
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   if (!meta.plain()) return cuda::launch_attention_window(a, meta.sliding_window, meta.sinks, stream_);
+  // An FP8 cache: the decode kernels and the FA2 prefill kernel (the Hopper prefill reads bf16 tiles by TMA, and
+  // deterministic mode is refused at load: runtime/kv_dtype.h); the naive kernel for anything else.
+  RL_CHECK_MSG(!(a.kv_fp8 && deterministic_), "an fp8 KV cache in deterministic mode (refused at load)");
   if (attention_impl_ == AttentionImpl::kAuto && deterministic_) {
     // Every row through one kernel family whose per-row arithmetic does not depend on the batch.
     if (cuda::prefill_attention_supported(a)) {
@@ -387,7 +407,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
         a.num_seqs -= nd;
       }
     }
-    if (attention_impl_ != AttentionImpl::kFlash2 && cuda::prefill_attention_sm90_supported(a)) {
+    if (attention_impl_ != AttentionImpl::kFlash2 && !a.kv_fp8 && cuda::prefill_attention_sm90_supported(a)) {
       cuda::PrefillSm90Options o;
       o.pack = attention_impl_ == AttentionImpl::kHopperPacked || cuda::kPrefillSm90Pack;
       o.intra_overlap = cuda::kPrefillSm90IntraOverlap;
@@ -497,10 +517,12 @@ void CudaBackend::qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm,
   RL_CHECK(cache.num_kv_heads() * cache.head_dim() == l.num_kv_heads * l.head_dim);
   RL_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == qkv.rows());
   cuda::QkNormRopeArgs a = qk_norm_rope_args(qkv, q_norm, k_norm, positions, rope, norm);
+  RL_CHECK(cache.v.dtype == cache.k.dtype);
   a.slots = slot_mapping.as<int32_t>();
   a.num_slots = cache.k.dim(0) * cache.block_size();
-  a.k_cache = bf16_ptr(cache.k);
-  a.v_cache = bf16_ptr(cache.v);
+  a.k_cache = kv_ptr(cache.k);
+  a.v_cache = kv_ptr(cache.v);
+  a.kv_fp8 = cache.k.dtype == DType::kFP8E4M3;
   cuda::launch_qk_norm_rope(a, stream_);
 }
 

@@ -38,6 +38,9 @@ struct QkNormRopeArgs {
   int64_t num_slots = 0;
   uint16_t* k_cache = nullptr;
   uint16_t* v_cache = nullptr;
+  // The caches hold FP8 e4m3 bytes (the same element offsets): each element written is the rotated (k) or copied (v)
+  // bf16 value as launch_kv_write_fp8 rounds it.
+  bool kv_fp8 = false;
 };
 // In place on qkv: per (token, q or k head) optional RMSNorm then neox RoPE; with a.k_cache, the KV write too.
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
@@ -49,6 +52,11 @@ void launch_add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t s
 void launch_kv_write(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64_t k_offset, int64_t v_offset,
                      int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
                      uint16_t* v_cache, cudaStream_t stream);
+// The same into an FP8 (e4m3) cache (k_cache, v_cache: [num_slots, num_kv_heads * head_dim] bytes): each element
+// rounded to nearest even, saturating at ±448 (rl::f32_to_fp8_e4m3 of the bf16 value).
+void launch_kv_write_fp8(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64_t k_offset, int64_t v_offset,
+                         int64_t kv_row, const int32_t* slots, int64_t num_slots, uint8_t* k_cache,
+                         uint8_t* v_cache, cudaStream_t stream);
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]; bf16.
 void launch_silu_mul(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter, cudaStream_t stream);
 // out[i, :] = x[indices[i], :]; rows of row_bytes bytes.
@@ -128,6 +136,9 @@ struct AttentionArgs {
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0, row = 0;
   int64_t kv_slots = 0;  // slots of the K/V pool (num_blocks · block_size); 0: unknown (no TMA paths)
   float scale = 1.0f;
+  // k_cache / v_cache hold FP8 e4m3 bytes (the same element offsets; cast to const uint8_t*). Only the kernels that
+  // say so read them (decode_attention_supported / prefill_attention_supported check it); the others refuse.
+  bool kv_fp8 = false;
 };
 // Any shape (head_dim ≤ 256): one warp per (token, head), exact online softmax. Slow; the fallback and the
 // first version of the kernel lab.

@@ -15,6 +15,12 @@
 // sequence spreads its pages over as many of them as it can fill (from its seq_len in device memory), and the
 // rest exit at once. With several active splits, each writes a partial (normalized o + lse) and the last block
 // to finish merges them; with one the block writes the output.
+// FP8 (e4m3) cache (AttentionArgs::kv_fp8, the kFp8 instances): the same walks over 8-byte loads of 8 codes. The
+// tensor-core kernel widens them to f16 in the registers the bf16 loads fill (one cvt per pair on sm_89+, and every
+// e4m3 value is exact in f16) and runs f16 MMAs, so every fragment layout stays as is; q goes to f16 too, clamped to
+// ±65504 so that a large q cannot become inf, and Pᵀ is packed as f16. The CUDA-core kernel widens the codes to f32.
+// Only the plain walk reads fp8: the lab modes (kMmaPrefetchNext, kMmaEarlyFirst) are bf16-only and fall back to it,
+// and the fused RoPE + KV write (kMmaRope) refuses an fp8 cache.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -186,14 +192,27 @@ __device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, 
   }
 }
 
-template <int D, int G>
+// The 8 elements of a K/V row at element offset off that a lane of the CUDA-core kernel reads: 16 bytes of bf16, or
+// (kFp8) 8 bytes of e4m3 codes at byte offset off; widen8 turns either into 8 floats.
+template <bool kFp8>
+__device__ __forceinline__ auto load_row8(const uint16_t* cache, int64_t off) {
+  if constexpr (kFp8) {
+    return load_stream8(reinterpret_cast<const uint8_t*>(cache) + off);
+  } else {
+    return load_stream(cache + off);
+  }
+}
+__device__ __forceinline__ void widen8(const uint4& v, float* f) { unpack8(v, f); }
+__device__ __forceinline__ void widen8(uint2 v, float* f) { unpack8_fp8(v, f); }
+
+template <int D, int G, bool kFp8>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(DecodeParams p) {
   pdl_wait();  // launched with PDL (cuda_launch.cuh)
   pdl_launch_dependents();
   constexpr int kLanesPerRow = D / 8;
   constexpr int kTokPerStep = 32 / kLanesPerRow;
   constexpr int kSteps = kDecodePageSize / kTokPerStep;
-  constexpr int kPass = kSteps < 8 ? kSteps : 8;  // token steps loaded at once (registers: 2 · kPass uint4)
+  constexpr int kPass = kSteps < 8 ? kSteps : 8;  // token steps loaded at once (registers: 2 · kPass Row)
   const AttentionArgs& a = p.a;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int col = lane % kLanesPerRow, sub = lane / kLanesPerRow;
@@ -229,18 +248,19 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
     // holds its first, valid token, so m stays finite.
 #pragma unroll 1
     for (int pass = 0; pass < kSteps / kPass; ++pass) {
-      uint4 kv[kPass], vv[kPass];
+      using Row = decltype(load_row8<kFp8>(a.k_cache, 0));  // uint4 (bf16) or uint2 (fp8)
+      Row kv[kPass], vv[kPass];
 #pragma unroll
       for (int it = 0; it < kPass; ++it) {
         const int64_t off = base + ((pass * kPass + it) * kTokPerStep + sub) * token_stride;
-        kv[it] = load_stream(a.k_cache + off);
-        vv[it] = load_stream(a.v_cache + off);
+        kv[it] = load_row8<kFp8>(a.k_cache, off);
+        vv[it] = load_row8<kFp8>(a.v_cache, off);
       }
       float sc[G][kPass];
 #pragma unroll
       for (int it = 0; it < kPass; ++it) {
         float kf[8];
-        unpack8(kv[it], kf);
+        widen8(kv[it], kf);
         const bool valid = page * kDecodePageSize + (pass * kPass + it) * kTokPerStep + sub < seq_len;
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -252,7 +272,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
           sc[g][it] = valid ? dot : -INFINITY;
         }
         // Slots past the sequence end may hold anything (even NaN bit patterns): never let them reach acc.
-        if (!valid) vv[it] = make_uint4(0, 0, 0, 0);
+        if (!valid) vv[it] = Row{};
       }
 #pragma unroll
       for (int g = 0; g < G; ++g) {
@@ -273,7 +293,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
 #pragma unroll
       for (int it = 0; it < kPass; ++it) {
         float vf[8];
-        unpack8(vv[it], vf);
+        widen8(vv[it], vf);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
           l[g] += sc[g][it];
@@ -309,7 +329,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
 }
 
 
-// movmatrix: the transposed 8 × 8 bf16 tile of a warp fragment (each lane holds row lane/4, columns 2·(lane%4)+{0,1}).
+// movmatrix: the transposed 8 × 8 tile of 16-bit elements (bf16 or f16) of a warp fragment (each lane holds row
+// lane/4, columns 2·(lane%4)+{0,1}).
 __device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {
   uint32_t y;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
@@ -329,23 +350,29 @@ struct KvPage {
 
 // kCoherent: loads that see this kernel's own writes (kMmaRope writes the new K/V row before its block reads the
 // page): ld.global.cg, ordered by the compiler after the block barrier. Otherwise the non-coherent streaming load,
-// for caches no kernel writes while this one runs.
-template <int D, bool kCoherent = false>
+// for caches no kernel writes while this one runs. kFp8: 8 bytes of e4m3 codes at the same element offsets (byte i
+// is element i), widened to 8 f16 in the slots 8 bf16 fill, in the same element order.
+template <int D, bool kCoherent = false, bool kFp8 = false>
 __device__ __forceinline__ void load_kv_page(KvPage<D>& pg, const AttentionArgs& a, int64_t base, int gi, int qi) {
+  static_assert(!(kCoherent && kFp8), "the fp8 cache is never written by the kernel that reads it");
   const int64_t ts = a.num_kv_heads * D;  // elements between consecutive slots of one head
-  const auto load = [](const uint16_t* p) {
-    return kCoherent ? __ldcg(reinterpret_cast<const uint4*>(p)) : load_stream(p);
+  const auto load = [](const uint16_t* cache, int64_t off) {
+    if constexpr (kFp8) {
+      return fp8x8_to_f16x8(load_stream8(reinterpret_cast<const uint8_t*>(cache) + off));
+    } else {
+      return kCoherent ? __ldcg(reinterpret_cast<const uint4*>(cache + off)) : load_stream(cache + off);
+    }
   };
 #pragma unroll
   for (int t = 0; t < D / 32; ++t) {
-    pg.k[0][t] = load(a.k_cache + base + gi * ts + 8 * qi + 32 * t);
-    pg.k[1][t] = load(a.k_cache + base + (gi + 8) * ts + 8 * qi + 32 * t);
+    pg.k[0][t] = load(a.k_cache, base + gi * ts + 8 * qi + 32 * t);
+    pg.k[1][t] = load(a.k_cache, base + (gi + 8) * ts + 8 * qi + 32 * t);
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int key = 2 * qi + (j & 1) + 8 * (j >> 1);
 #pragma unroll
-    for (int u = 0; u < D / 64; ++u) pg.v[j][u] = load(a.v_cache + base + key * ts + 8 * gi + 64 * u);
+    for (int u = 0; u < D / 64; ++u) pg.v[j][u] = load(a.v_cache, base + key * ts + 8 * gi + 64 * u);
   }
 }
 
@@ -353,9 +380,28 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// The m16n8k16 MMA and the Pᵀ pack of the tensor-core kernel: bf16 operands, or (kFp8) f16 ones, which the e4m3
+// codes widen to exactly with one instruction per pair.
+template <bool kFp8>
+__device__ __forceinline__ void mma_k16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  if constexpr (kFp8) {
+    mma_f16(c, a, b0, b1);
+  } else {
+    mma_bf16(c, a, b0, b1);
+  }
+}
+template <bool kFp8>
+__device__ __forceinline__ uint32_t pack_x2(float lo, float hi) {
+  if constexpr (kFp8) {
+    return pack_f16x2(lo, hi);  // P ∈ [0, 1]: in range
+  } else {
+    return pack_bf16x2(lo, hi);
+  }
+}
+
 // One page folded into a warp's online softmax. m[c], l[c]: heads 2qi + c (l partial over this lane's keys);
-// acc: Oᵀ's C fragments (m-tile 4u + e: dims 8gi + 64u + 2e (+1), heads 2qi, 2qi + 1).
-template <int D>
+// acc: Oᵀ's C fragments (m-tile 4u + e: dims 8gi + 64u + 2e (+1), heads 2qi, 2qi + 1). kFp8: pg and qf hold f16.
+template <int D, bool kFp8 = false>
 __device__ __forceinline__ void fold_kv_page(KvPage<D>& pg, const uint32_t (&qf)[D / 16][2], float (&acc)[D / 16][4],
                                              float (&m)[2], float (&l)[2], int key0, int seq_len, float scale_log2,
                                              int gi, int qi) {
@@ -365,7 +411,7 @@ __device__ __forceinline__ void fold_kv_page(KvPage<D>& pg, const uint32_t (&qf)
     const int t = st / 2, h = st % 2;
     const uint32_t af[4] = {word(pg.k[0][t], 2 * h), word(pg.k[1][t], 2 * h), word(pg.k[0][t], 2 * h + 1),
                             word(pg.k[1][t], 2 * h + 1)};
-    mma_bf16(c, af, qf[st][0], qf[st][1]);
+    mma_k16<kFp8>(c, af, qf[st][0], qf[st][1]);
   }
   // Keys past the sequence end score -inf, and their V rows (any bits, even NaN) become zeros.
   const bool lo_ok = key0 + gi < seq_len, hi_ok = key0 + gi + 8 < seq_len;
@@ -395,7 +441,7 @@ __device__ __forceinline__ void fold_kv_page(KvPage<D>& pg, const uint32_t (&qf)
   l[0] = l[0] * corr0 + p00 + p10;
   l[1] = l[1] * corr1 + p01 + p11;
   // Pᵀ as the B fragment of Oᵀ += Vᵀ·Pᵀ (keys on k, heads on n): the transposed 8 × 8 tiles of the scores.
-  const uint32_t b0 = transpose8x8(pack_bf16x2(p00, p01)), b1 = transpose8x8(pack_bf16x2(p10, p11));
+  const uint32_t b0 = transpose8x8(pack_x2<kFp8>(p00, p01)), b1 = transpose8x8(pack_x2<kFp8>(p10, p11));
 #pragma unroll
   for (int mt = 0; mt < D / 16; ++mt) {
     const int u = mt / 4, e = mt % 4;
@@ -407,8 +453,15 @@ __device__ __forceinline__ void fold_kv_page(KvPage<D>& pg, const uint32_t (&qf)
     const uint32_t x2 = word(pg.v[2][u], e), x3 = word(pg.v[3][u], e);
     const uint32_t af[4] = {__byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632), __byte_perm(x2, x3, 0x5410),
                             __byte_perm(x2, x3, 0x7632)};
-    mma_bf16(acc[mt], af, b0, b1);
+    mma_k16<kFp8>(acc[mt], af, b0, b1);
   }
+}
+
+// A bf16 pair of q as an f16 pair (the fp8 cache's f16 MMAs), each clamped to ±65504: a q past f16's range would
+// become inf, and inf · 0 NaN. NaN stays NaN, as in the bf16 kernel.
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t x) {
+  const auto clamp = [](float f) { return fabsf(f) > 65504.0f ? copysignf(65504.0f, f) : f; };
+  return pack_f16x2(clamp(__uint_as_float(x << 16)), clamp(__uint_as_float(x & 0xffff0000u)));
 }
 
 // How a warp of the tensor-core kernel walks its pages.
@@ -424,13 +477,15 @@ enum MmaMode : int {
 // while the previous kernel (the step's RoPE + KV write) still runs. None of them is written by a kernel of the
 // step: the lengths and tables come from the step's upload, and every page but the one holding the key this step
 // writes (position seq_len - 1) was written by earlier steps; that page is loaded after the wait.
-template <int D, int kMode>
+// kFp8: the FP8 cache, kMmaPlain only.
+template <int D, int kMode, bool kFp8>
 __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, const DecodeRope& rope) {
   if constexpr (kMode != kMmaEarlyFirst) {
     pdl_wait();  // launched with PDL (cuda_launch.cuh)
     pdl_launch_dependents();
   }
   static_assert(D == 64 || D == 128, "the MMA decode kernel serves head_dim 64 and 128");
+  static_assert(!kFp8 || kMode == kMmaPlain, "the fp8 cache is read by the plain walk only");
   const AttentionArgs& a = p.a;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int gi = lane / 4, qi = lane % 4;
@@ -489,12 +544,15 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
     __syncthreads();  // q_rot, and the new K/V row in global memory, visible to every warp of the block
   }
 
-  // Qᵀ's B fragments, in the permuted k order of the K loads (head gi of the chunk; zero past it).
+  // Qᵀ's B fragments, in the permuted k order of the K loads (head gi of the chunk; zero past it); f16 for kFp8.
   uint32_t qf[D / 16][2];
 #pragma unroll
   for (int t = 0; t < D / 32; ++t) {
     const uint16_t* q_src = kMode == kMmaRope ? &q_rot[gi < gh ? gi : 0][0] : a.qkv + tok * a.row + (h0 + gi) * D;
-    const uint4 v = gi < gh ? *reinterpret_cast<const uint4*>(q_src + 8 * qi + 32 * t) : make_uint4(0, 0, 0, 0);
+    uint4 v = gi < gh ? *reinterpret_cast<const uint4*>(q_src + 8 * qi + 32 * t) : make_uint4(0, 0, 0, 0);
+    if constexpr (kFp8) {
+      v = make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
+    }
     qf[2 * t][0] = v.x;
     qf[2 * t][1] = v.y;
     qf[2 * t + 1][0] = v.z;
@@ -532,8 +590,8 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
   } else {
     for (int page = page_begin + warp; page < page_end; page += kDecodeWarps) {
       KvPage<D> pg;
-      load_kv_page<D, kMode == kMmaRope>(pg, a, page_base(page), gi, qi);
-      fold_kv_page(pg, qf, acc, m, l, page * kDecodePageSize, seq_len, scale_log2, gi, qi);
+      load_kv_page<D, kMode == kMmaRope, kFp8>(pg, a, page_base(page), gi, qi);
+      fold_kv_page<D, kFp8>(pg, qf, acc, m, l, page * kDecodePageSize, seq_len, scale_log2, gi, qi);
     }
   }
 #pragma unroll
@@ -561,27 +619,28 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
   merge_block<D, kDecodeMaxGroup>(p, sm, s, tok, h0, gh, split, num_active);
 }
 
-template <int D, int kMode>
+template <int D, int kMode, bool kFp8>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_mma_kernel(DecodeParams p) {
-  decode_attention_mma<D, kMode>(p, DecodeRope{});
+  decode_attention_mma<D, kMode, kFp8>(p, DecodeRope{});
 }
 template <int D>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     decode_attention_mma_rope_kernel(const __grid_constant__ DecodeParams p, const __grid_constant__ DecodeRope r) {
-  decode_attention_mma<D, kMmaRope>(p, r);
+  decode_attention_mma<D, kMmaRope, false>(p, r);
 }
 // Held to the resident blocks a SM of kMmaPlain (head_dim 128: 4, head_dim 64: 6): unbounded, the first page live
 // across the wait asked 134 and 96 registers.
 template <int D>
 __global__ void __launch_bounds__(kDecodeWarps * 32, D == 64 ? 6 : 4) decode_attention_mma_early_kernel(DecodeParams p) {
-  decode_attention_mma<D, kMmaEarlyFirst>(p, DecodeRope{});
+  decode_attention_mma<D, kMmaEarlyFirst, false>(p, DecodeRope{});
 }
 
 template <int D, int G>
 void launch_dg(const DecodeParams& p, cudaStream_t stream) {
   const dim3 grid(p.num_splits, static_cast<unsigned int>(p.a.num_kv_heads * p.num_chunks),
                   static_cast<unsigned int>(p.a.num_seqs));
-  launch_pdl(decode_attention_kernel<D, G>, grid, dim3(kDecodeWarps * 32), 0, stream, p);
+  launch_pdl(p.a.kv_fp8 ? decode_attention_kernel<D, G, true> : decode_attention_kernel<D, G, false>, grid,
+             dim3(kDecodeWarps * 32), 0, stream, p);
 }
 
 template <int D>
@@ -601,7 +660,8 @@ int mma_mode(DecodeKernel k) {
                                          : kMmaPlain;
 }
 
-// rope: kMmaRope's inputs (null for the other modes).
+// rope: kMmaRope's inputs (null for the other modes). An fp8 cache (never with kMmaRope: launch_decode checks) takes
+// the plain walk whatever the mode: the lab modes are bf16-only.
 template <int D>
 void launch_mma(const DecodeParams& p, int mode, const DecodeRope* rope, cudaStream_t stream) {
   const dim3 grid(p.num_splits, static_cast<unsigned int>(p.a.num_kv_heads * p.num_chunks),
@@ -610,25 +670,36 @@ void launch_mma(const DecodeParams& p, int mode, const DecodeRope* rope, cudaStr
     launch_pdl(decode_attention_mma_rope_kernel<D>, grid, dim3(kDecodeWarps * 32), 0, stream, p, *rope);
     return;
   }
-  launch_pdl(mode == kMmaPrefetchNext ? decode_attention_mma_kernel<D, kMmaPrefetchNext>
+  if (p.a.kv_fp8) {
+    launch_pdl(decode_attention_mma_kernel<D, kMmaPlain, true>, grid, dim3(kDecodeWarps * 32), 0, stream, p);
+    return;
+  }
+  launch_pdl(mode == kMmaPrefetchNext ? decode_attention_mma_kernel<D, kMmaPrefetchNext, false>
              : mode == kMmaEarlyFirst ? decode_attention_mma_early_kernel<D>
-                                      : decode_attention_mma_kernel<D, kMmaPlain>,
+                                      : decode_attention_mma_kernel<D, kMmaPlain, false>,
              grid, dim3(kDecodeWarps * 32), 0, stream, p);
 }
 
+// The instance launch_mma launches.
 template <int D>
-const void* mma_kernel_for(int mode) {
-  return mode == kMmaPrefetchNext ? reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPrefetchNext>)
+const void* mma_kernel_for(int mode, bool fp8) {
+  if (fp8 && mode != kMmaRope) return reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPlain, true>);
+  return mode == kMmaPrefetchNext
+             ? reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPrefetchNext, false>)
          : mode == kMmaEarlyFirst ? reinterpret_cast<const void*>(decode_attention_mma_early_kernel<D>)
          : mode == kMmaRope       ? reinterpret_cast<const void*>(decode_attention_mma_rope_kernel<D>)
-                                  : reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPlain>);
+                                  : reinterpret_cast<const void*>(decode_attention_mma_kernel<D, kMmaPlain, false>);
 }
 
-template <int D>
+template <int D, bool kFp8>
 const void* kernel_for(int g) {
-  return g == 4   ? reinterpret_cast<const void*>(decode_attention_kernel<D, 4>)
-         : g == 2 ? reinterpret_cast<const void*>(decode_attention_kernel<D, 2>)
-                  : reinterpret_cast<const void*>(decode_attention_kernel<D, 1>);
+  return g == 4   ? reinterpret_cast<const void*>(decode_attention_kernel<D, 4, kFp8>)
+         : g == 2 ? reinterpret_cast<const void*>(decode_attention_kernel<D, 2, kFp8>)
+                  : reinterpret_cast<const void*>(decode_attention_kernel<D, 1, kFp8>);
+}
+template <int D>
+const void* kernel_for(int g, bool fp8) {
+  return fp8 ? kernel_for<D, true>(g) : kernel_for<D, false>(g);
 }
 
 // Which kernel serves a shape (DecodeKernel::kAuto resolved), and its heads per chunk.
@@ -647,20 +718,21 @@ DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
 }
 
 // Resident blocks per SM of the instance a plan launches (registers bound it), queried once per instance. mode: the
-// tensor-core kernel's (mma_mode of the plan's kernel, or kMmaRope).
-int blocks_per_sm(int64_t d, const DecodePlan& plan, int mode) {
-  static int cached[3][8] = {};
+// tensor-core kernel's (mma_mode of the plan's kernel, or kMmaRope); fp8: the FP8 cache's instances (their register
+// counts differ).
+int blocks_per_sm(int64_t d, const DecodePlan& plan, int mode, bool fp8) {
+  static int cached[2][3][8] = {};
   const int di = d == 64 ? 0 : d == 128 ? 1 : 2;
   const bool mma = plan.kernel != DecodeKernel::kSimt;
   const int ki = mma ? 3 + mode : plan.heads_per_chunk == 4 ? 2 : plan.heads_per_chunk == 2 ? 1 : 0;
-  int& n = cached[di][ki];
+  int& n = cached[fp8 ? 1 : 0][di][ki];
   if (n == 0) {
     const void* fn = nullptr;
     if (mma) {
-      fn = d == 64 ? mma_kernel_for<64>(mode) : mma_kernel_for<128>(mode);
+      fn = d == 64 ? mma_kernel_for<64>(mode, fp8) : mma_kernel_for<128>(mode, fp8);
     } else {
       const int g = plan.heads_per_chunk;
-      fn = d == 64 ? kernel_for<64>(g) : d == 128 ? kernel_for<128>(g) : kernel_for<256>(g);
+      fn = d == 64 ? kernel_for<64>(g, fp8) : d == 128 ? kernel_for<128>(g, fp8) : kernel_for<256>(g, fp8);
     }
     RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kDecodeWarps * 32, 0));
     n = std::max(n, 1);
@@ -675,6 +747,7 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   const int64_t group = a.num_heads / a.num_kv_heads;
   const DecodePlan plan = plan_for(a, rope ? DecodeKernel::kMma : lab.kernel);
   RL_CHECK_MSG(!rope || plan.kernel == DecodeKernel::kMma, "decode attention with RoPE: not a tensor-core shape");
+  RL_CHECK_MSG(!rope || !a.kv_fp8, "decode attention with RoPE: an fp8 KV cache (the fused KV write stores bf16)");
   DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / plan.heads_per_chunk),
                  lab.min_pages > 0 ? lab.min_pages : kDecodeWarps};
   const int mode = rope ? kMmaRope : mma_mode(plan.kernel);
@@ -682,7 +755,7 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
       lab.num_splits > 0
           ? std::min<int64_t>(lab.num_splits, kDecodeMaxSplits)
           : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads, a.head_dim,
-                              static_cast<int64_t>(blocks_per_sm(a.head_dim, plan, mode)) * num_sms);
+                              static_cast<int64_t>(blocks_per_sm(a.head_dim, plan, mode, a.kv_fp8)) * num_sms);
   // ws.capacity_rows counts partial rows of head_dim 128 (a wider row takes the room of several).
   const int64_t capacity = ws.capacity_rows * 128 / std::max<int64_t>(a.head_dim, 128);
   if (a.num_seqs * a.num_heads * splits > capacity) splits = 1;
@@ -720,8 +793,9 @@ void launch_decode_attention_lab(const AttentionArgs& a, const DecodeWorkspace& 
   launch_decode(a, ws, num_sms, stream, lab, nullptr);
 }
 
+// The fused KV write stores bf16 rows: never with an fp8 cache.
 bool decode_attention_rope_supported(const AttentionArgs& a) {
-  return decode_attention_supported(a) && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
+  return !a.kv_fp8 && decode_attention_supported(a) && a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0 &&
          plan_for(a, DecodeKernel::kMma).kernel == DecodeKernel::kMma;
 }
 

@@ -312,9 +312,29 @@ struct SeqShape {
   int64_t q_len, ctx;
 };
 
+// An FP8 e4m3 tensor filled with the codes of uniform values in [-1, 1]: 1 MiB of them made on the host, repeated
+// over the tensor by doubling device copies (the bandwidth rows need no fresh bytes everywhere, only no NaN code).
+void fill_fp8(CudaBackend& be, const Tensor& t, uint64_t seed) {
+  const size_t n = t.nbytes(), chunk = std::min(n, size_t(1) << 20);
+  std::vector<uint8_t> codes(chunk);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint8_t& c : codes) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = f32_to_fp8_e4m3(static_cast<float>(x >> 40) / static_cast<float>(1ull << 23) - 1.0f);
+  }
+  be.upload(t.data, codes.data(), chunk);
+  auto* base = static_cast<uint8_t*>(t.data);
+  for (size_t done = chunk; done < n; done *= 2) {
+    RL_CUDA_CHECK(cudaMemcpy(base + done, base, std::min(done, n - done), cudaMemcpyDeviceToDevice));
+  }
+}
+
 // Sequences' pages laid out one after another in each rotation copy's range of the cache (block 0 never used).
+// kv_dt: bf16, or fp8 (e4m3) for the FP8 cache's rows.
 AttnProblem make_attn_seqs(CudaBackend& be, const std::vector<SeqShape>& seqs, int64_t heads, int64_t kv_heads,
-                           int64_t d, int copies, int64_t bs = 16) {
+                           int64_t d, int copies, int64_t bs = 16, DType kv_dt = DType::kBF16) {
   AttnProblem p;
   const int64_t b = static_cast<int64_t>(seqs.size());
   int64_t tokens = 0, max_pages = 1, total_pages = 0, max_q = 0, max_k = 0;
@@ -339,10 +359,15 @@ AttnProblem make_attn_seqs(CudaBackend& be, const std::vector<SeqShape>& seqs, i
     t.data = p.keep.back().data();
     return t;
   };
-  p.cache.k = alloc(DType::kBF16, {num_blocks, bs, kv_heads, d});
-  p.cache.v = alloc(DType::kBF16, {num_blocks, bs, kv_heads, d});
-  be.fill_uniform(p.cache.k, 5, -1, 1);
-  be.fill_uniform(p.cache.v, 6, -1, 1);
+  p.cache.k = alloc(kv_dt, {num_blocks, bs, kv_heads, d});
+  p.cache.v = alloc(kv_dt, {num_blocks, bs, kv_heads, d});
+  if (kv_dt == DType::kFP8E4M3) {
+    fill_fp8(be, p.cache.k, 5);
+    fill_fp8(be, p.cache.v, 6);
+  } else {
+    be.fill_uniform(p.cache.k, 5, -1, 1);
+    be.fill_uniform(p.cache.v, 6, -1, 1);
+  }
   p.qkv = alloc(DType::kBF16, {tokens, l.row()});
   be.fill_uniform(p.qkv, 7, -1, 1);
   p.out = alloc(DType::kBF16, {tokens, heads * d});
@@ -372,9 +397,9 @@ AttnProblem make_attn_seqs(CudaBackend& be, const std::vector<SeqShape>& seqs, i
 }
 
 AttnProblem make_attn(CudaBackend& be, int64_t b, int64_t q_len, int64_t ctx, int64_t heads, int64_t kv_heads,
-                      int64_t d, int copies, int64_t bs = 16) {
+                      int64_t d, int copies, int64_t bs = 16, DType kv_dt = DType::kBF16) {
   return make_attn_seqs(be, std::vector<SeqShape>(static_cast<size_t>(b), SeqShape{q_len, ctx}), heads, kv_heads, d,
-                        copies, bs);
+                        copies, bs, kv_dt);
 }
 
 // The kernel arguments of an attention problem (b sequences of q_len new tokens, a grid sized for max_ctx keys)
@@ -401,6 +426,7 @@ cuda::AttentionArgs attn_args(const AttnProblem& p, const AttentionMetadata& m, 
   a.kv_slots = p.cache.k.dim(0) * a.block_size;
   a.row = (heads + 2 * kv_heads) * d;
   a.scale = m.scale;
+  a.kv_fp8 = p.cache.k.dtype == DType::kFP8E4M3;
   return a;
 }
 
@@ -450,6 +476,20 @@ void bench_decode(CudaBackend& be) {
       result("decode_attn_graph", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128",
              kv_bytes / (ms * 1e-3) / 1e12, "TB/s");
       result("decode_attn_graph_us", "B" + std::to_string(b) + "_S" + std::to_string(ctx), ms * 1e3, "us");
+    }
+    // The same shape over an FP8 e4m3 cache (half the bytes; TB/s of the fp8 bytes read), production dispatch, a lone
+    // launch and 20 in a graph.
+    {
+      const size_t fp8_bytes = kv_bytes / 2;
+      const int fp8_copies = static_cast<int>(std::max<size_t>(1, kL2Rotate / fp8_bytes + 1));
+      AttnProblem f = make_attn(be, b, 1, ctx, heads, kv_heads, d, fp8_copies, 16, DType::kFP8E4M3);
+      const std::string shape = "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_h32kv8d128";
+      const double ms = time_ms(be, [&](int i) { be.attention(f.qkv, f.cache, f.metas[i % fp8_copies], f.out); }, 50);
+      result("decode_attn_fp8", shape, fp8_bytes / (ms * 1e-3) / 1e12, "TB/s");
+      const double g_ms =
+          graph_ms_per_launch(be, 20, [&](int j) { be.attention(f.qkv, f.cache, f.metas[j % fp8_copies], f.out); });
+      result("decode_attn_graph_fp8", shape, fp8_bytes / (g_ms * 1e-3) / 1e12, "TB/s");
+      result("decode_attn_graph_fp8_us", "B" + std::to_string(b) + "_S" + std::to_string(ctx), g_ms * 1e3, "us");
     }
     // Kernel lab: split slots (own workspace); at B = 1 also a grid sized for a 128k context (as a CUDA graph
     // captured at max_model_len launches it) serving this 4k one.
@@ -608,6 +648,12 @@ void bench_prefill(CudaBackend& be) {
     AttnProblem dp = make_attn(be, 256, 1, 1536, heads, kv_heads, d, 1);
     const double ms = time_ms(be, [&](int) { be.attention(dp.qkv, dp.cache, dp.metas[0], dp.out); }, 10);
     result("mixed_attn", "256x1536_decode_alone", ms * 1e3, "us");
+    // The same mixed step over an FP8 cache (production split: the fp8 decode kernel, then the FA2 prefill kernel
+    // converting as it loads).
+    AttnProblem fp = make_attn_seqs(be, seqs, heads, kv_heads, d, 1, 16, DType::kFP8E4M3);
+    fp.metas[0].num_leading_decodes = 256;
+    const double fms = time_ms(be, [&](int) { be.attention(fp.qkv, fp.cache, fp.metas[0], fp.out); }, 10);
+    result("mixed_attn", "256x1536_decode_8x1024_prefill_fp8", fms * 1e3, "us");
   }
   for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{4, 4096}, {16, 1024}, {1, 16384}}) {
     const int64_t b = shape.first, s = shape.second;
@@ -616,6 +662,14 @@ void bench_prefill(CudaBackend& be) {
     const double flops = 4.0 * b * s * s * heads * d / 2;
     result("prefill_attn", std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal",
            flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+    // Over an FP8 cache: the FA2 kernel converting K / V as it loads (the Hopper kernel reads bf16 only), next to the
+    // FA2 kernel over bf16 (the prefill_lab _bn64 row below).
+    {
+      AttnProblem fp = make_attn(be, b, s, s, heads, kv_heads, d, 1, 16, DType::kFP8E4M3);
+      const double fms = time_ms(be, [&](int) { be.attention(fp.qkv, fp.cache, fp.metas[0], fp.out); }, 10);
+      result("prefill_attn_fp8", std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal",
+             flops / (fms * 1e-3) / 1e12, "TFLOP/s");
+    }
     // Production at KV block sizes 64 and 128: a K or V tile of 128 keys takes 16 TMA boxes of 2 KB at block size
     // 16, 4 at 64, 2 at 128. Where the time of the loads goes (the ablation without K/V loads below): box count
     // and issue, or bytes from L2.

@@ -5,6 +5,12 @@
 // the log2 domain); Q fragments are re-read from shared memory per k-step. K/V tiles of kPrefillBlockN keys are
 // gathered page by page with cp.async into XOR-swizzled shared memory (16-byte chunk index ^ row % 8, so ldmatrix
 // rows hit distinct banks), double-buffered: the next tile loads during compute.
+//
+// FP8 (e4m3) KV cache (FP8 = true, plain mode only): the raw bytes are staged by cp.async into plain row-major
+// tiles, double-buffered as above; after its wait each thread widens exactly the 16-byte chunks it copied itself
+// (so no barrier between the copy and the read) into the one stage of bf16 K/V tiles, which a barrier then hands to
+// every warp. The widening is exact, so the MMAs and their numerics are the bf16 kernel's on the widened values;
+// one bf16 stage plus two fp8 stages take no more shared memory than two bf16 stages.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
@@ -21,6 +27,16 @@ constexpr float kLog2e = 1.4426950408889634f;
 template <int D>
 __device__ __forceinline__ uint32_t swz(int row, int chunk) {
   return static_cast<uint32_t>(row * D * 2 + ((chunk ^ (row & 7)) << 4));
+}
+
+// 16-byte shared-memory load / store at a shared-space address (the FP8 path's widening of staged K/V chunks).
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
 
 // Fixed-size KV chunks (deterministic mode, kernel_config.h kDetChunkKeys): a row's keys are cut at absolute key
@@ -58,18 +74,27 @@ enum AttnMode : int { kPlain = 0, kChunkSeq = 1, kChunkPar = 2 };
 // Without PACK, row i = token i of query head blockIdx.y. Each row's arithmetic is the same in every
 // instantiation (the same key tiles from key 0, the same MMA chains and softmax steps; skipped or fully masked
 // tiles are exact no-ops), so a row's output bits do not depend on the instantiation or on the other rows.
-template <int D, int BN, int WARPS, int MT, bool PACK, int MODE = kPlain>
+// FP8: k_cache / v_cache hold e4m3 bytes (top comment); the rows' arithmetic is that of the bf16 kernel on the
+// widened values.
+template <int D, int BN, int WARPS, int MT, bool PACK, int MODE = kPlain, bool FP8 = false>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     prefill_attention_kernel(AttentionArgs a, int log2_bs, ChunkWorkspace ws) {
   static_assert(MODE == kPlain || (MT == 1 && kDetChunkKeys % BN == 0), "chunked modes: one m-tile, whole tiles");
+  static_assert(!FP8 || MODE == kPlain, "the FP8 KV cache: plain mode only");
   constexpr int kTilesPerChunk = kDetChunkKeys / BN;
   constexpr int BM = 16 * WARPS * MT, kChunks = D / 8, kThreads = WARPS * 32;
+  // FP8 staging: each thread copies one fixed 16-byte (16-code) column chunk of every kRows8-th key row.
+  constexpr int kChunks8 = D / 16, kRows8 = kThreads / kChunks8;
+  static_assert(!FP8 || (kThreads % kChunks8 == 0 && BN % kRows8 == 0), "FP8: whole rows per pass, whole passes");
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sq = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   // Stage st of K is at sk0 + st * kTile, of V at sv0 + st * kTile (arithmetic, not an array: a runtime-indexed
-  // array of addresses would live in local memory).
-  constexpr uint32_t kTile = BN * D * 2;
-  const uint32_t sk0 = sq + BM * D * 2, sv0 = sk0 + 2 * kTile;
+  // array of addresses would live in local memory). FP8: one bf16 stage of each, then the raw tiles ([BN][D]
+  // bytes, unswizzled), staging stage st of K at sk8 + st * kTile8, of V at sv8 + st * kTile8.
+  constexpr uint32_t kTile = BN * D * 2, kTile8 = BN * D;
+  constexpr int kStages = FP8 ? 1 : 2;
+  const uint32_t sk0 = sq + BM * D * 2, sv0 = sk0 + kStages * kTile;
+  const uint32_t sk8 = sv0 + kTile, sv8 = sk8 + 2 * kTile8;  // FP8 only
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
   const int s = MODE == kChunkPar ? static_cast<int>(blockIdx.z) / ws.num_chunks : static_cast<int>(blockIdx.z);
@@ -109,20 +134,64 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         a.qkv + (valid ? (q_start + row_token(m0 + r)) * a.row + static_cast<int64_t>(row_head(m0 + r)) * D + c * 8 : 0);
     cp_async16(sq + swz<D>(r, c), src, valid);
   }
-  // Each thread copies one fixed 16-byte column chunk of every (kThreads / kChunks)-th key row.
+  // Each thread copies one fixed 16-byte column chunk of every (kThreads / kChunks)-th key row. FP8: of the raw
+  // bytes into staging stage `stage`; keys past the sequence end are zero-filled, which widens to 0.0.
   auto load_kv = [&](int nb, int stage) {
-    const int c = tid % kChunks;
+    if constexpr (FP8) {
+      const int c = tid % kChunks8;
+      const uint8_t* k8 = reinterpret_cast<const uint8_t*>(a.k_cache);
+      const uint8_t* v8 = reinterpret_cast<const uint8_t*>(a.v_cache);
 #pragma unroll
-    for (int r = tid / kChunks; r < BN; r += kThreads / kChunks) {
-      const int key = nb * BN + r;
-      const bool valid = key < seq_len_k;
-      int64_t off = 0;
-      if (valid) {
-        const int64_t slot = (static_cast<int64_t>(table[key >> log2_bs]) << log2_bs) + (key & bs_mask);
-        off = slot * kv_stride + kvh * D + c * 8;
+      for (int i = 0; i < BN / kRows8; ++i) {
+        const int r = tid / kChunks8 + i * kRows8;
+        const int key = nb * BN + r;
+        const bool valid = key < seq_len_k;
+        int64_t off = 0;
+        if (valid) {
+          const int64_t slot = (static_cast<int64_t>(table[key >> log2_bs]) << log2_bs) + (key & bs_mask);
+          off = slot * kv_stride + kvh * D + c * 16;
+        }
+        cp_async16(sk8 + stage * kTile8 + r * D + c * 16, k8 + off, valid);
+        cp_async16(sv8 + stage * kTile8 + r * D + c * 16, v8 + off, valid);
       }
-      cp_async16(sk0 + stage * kTile + swz<D>(r, c), a.k_cache + off, valid);
-      cp_async16(sv0 + stage * kTile + swz<D>(r, c), a.v_cache + off, valid);
+    } else {
+      const int c = tid % kChunks;
+#pragma unroll
+      for (int r = tid / kChunks; r < BN; r += kThreads / kChunks) {
+        const int key = nb * BN + r;
+        const bool valid = key < seq_len_k;
+        int64_t off = 0;
+        if (valid) {
+          const int64_t slot = (static_cast<int64_t>(table[key >> log2_bs]) << log2_bs) + (key & bs_mask);
+          off = slot * kv_stride + kvh * D + c * 8;
+        }
+        cp_async16(sk0 + stage * kTile + swz<D>(r, c), a.k_cache + off, valid);
+        cp_async16(sv0 + stage * kTile + swz<D>(r, c), a.v_cache + off, valid);
+      }
+    }
+  };
+  // FP8: widens the chunks this thread copied into staging stage `stage` (complete for it after its own
+  // cp_async_wait, no barrier) into the bf16 tiles: 16 codes → bf16 chunks 2c and 2c + 1 of the row. Threads with
+  // c % 8 ≥ 4 store the high chunk first, so each quarter-warp's first (and second) stores fall in 8 distinct bank
+  // groups for D = 128 and 256 (with both chunks in the same order, chunks 2c ^ (r & 7) cover only 4 of the 8).
+  auto widen_kv = [&](int stage) {
+    const int c = tid % kChunks8;
+    const int hi_first = (c >> 2) & 1;
+#pragma unroll
+    for (int i = 0; i < BN / kRows8; ++i) {
+      const int r = tid / kChunks8 + i * kRows8;
+      const uint32_t first = swz<D>(r, 2 * c + hi_first), second = swz<D>(r, 2 * c + 1 - hi_first);
+      // Both loads first: the asm statements keep program order, so this overlaps their latencies.
+      const uint32_t src = stage * kTile8 + r * D + c * 16;
+      const uint4 raw[2] = {lds128(sk8 + src), lds128(sv8 + src)};
+#pragma unroll
+      for (int kv = 0; kv < 2; ++kv) {
+        const uint4 lo = fp8x8_to_bf16x8(make_uint2(raw[kv].x, raw[kv].y));
+        const uint4 hi = fp8x8_to_bf16x8(make_uint2(raw[kv].z, raw[kv].w));
+        const uint32_t dst = kv ? sv0 : sk0;
+        sts128(dst + first, hi_first ? hi : lo);
+        sts128(dst + second, hi_first ? lo : hi);
+      }
     }
   };
   load_kv(nb_begin, 0);
@@ -153,11 +222,12 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
   }
 
   for (int nb = nb_begin; nb < num_n_blocks; ++nb) {
-    const int stage = (nb - nb_begin) & 1;
-    const uint32_t sk = sk0 + stage * kTile, sv = sv0 + stage * kTile;
+    const int stage = (nb - nb_begin) & 1;  // FP8: of the staging tiles; the bf16 tiles have one stage
+    const uint32_t sk = sk0 + (FP8 ? 0 : stage * kTile), sv = sv0 + (FP8 ? 0 : stage * kTile);
     if (nb + 1 < num_n_blocks) load_kv(nb + 1, stage ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
+    if constexpr (FP8) widen_kv(stage);
     __syncthreads();
     const int n0 = nb * BN;
     // Causal block skipping per warp: a key tile wholly past the warp's last row contributes nothing.
@@ -275,7 +345,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         for (int dt = 0; dt < D / 8; ++dt) o[0][dt][2 * r] = o[0][dt][2 * r + 1] = 0.0f;
       }
     }
-    __syncthreads();  // the next iteration's loads overwrite this stage
+    __syncthreads();  // the next iteration's loads (FP8: its widening) overwrite this stage
   }
   cp_async_wait<0>();
 
@@ -368,11 +438,13 @@ __global__ void combine_chunks_kernel(AttentionArgs a, ChunkWorkspace ws) {
   }
 }
 
-template <int D, int BN, int WARPS = kPrefillWarps, int MT = kPrefillMTiles, bool PACK = false, int MODE = kPlain>
+template <int D, int BN, int WARPS = kPrefillWarps, int MT = kPrefillMTiles, bool PACK = false, int MODE = kPlain,
+          bool FP8 = false>
 void launch_d(const AttentionArgs& a, cudaStream_t stream, const ChunkWorkspace& ws = ChunkWorkspace{}) {
   constexpr int BM = 16 * WARPS * MT;
-  constexpr int smem = (BM + 4 * BN) * D * 2;
-  auto kernel = prefill_attention_kernel<D, BN, WARPS, MT, PACK, MODE>;
+  // Q + 2 stages of bf16 K and V; FP8: Q + 1 bf16 stage + 2 staging stages of fp8 K and V (the same bytes).
+  constexpr int smem = FP8 ? (BM + 2 * BN) * D * 2 + 4 * BN * D : (BM + 4 * BN) * D * 2;
+  auto kernel = prefill_attention_kernel<D, BN, WARPS, MT, PACK, MODE, FP8>;
   static bool configured = false;  // the attribute is per function; setting it once is enough
   if (!configured) {
     RL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -393,6 +465,16 @@ void launch_d(const AttentionArgs& a, cudaStream_t stream, const ChunkWorkspace&
   }
 }
 
+// The plain (unpacked, unchunked) instance for the cache's dtype.
+template <int D, int BN, int WARPS = kPrefillWarps, int MT = kPrefillMTiles>
+void launch_plain(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.kv_fp8) {
+    launch_d<D, BN, WARPS, MT, false, kPlain, true>(a, stream);
+  } else {
+    launch_d<D, BN, WARPS, MT>(a, stream);
+  }
+}
+
 }  // namespace
 
 bool prefill_attention_supported(const AttentionArgs& a) {
@@ -408,17 +490,18 @@ void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
 void launch_prefill_attention_tile_lab(const AttentionArgs& a, cudaStream_t stream, int block_n_override) {
   const int bn = block_n_override > 0 ? block_n_override : (a.head_dim == 64 ? kPrefillBlockN : kPrefillBlockN128);
   if (a.head_dim == 64) {
-    launch_d<64, kPrefillBlockN>(a, stream);
+    launch_plain<64, kPrefillBlockN>(a, stream);
   } else if (a.head_dim == 256) {
-    launch_d<256, kPrefillBlockN, kPrefillWarps, kPrefillMTiles256>(a, stream);
+    launch_plain<256, kPrefillBlockN, kPrefillWarps, kPrefillMTiles256>(a, stream);
   } else if (bn == 32) {
-    launch_d<128, 32>(a, stream);
+    launch_plain<128, 32>(a, stream);
   } else {
-    launch_d<128, 64>(a, stream);
+    launch_plain<128, 64>(a, stream);
   }
 }
 
 void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, const ChunkWorkspace& ws, cudaStream_t stream) {
+  RL_CHECK_MSG(!a.kv_fp8, "deterministic attention reads a bf16 KV cache only");
   // Decode-shaped steps: one warp per (sequence, kv head) holding the group's query rows (kernel_config.h).
   const bool small = decode_shaped && a.num_heads / a.num_kv_heads <= 16;
   if (a.head_dim == 256) {  // unchunked (kernel_config.h: the chunk totals would not fit in registers)
@@ -458,6 +541,7 @@ void launch_attention_rows(const AttentionArgs& a, bool decode_shaped, const Chu
 
 void launch_prefill_attention_lab(const AttentionArgs& a, int variant, cudaStream_t stream) {
   RL_CHECK(a.head_dim == 128);
+  RL_CHECK_MSG(!a.kv_fp8, "the prefill attention lab's variants read a bf16 KV cache only");
   switch (variant) {
     case 1: launch_d<128, 64, 4, 2, true>(a, stream); break;  // GQA-packed prefill
     case 2: launch_d<128, 64, 1, 1, true>(a, stream); break;  // the decode-shaped instance

@@ -589,7 +589,7 @@ bool prefill_attention_sm90_supported(const AttentionArgs& a) {
     const char* e = std::getenv("RIDGELINE_CUDA_PREFILL_SM90");
     return e && std::strcmp(e, "0") == 0;
   }();
-  return !disabled && device_is_sm90() && a.head_dim == kD && a.row % 8 == 0 && a.kv_slots > 0 &&
+  return !disabled && !a.kv_fp8 && device_is_sm90() && a.head_dim == kD && a.row % 8 == 0 && a.kv_slots > 0 &&
          a.block_size >= 8 && (a.block_size & (a.block_size - 1)) == 0 && a.num_kv_heads > 0 &&
          a.num_heads % a.num_kv_heads == 0;
 }

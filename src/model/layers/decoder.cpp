@@ -182,10 +182,11 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
   ResidualFusion add_out;
   if (fuse) add_out.residual = residual;
   // Batch-1 decode through the backend's dense stack: every layer in one kernel, the residual stream complete
-  // afterwards. Only up to the backend's context bound (short_decode_context) and not in deterministic mode (its
-  // reductions differ from the batched kernels').
+  // afterwards. Only up to the backend's context bound (short_decode_context), not in deterministic mode (its
+  // reductions differ from the batched kernels'), and over a bf16 cache (the one it reads and writes).
   const bool stack = stack_ && t == 1 && b.attn.all_decode && b.attn.num_seqs == 1 &&
-                     b.attn.max_seqlen_k <= stack_max_context_ && !be.deterministic();
+                     b.attn.max_seqlen_k <= stack_max_context_ && !be.deterministic() && !kv.empty() &&
+                     kv.front().k.dtype == DType::kBF16;
   if (stack) {
     DenseStackStep st;
     st.residual = residual;
