@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -47,6 +48,32 @@ inline std::vector<float> random_bf16_values(size_t n, float lo = -1.0f, float h
   std::vector<float> v(n);
   for (auto& x : v) x = bf16_to_f32(f32_to_bf16(d(rng())));
   return v;
+}
+
+// t distinct KV slots out of num_slots, in random order.
+inline std::vector<int32_t> shuffled_slots(int64_t num_slots, int64_t t) {
+  std::vector<int32_t> all(static_cast<size_t>(num_slots));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+  std::shuffle(all.begin(), all.end(), rng());
+  return std::vector<int32_t>(all.begin(), all.begin() + t);
+}
+
+// Random inputs of a q/k norm + RoPE over t tokens of layout l (head_dim d): qkv in [-3, 3), positions below
+// 40,000, inverse frequencies of base 1e6, norm weights in [0.5, 1.5).
+struct RopeInputs {
+  std::vector<float> qkv, inv, qn, kn;
+  std::vector<int32_t> pos;
+};
+inline RopeInputs random_rope_inputs(int64_t t, int64_t row, int64_t d) {
+  RopeInputs r;
+  r.qkv = random_bf16_values(static_cast<size_t>(t * row), -3, 3);
+  r.pos.resize(static_cast<size_t>(t));
+  for (auto& p : r.pos) p = static_cast<int32_t>(rng()() % 40000);
+  r.inv.resize(static_cast<size_t>(d / 2));
+  for (int64_t i = 0; i < d / 2; ++i) r.inv[static_cast<size_t>(i)] = std::pow(1e6f, -2.0f * i / d);
+  r.qn = random_bf16_values(static_cast<size_t>(d), 0.5f, 1.5f);
+  r.kn = random_bf16_values(static_cast<size_t>(d), 0.5f, 1.5f);
+  return r;
 }
 
 inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {

@@ -59,12 +59,7 @@ TEST(CudaOps, AddRmsNorm) {
 
 void check_qk_norm_rope(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms) {
   QkvLayout l{nh, nkv, d};
-  auto qkv = random_bf16_values(t * l.row(), -3, 3);
-  std::vector<int32_t> pos(t);
-  for (auto& p : pos) p = static_cast<int32_t>(rng()() % 40000);
-  std::vector<float> inv(d / 2);
-  for (int64_t i = 0; i < d / 2; ++i) inv[i] = std::pow(1e6f, -2.0f * i / d);
-  auto qn = random_bf16_values(d, 0.5f, 1.5f), kn = random_bf16_values(d, 0.5f, 1.5f);
+  const auto [qkv, inv, qn, kn, pos] = random_rope_inputs(t, l.row(), d);
   NormParams np{1e-6f};
   auto g_qkv = make_f32(cpu(), qkv, {t, l.row()}), g_pos = make_i32(cpu(), pos, {t});
   auto g_inv = make_f32(cpu(), inv, {d / 2});
@@ -94,10 +89,7 @@ TEST(CudaOps, KvWriteThroughSlotMapping) {
   const int64_t t = 21, num_blocks = 6, bs = 16, kv_row = l.num_kv_heads * l.head_dim;
   auto qkv = random_bf16_values(t * l.row());
   auto kc = random_bf16_values(num_blocks * bs * kv_row), vc = random_bf16_values(num_blocks * bs * kv_row);
-  std::vector<int32_t> all(num_blocks * bs);
-  std::iota(all.begin(), all.end(), 0);
-  std::shuffle(all.begin(), all.end(), rng());
-  std::vector<int32_t> slots(all.begin(), all.begin() + t);
+  std::vector<int32_t> slots = shuffled_slots(num_blocks * bs, t);
   slots[3] = -1;
   slots[10] = -1;
   auto g_qkv = make_f32(cpu(), qkv, {t, l.row()}), g_slots = make_i32(cpu(), slots, {t});
@@ -122,10 +114,7 @@ TEST(CudaOps, KvWriteIntoFp8Cache) {
     for (int64_t i = 3; i < t * l.row(); i += 11) qkv[i] = bf16_to_f32(f32_to_bf16(qkv[i] * 1e-3f));
     std::vector<uint8_t> init(static_cast<size_t>(num_blocks * bs * kv_row));
     for (auto& b : init) b = static_cast<uint8_t>(rng()());
-    std::vector<int32_t> all(num_blocks * bs);
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), rng());
-    std::vector<int32_t> slots(all.begin(), all.begin() + t);
+    std::vector<int32_t> slots = shuffled_slots(num_blocks * bs, t);
     slots[3] = -1;
     slots[10] = -1;
     const auto shape = {num_blocks, bs, l.num_kv_heads, l.head_dim};

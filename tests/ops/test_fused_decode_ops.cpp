@@ -186,17 +186,9 @@ TEST(CudaFusedOps, AddMatchesCpu) {
 void check_rope_kv(int64_t t, int64_t nh, int64_t nkv, bool norms) {
   const int64_t d = 128, num_blocks = 8, bs = 16, kv_row = nkv * d;
   QkvLayout l{nh, nkv, d};
-  auto qkv = random_bf16_values(t * l.row(), -3, 3);
-  std::vector<int32_t> pos(t);
-  for (auto& p : pos) p = static_cast<int32_t>(rng()() % 40000);
-  std::vector<float> inv(d / 2);
-  for (int64_t i = 0; i < d / 2; ++i) inv[i] = std::pow(1e6f, -2.0f * i / d);
-  auto qn = random_bf16_values(d, 0.5f, 1.5f), kn = random_bf16_values(d, 0.5f, 1.5f);
+  const auto [qkv, inv, qn, kn, pos] = random_rope_inputs(t, l.row(), d);
   auto kc = random_bf16_values(num_blocks * bs * kv_row), vc = random_bf16_values(num_blocks * bs * kv_row);
-  std::vector<int32_t> all(num_blocks * bs);
-  std::iota(all.begin(), all.end(), 0);
-  std::shuffle(all.begin(), all.end(), rng());
-  std::vector<int32_t> slots(all.begin(), all.begin() + t);
+  std::vector<int32_t> slots = shuffled_slots(num_blocks * bs, t);
   if (t > 3) slots[2] = -1;
   const NormParams np{1e-6f};
 
@@ -260,18 +252,10 @@ TEST(CudaFusedOps, QkNormRopeKvWrite) {
 void check_rope_kv_fp8(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms) {
   const int64_t num_blocks = 8, bs = 16, kv_row = nkv * d;
   QkvLayout l{nh, nkv, d};
-  auto qkv = random_bf16_values(t * l.row(), -3, 3);
-  std::vector<int32_t> pos(t);
-  for (auto& p : pos) p = static_cast<int32_t>(rng()() % 40000);
-  std::vector<float> inv(d / 2);
-  for (int64_t i = 0; i < d / 2; ++i) inv[i] = std::pow(1e6f, -2.0f * i / d);
-  auto qn = random_bf16_values(d, 0.5f, 1.5f), kn = random_bf16_values(d, 0.5f, 1.5f);
+  const auto [qkv, inv, qn, kn, pos] = random_rope_inputs(t, l.row(), d);
   std::vector<uint8_t> init(static_cast<size_t>(num_blocks * bs * kv_row));
   for (auto& b : init) b = static_cast<uint8_t>(rng()() % 0x7e);
-  std::vector<int32_t> all(num_blocks * bs);
-  std::iota(all.begin(), all.end(), 0);
-  std::shuffle(all.begin(), all.end(), rng());
-  std::vector<int32_t> slots(all.begin(), all.begin() + t);
+  std::vector<int32_t> slots = shuffled_slots(num_blocks * bs, t);
   if (t > 3) slots[2] = -1;
   auto c_pos = make_i32(cuda(), pos, {t}), c_inv = make_f32(cuda(), inv, {d / 2});
   auto c_qn = make_bf16(cuda(), qn, {d}), c_kn = make_bf16(cuda(), kn, {d}), c_slots = make_i32(cuda(), slots, {t});

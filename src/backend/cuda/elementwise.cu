@@ -122,7 +122,7 @@ __global__ void rms_norm_kernel(uint16_t* residual, const uint16_t* x, const voi
 
 // One warp per (token, head) over the q and k heads (and, with the KV write fused in, the v heads): norm_rope_head
 // (rope.cuh). A k head's rotated values also go to the k cache, a v head is copied to the v cache: the same bits
-// kv_write_kernel would copy from qkv afterwards (an FP8 cache: the same bytes kv_write_fp8_kernel would write,
+// kv_write_kernel would copy from qkv afterwards (an FP8 cache: the same bytes kv_write_kernel<uint8_t> would write,
 // each from the bf16 value in qkv). The norm weights and inverse frequencies (model constants) are loaded before
 // pdl_wait().
 __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
@@ -192,9 +192,14 @@ __global__ void add_kernel(uint16_t* residual, const uint16_t* x, int64_t n, boo
   }
 }
 
+// The k and v parts of token blockIdx.x's qkv row into the caches at its slot. Elem: uint16_t, a bf16 cache (a copy);
+// uint8_t, an FP8 (e4m3) cache (each bf16 element rounded to nearest even with saturation at ±448: f32_to_fp8_bits,
+// as rl::f32_to_fp8_e4m3 on the host). 8 elements a thread where the row allows it.
+template <typename Elem>
 __global__ void kv_write_kernel(const uint16_t* qkv, int64_t row, int64_t k_offset, int64_t v_offset,
-                                int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
-                                uint16_t* v_cache) {
+                                int64_t kv_row, const int32_t* slots, int64_t num_slots, Elem* k_cache,
+                                Elem* v_cache) {
+  constexpr bool kFp8 = sizeof(Elem) == 1;
   pdl_wait();  // launched with PDL (cuda_launch.cuh)
   pdl_launch_dependents();
   const int64_t t = blockIdx.x;
@@ -203,49 +208,31 @@ __global__ void kv_write_kernel(const uint16_t* qkv, int64_t row, int64_t k_offs
   if (slot >= num_slots) __trap();  // the KV manager hands out slots inside the cache
   const uint16_t* k = qkv + t * row + k_offset;
   const uint16_t* v = qkv + t * row + v_offset;
-  uint16_t* kd = k_cache + static_cast<int64_t>(slot) * kv_row;
-  uint16_t* vd = v_cache + static_cast<int64_t>(slot) * kv_row;
+  Elem* kd = k_cache + static_cast<int64_t>(slot) * kv_row;
+  Elem* vd = v_cache + static_cast<int64_t>(slot) * kv_row;
   if (row % 8 == 0 && k_offset % 8 == 0 && v_offset % 8 == 0 && kv_row % 8 == 0) {
     for (int64_t c = threadIdx.x; c < kv_row / 8; c += blockDim.x) {
-      reinterpret_cast<uint4*>(kd)[c] = reinterpret_cast<const uint4*>(k)[c];
-      reinterpret_cast<uint4*>(vd)[c] = reinterpret_cast<const uint4*>(v)[c];
+      if constexpr (kFp8) {
+        float f[8];
+        unpack8(reinterpret_cast<const uint4*>(k)[c], f);
+        reinterpret_cast<uint2*>(kd)[c] = pack8_fp8(f);
+        unpack8(reinterpret_cast<const uint4*>(v)[c], f);
+        reinterpret_cast<uint2*>(vd)[c] = pack8_fp8(f);
+      } else {
+        reinterpret_cast<uint4*>(kd)[c] = reinterpret_cast<const uint4*>(k)[c];
+        reinterpret_cast<uint4*>(vd)[c] = reinterpret_cast<const uint4*>(v)[c];
+      }
     }
     return;
   }
   for (int64_t i = threadIdx.x; i < kv_row; i += blockDim.x) {
-    kd[i] = k[i];
-    vd[i] = v[i];
-  }
-}
-
-// kv_write_kernel into an FP8 (e4m3) cache: each bf16 element rounded to nearest even with saturation at ±448
-// (f32_to_fp8_bits, as rl::f32_to_fp8_e4m3 on the host), 8 elements a thread where the row allows it.
-__global__ void kv_write_fp8_kernel(const uint16_t* qkv, int64_t row, int64_t k_offset, int64_t v_offset,
-                                    int64_t kv_row, const int32_t* slots, int64_t num_slots, uint8_t* k_cache,
-                                    uint8_t* v_cache) {
-  pdl_wait();  // launched with PDL (cuda_launch.cuh)
-  pdl_launch_dependents();
-  const int64_t t = blockIdx.x;
-  const int32_t slot = slots[t];
-  if (slot < 0) return;
-  if (slot >= num_slots) __trap();  // the KV manager hands out slots inside the cache
-  const uint16_t* k = qkv + t * row + k_offset;
-  const uint16_t* v = qkv + t * row + v_offset;
-  uint8_t* kd = k_cache + static_cast<int64_t>(slot) * kv_row;
-  uint8_t* vd = v_cache + static_cast<int64_t>(slot) * kv_row;
-  if (row % 8 == 0 && k_offset % 8 == 0 && v_offset % 8 == 0 && kv_row % 8 == 0) {
-    for (int64_t c = threadIdx.x; c < kv_row / 8; c += blockDim.x) {
-      float f[8];
-      unpack8(reinterpret_cast<const uint4*>(k)[c], f);
-      reinterpret_cast<uint2*>(kd)[c] = pack8_fp8(f);
-      unpack8(reinterpret_cast<const uint4*>(v)[c], f);
-      reinterpret_cast<uint2*>(vd)[c] = pack8_fp8(f);
+    if constexpr (kFp8) {
+      kd[i] = f32_to_fp8_bits(bf16_bits_to_f32(k[i]));
+      vd[i] = f32_to_fp8_bits(bf16_bits_to_f32(v[i]));
+    } else {
+      kd[i] = k[i];
+      vd[i] = v[i];
     }
-    return;
-  }
-  for (int64_t i = threadIdx.x; i < kv_row; i += blockDim.x) {
-    kd[i] = f32_to_fp8_bits(bf16_bits_to_f32(k[i]));
-    vd[i] = f32_to_fp8_bits(bf16_bits_to_f32(v[i]));
   }
 }
 
@@ -397,8 +384,8 @@ void launch_kv_write(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64
                      int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
                      uint16_t* v_cache, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  launch_pdl(kv_write_kernel, dim3(static_cast<unsigned int>(num_tokens)), dim3(128), 0, stream, qkv, row, k_offset,
-             v_offset, kv_row, slots, num_slots, k_cache, v_cache);
+  launch_pdl(kv_write_kernel<uint16_t>, dim3(static_cast<unsigned int>(num_tokens)), dim3(128), 0, stream, qkv, row,
+             k_offset, v_offset, kv_row, slots, num_slots, k_cache, v_cache);
   RL_CUDA_CHECK_LAUNCH();
 }
 
@@ -406,7 +393,7 @@ void launch_kv_write_fp8(const uint16_t* qkv, int64_t num_tokens, int64_t row, i
                          int64_t kv_row, const int32_t* slots, int64_t num_slots, uint8_t* k_cache,
                          uint8_t* v_cache, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  launch_pdl(kv_write_fp8_kernel, dim3(static_cast<unsigned int>(num_tokens)), dim3(128), 0, stream, qkv, row,
+  launch_pdl(kv_write_kernel<uint8_t>, dim3(static_cast<unsigned int>(num_tokens)), dim3(128), 0, stream, qkv, row,
              k_offset, v_offset, kv_row, slots, num_slots, k_cache, v_cache);
   RL_CUDA_CHECK_LAUNCH();
 }
