@@ -270,15 +270,9 @@ void CudaBackend::kv_write(const Tensor& qkv, const QkvLayout& l, const Tensor& 
   RL_CHECK(qkv.dim(-1) == l.row() && cache.num_kv_heads() * cache.head_dim() == kv_row);
   RL_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == qkv.rows());
   RL_CHECK(cache.v.dtype == cache.k.dtype);
-  if (cache.k.dtype == DType::kFP8E4M3) {
-    cuda::launch_kv_write_fp8(bf16_ptr(qkv), qkv.rows(), l.row(), l.k_offset(), l.v_offset(), kv_row,
-                              slot_mapping.as<int32_t>(), cache.k.dim(0) * cache.block_size(),
-                              static_cast<uint8_t*>(cache.k.data), static_cast<uint8_t*>(cache.v.data), stream_);
-    return;
-  }
   cuda::launch_kv_write(bf16_ptr(qkv), qkv.rows(), l.row(), l.k_offset(), l.v_offset(), kv_row,
-                        slot_mapping.as<int32_t>(), cache.k.dim(0) * cache.block_size(), bf16_ptr(cache.k),
-                        bf16_ptr(cache.v), stream_);
+                        slot_mapping.as<int32_t>(), cache.k.dim(0) * cache.block_size(), kv_ptr(cache.k),
+                        kv_ptr(cache.v), cache.k.dtype == DType::kFP8E4M3, stream_);
 }
 
 namespace {

@@ -45,15 +45,11 @@ void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
 void launch_add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t stream);
 
 // Copies the k and v parts of each qkv row into the caches at slot_mapping (negative slots skipped).
-// k_cache, v_cache: bf16 [num_slots, num_kv_heads * head_dim].
+// k_cache, v_cache: [num_slots, num_kv_heads * head_dim] of bf16, or (fp8) of FP8 e4m3 bytes, each element rounded
+// to nearest even, saturating at ±448 (rl::f32_to_fp8_e4m3 of the bf16 value).
 void launch_kv_write(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64_t k_offset, int64_t v_offset,
-                     int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
-                     uint16_t* v_cache, cudaStream_t stream);
-// The same into an FP8 (e4m3) cache (k_cache, v_cache: [num_slots, num_kv_heads * head_dim] bytes): each element
-// rounded to nearest even, saturating at ±448 (rl::f32_to_fp8_e4m3 of the bf16 value).
-void launch_kv_write_fp8(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64_t k_offset, int64_t v_offset,
-                         int64_t kv_row, const int32_t* slots, int64_t num_slots, uint8_t* k_cache,
-                         uint8_t* v_cache, cudaStream_t stream);
+                     int64_t kv_row, const int32_t* slots, int64_t num_slots, void* k_cache, void* v_cache, bool fp8,
+                     cudaStream_t stream);
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]; bf16.
 void launch_silu_mul(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter, cudaStream_t stream);
 // out[i, :] = x[indices[i], :]; rows of row_bytes bytes.

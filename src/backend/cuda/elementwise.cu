@@ -368,20 +368,17 @@ void launch_add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t s
 }
 
 void launch_kv_write(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64_t k_offset, int64_t v_offset,
-                     int64_t kv_row, const int32_t* slots, int64_t num_slots, uint16_t* k_cache,
-                     uint16_t* v_cache, cudaStream_t stream) {
+                     int64_t kv_row, const int32_t* slots, int64_t num_slots, void* k_cache, void* v_cache, bool fp8,
+                     cudaStream_t stream) {
   if (num_tokens == 0) return;
-  launch_pdl(kv_write_kernel<uint16_t>, dim3(static_cast<unsigned int>(num_tokens)), dim3(128), 0, stream, qkv, row,
-             k_offset, v_offset, kv_row, slots, num_slots, k_cache, v_cache);
-  RL_CUDA_CHECK_LAUNCH();
-}
-
-void launch_kv_write_fp8(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64_t k_offset, int64_t v_offset,
-                         int64_t kv_row, const int32_t* slots, int64_t num_slots, uint8_t* k_cache,
-                         uint8_t* v_cache, cudaStream_t stream) {
-  if (num_tokens == 0) return;
-  launch_pdl(kv_write_kernel<uint8_t>, dim3(static_cast<unsigned int>(num_tokens)), dim3(128), 0, stream, qkv, row,
-             k_offset, v_offset, kv_row, slots, num_slots, k_cache, v_cache);
+  const dim3 grid(static_cast<unsigned int>(num_tokens)), block(128);
+  if (fp8) {
+    launch_pdl(kv_write_kernel<uint8_t>, grid, block, 0, stream, qkv, row, k_offset, v_offset, kv_row, slots,
+               num_slots, static_cast<uint8_t*>(k_cache), static_cast<uint8_t*>(v_cache));
+  } else {
+    launch_pdl(kv_write_kernel<uint16_t>, grid, block, 0, stream, qkv, row, k_offset, v_offset, kv_row, slots,
+               num_slots, static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache));
+  }
   RL_CUDA_CHECK_LAUNCH();
 }
 
