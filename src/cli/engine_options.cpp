@@ -5,7 +5,7 @@ namespace rl::cli {
 void add_kv_cache_dtype_option(CLI::App* cmd, std::string* kv_cache_dtype) {
   cmd->add_option("--kv-cache-dtype", *kv_cache_dtype,
                   "KV cache element type: auto (CPU: f32 with f32 weights, bf16 with bf16 or int8 weights; "
-                  "CUDA: bf16), f32 (CPU only), bf16, or fp8 (e4m3, CPU only: half a bf16 cache's bytes)")
+                  "CUDA: bf16), f32 (CPU only), bf16, or fp8 (e4m3: half a bf16 cache's bytes)")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "fp8", "fp8_e4m3"}))
       ->capture_default_str();
 }

@@ -164,6 +164,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
       if (config.draft_model_dir.empty()) return Status::error("--speculative draft needs --draft-model DIR");
       RL_ASSIGN_OR_RETURN(ModelConfig dmc, load_model_config(path_join(config.draft_model_dir, "config.json")));
       RL_RETURN_IF_ERROR(check_draft_compatible(mc, config.model_dir, dmc, config.draft_model_dir));
+      RL_RETURN_IF_ERROR(check_kv_dtype(e->backend_->device(), kv_dtype, dmc, config.deterministic));
       RL_ASSIGN_OR_RETURN(draft_model, build_model(dmc, config.draft_model_dir, e->backend_.get(), lo));
     } else {
       return Status::error("--speculative must be ngram or draft, got '" + config.speculative + "'");

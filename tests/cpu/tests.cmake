@@ -33,10 +33,11 @@ endforeach()
 add_test(NAME cli_perplexity_missing_file COMMAND ${_rl} perplexity --file /nonexistent/ridgeline.txt)
 set_tests_properties(cli_perplexity_missing_file PROPERTIES WILL_FAIL TRUE)
 # The KV cache dtype (runtime/kv_dtype.h): auto follows the weights (f32 -> f32, bf16 and int8 -> bf16), the
-# --kv-cache-dtype override wins, and both caches decode the first golden prompt to transformers' greedy ids on
-# every tier (the bf16 cache through attn_group_bf16 on the AVX-512 tiers, dot_bf16/axpy_bf16 below them).
+# --kv-cache-dtype override wins, and every cache decodes the first golden prompt to transformers' greedy ids on
+# every tier (the bf16 cache through attn_group_bf16 on the AVX-512 tiers, dot_bf16/axpy_bf16 below them; the fp8
+# cache through attn_span_fp8 on the AVX-512 tiers, the reference loop below them).
 foreach(_isa scalar avx2 avx512 avx512_bf16 avx512_fp16)
-  foreach(_kv f32 bf16)
+  foreach(_kv f32 bf16 fp8)
     add_test(NAME cpu_isa_${_isa}_generate_golden_ids_kv_${_kv}
              COMMAND ${_rl} generate --prompt-ids "1153 261 2061" --output-ids --temperature 0 --max-tokens 8
                      --ignore-eos --kv-cache-dtype ${_kv})
@@ -47,7 +48,7 @@ foreach(_isa scalar avx2 avx512 avx512_bf16 avx512_fp16)
   endforeach()
 endforeach()
 foreach(_case "auto;--dtype;f32;f32" "auto;--dtype;bf16;bf16" "auto;--quantization;int8;bf16" "f32;--dtype;bf16;f32"
-              "bf16;--dtype;f32;bf16")
+              "bf16;--dtype;f32;bf16" "fp8;--dtype;bf16;fp8")
   list(GET _case 0 _kv)
   list(GET _case 1 _flag)
   list(GET _case 2 _value)
