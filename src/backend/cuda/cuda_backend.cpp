@@ -510,11 +510,11 @@ void CudaBackend::qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm,
   const QkvLayout& l = rope.layout;
   RL_CHECK(cache.num_kv_heads() * cache.head_dim() == l.num_kv_heads * l.head_dim);
   RL_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == qkv.rows());
-  cuda::QkNormRopeArgs a = qk_norm_rope_args(qkv, q_norm, k_norm, positions, rope, norm);
   if (cache.k.dtype != DType::kBF16) {  // an FP8 cache: the rotation, then kv_write's rounding copy
     Backend::qk_norm_rope_kv_write(qkv, q_norm, k_norm, positions, rope, norm, slot_mapping, cache);
     return;
   }
+  cuda::QkNormRopeArgs a = qk_norm_rope_args(qkv, q_norm, k_norm, positions, rope, norm);
   a.slots = slot_mapping.as<int32_t>();
   a.num_slots = cache.k.dim(0) * cache.block_size();
   a.k_cache = bf16_ptr(cache.k);

@@ -29,16 +29,6 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
   return static_cast<uint32_t>(row * D * 2 + ((chunk ^ (row & 7)) << 4));
 }
 
-// 16-byte shared-memory load / store at a shared-space address (the FP8 path's widening of staged K/V chunks).
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
-}
-
 // Fixed-size KV chunks (deterministic mode, kernel_config.h kDetChunkKeys): a row's keys are cut at absolute key
 // positions 0, C, 2C, ...; each chunk runs the usual online softmax from a fresh state, and the chunks' states
 // (m in the scaled log2 domain, l the row sum, unnormalized o) are merged in increasing chunk order with
