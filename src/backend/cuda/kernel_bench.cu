@@ -18,6 +18,7 @@
 #include "backend/cuda/kernel_bench.h"
 #include "backend/cuda/kernel_config.h"
 #include "backend/cuda/mla_kernels.h"
+#include "core/random.h"
 
 namespace rl {
 namespace {
@@ -317,13 +318,7 @@ struct SeqShape {
 void fill_fp8(CudaBackend& be, const Tensor& t, uint64_t seed) {
   const size_t n = t.nbytes(), chunk = std::min(n, size_t(1) << 20);
   std::vector<uint8_t> codes(chunk);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (uint8_t& c : codes) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    c = f32_to_fp8_e4m3(static_cast<float>(x >> 40) / static_cast<float>(1ull << 23) - 1.0f);
-  }
+  for (size_t i = 0; i < chunk; ++i) codes[i] = f32_to_fp8_e4m3(2.0f * uniform_from_counter(seed, i) - 1.0f);
   be.upload(t.data, codes.data(), chunk);
   auto* base = static_cast<uint8_t*>(t.data);
   for (size_t done = chunk; done < n; done *= 2) {
