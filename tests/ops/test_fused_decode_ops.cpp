@@ -246,6 +246,55 @@ TEST(CudaFusedOps, QkNormRopeKvWrite) {
   check_rope_kv(5, 16, 8, false);
 }
 
+// The same kernel writing an FP8 e4m3 cache: qkv and both caches' bytes equal the composed ops' (qk_norm_rope, then
+// kv_write into the fp8 cache), with a skipped slot; head_dim 128 and 80 (a half that is not whole warps: the k row
+// read back crosses lanes).
+void check_rope_kv_fp8(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms) {
+  const int64_t num_blocks = 8, bs = 16, kv_row = nkv * d;
+  QkvLayout l{nh, nkv, d};
+  const auto [qkv, inv, qn, kn, pos] = random_rope_inputs(t, l.row(), d);
+  std::vector<uint8_t> init(static_cast<size_t>(num_blocks * bs * kv_row));
+  for (auto& b : init) b = static_cast<uint8_t>(rng()() % 0x7e);
+  std::vector<int32_t> slots = shuffled_slots(num_blocks * bs, t);
+  if (t > 3) slots[2] = -1;
+  auto c_pos = make_i32(cuda(), pos, {t}), c_inv = make_f32(cuda(), inv, {d / 2});
+  auto c_qn = make_bf16(cuda(), qn, {d}), c_kn = make_bf16(cuda(), kn, {d}), c_slots = make_i32(cuda(), slots, {t});
+  const Tensor qnt = norms ? c_qn.t : Tensor(), knt = norms ? c_kn.t : Tensor();
+  const RopeParams rope{l, c_inv.t.f32()};
+  const NormParams np{1e-6f};
+  const auto cache = [&]() {
+    Owned o = make(cuda(), DType::kFP8E4M3, {num_blocks, bs, nkv, d});
+    cuda().upload(o.t.data, init.data(), init.size());
+    return o;
+  };
+  const auto bytes = [&](const Owned& o) {
+    std::vector<uint8_t> v(init.size());
+    cuda().download(v.data(), o.t.data, v.size());
+    return v;
+  };
+  auto c_qkv = make_bf16(cuda(), qkv, {t, l.row()});
+  Owned c_k = cache(), c_v = cache();
+  cuda().qk_norm_rope_kv_write(c_qkv.t, qnt, knt, c_pos.t, rope, np, c_slots.t, KvLayer{c_k.t, c_v.t});
+  auto r_qkv = make_bf16(cuda(), qkv, {t, l.row()});
+  Owned r_k = cache(), r_v = cache();
+  cuda().qk_norm_rope(r_qkv.t, qnt, knt, c_pos.t, rope, np);
+  cuda().kv_write(r_qkv.t, l, c_slots.t, KvLayer{r_k.t, r_v.t});
+  const std::string what = "t=" + std::to_string(t) + " gqa " + std::to_string(nh) + "/" + std::to_string(nkv) +
+                           " d=" + std::to_string(d);
+  EXPECT_EQ(read_f32(cuda(), c_qkv.t), read_f32(cuda(), r_qkv.t)) << what;
+  EXPECT_EQ(bytes(c_k), bytes(r_k)) << what;
+  EXPECT_EQ(bytes(c_v), bytes(r_v)) << what;
+  EXPECT_NE(bytes(c_k), init) << what;  // it wrote
+}
+
+TEST(CudaFusedOps, QkNormRopeKvWriteIntoFp8Cache) {
+  for (int64_t t : {1, 7, 33}) {
+    check_rope_kv_fp8(t, 16, 8, 128, true);   // Qwen3-0.6B
+    check_rope_kv_fp8(t, 32, 8, 128, false);  // Llama-3.1-8B
+  }
+  check_rope_kv_fp8(5, 6, 2, 80, true);
+}
+
 // The RoPE + KV write kernel is on by default without the rest of the fused decode path (CudaBackend's
 // fused_rope_kv_write_); the same checks with the backend as created, and with the switch off (the composed ops).
 TEST(CudaFusedOps, QkNormRopeKvWriteByDefault) {

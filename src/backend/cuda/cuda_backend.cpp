@@ -510,15 +510,13 @@ void CudaBackend::qk_norm_rope_kv_write(const Tensor& qkv, const Tensor& q_norm,
   const QkvLayout& l = rope.layout;
   RL_CHECK(cache.num_kv_heads() * cache.head_dim() == l.num_kv_heads * l.head_dim);
   RL_CHECK(slot_mapping.dtype == DType::kI32 && slot_mapping.numel() == qkv.rows());
-  if (cache.k.dtype != DType::kBF16) {  // an FP8 cache: the rotation, then kv_write's rounding copy
-    Backend::qk_norm_rope_kv_write(qkv, q_norm, k_norm, positions, rope, norm, slot_mapping, cache);
-    return;
-  }
   cuda::QkNormRopeArgs a = qk_norm_rope_args(qkv, q_norm, k_norm, positions, rope, norm);
+  RL_CHECK(cache.v.dtype == cache.k.dtype);
   a.slots = slot_mapping.as<int32_t>();
   a.num_slots = cache.k.dim(0) * cache.block_size();
-  a.k_cache = bf16_ptr(cache.k);
-  a.v_cache = bf16_ptr(cache.v);
+  a.k_cache = kv_ptr(cache.k);
+  a.v_cache = kv_ptr(cache.v);
+  a.kv_fp8 = cache.k.dtype == DType::kFP8E4M3;
   cuda::launch_qk_norm_rope(a, stream_);
 }
 

@@ -38,6 +38,9 @@ struct QkNormRopeArgs {
   int64_t num_slots = 0;
   uint16_t* k_cache = nullptr;
   uint16_t* v_cache = nullptr;
+  // The caches hold FP8 e4m3 bytes (the same element offsets): each element written is the rotated (k) or copied (v)
+  // bf16 value as launch_kv_write_fp8 rounds it.
+  bool kv_fp8 = false;
 };
 // In place on qkv: per (token, q or k head) optional RMSNorm then neox RoPE; with a.k_cache, the KV write too.
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);

@@ -122,8 +122,9 @@ __global__ void rms_norm_kernel(uint16_t* residual, const uint16_t* x, const voi
 
 // One warp per (token, head) over the q and k heads (and, with the KV write fused in, the v heads): norm_rope_head
 // (rope.cuh). A k head's rotated values also go to the k cache, a v head is copied to the v cache: the same bits
-// kv_write_kernel would copy from qkv afterwards. The norm weights and inverse frequencies (model constants) are
-// loaded before pdl_wait().
+// kv_write_kernel would copy from qkv afterwards (an FP8 cache: the same bytes kv_write_kernel<uint8_t> would write,
+// each from the bf16 value in qkv). The norm weights and inverse frequencies (model constants) are loaded before
+// pdl_wait().
 __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   const int64_t num_rot = a.num_heads + a.num_kv_heads;
   const int64_t per_tok = num_rot + (a.k_cache ? a.num_kv_heads : 0);
@@ -140,8 +141,14 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
     const int32_t slot = a.slots[tok];
     if (slot < 0) return;
     if (slot >= a.num_slots) __trap();  // the KV manager hands out slots inside the cache
-    uint16_t* dst = a.v_cache + static_cast<int64_t>(slot) * kv_row + (h - num_rot) * d;
-    for (int64_t i = lane; i < d; i += 32) dst[i] = v[i];
+    const int64_t at = static_cast<int64_t>(slot) * kv_row + (h - num_rot) * d;
+    if (a.kv_fp8) {
+      uint8_t* dst = reinterpret_cast<uint8_t*>(a.v_cache) + at;
+      for (int64_t i = lane; i < d; i += 32) dst[i] = f32_to_fp8_bits(bf16_bits_to_f32(v[i]));
+    } else {
+      uint16_t* dst = a.v_cache + at;
+      for (int64_t i = lane; i < d; i += 32) dst[i] = v[i];
+    }
     return;
   }
   const void* nw = h < a.num_heads ? a.q_norm : a.k_norm;
@@ -155,7 +162,13 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
     if (slot >= a.num_slots) __trap();
     if (slot >= 0) kd = a.k_cache + static_cast<int64_t>(slot) * kv_row + (h - a.num_heads) * d;
   }
-  norm_rope_head(c, v, d, nw != nullptr, a.eps, static_cast<float>(a.positions[tok]), v, kd);
+  norm_rope_head(c, v, d, nw != nullptr, a.eps, static_cast<float>(a.positions[tok]), v, a.kv_fp8 ? nullptr : kd);
+  if (a.kv_fp8 && kd) {
+    // The rotated bf16 row back from qkv (other lanes wrote some of it: the warp's writes ordered first), rounded.
+    __syncwarp();
+    uint8_t* kd8 = reinterpret_cast<uint8_t*>(a.k_cache) + (kd - a.k_cache);
+    for (int64_t i = lane; i < d; i += 32) kd8[i] = f32_to_fp8_bits(bf16_bits_to_f32(v[i]));
+  }
 }
 
 __global__ void add_kernel(uint16_t* residual, const uint16_t* x, int64_t n, bool vec) {
