@@ -19,6 +19,8 @@
 // tensor-core kernel widens them to f16 in the registers the bf16 loads fill (one cvt per pair on sm_89+, and every
 // e4m3 value is exact in f16) and runs f16 MMAs, so every fragment layout stays as is; q goes to f16 too, clamped to
 // ±65504 so that a large q cannot become inf, and Pᵀ is packed as f16. The CUDA-core kernel widens the codes to f32.
+// At head_dim 128 a lane loads 16 codes (16 bytes) at a time, where bf16 and head_dim 64 load 8 elements: with half
+// the bytes a load, 8-code loads left a warp half the bytes in flight of its bf16 walk (k_group_dim).
 // Only the plain walk reads fp8: the lab modes (kMmaPrefetchNext, kMmaEarlyFirst) are bf16-only and fall back to it,
 // and the fused RoPE + KV write (kMmaRope) refuses an fp8 cache.
 #include "backend/cuda/cuda_check.h"
@@ -337,7 +339,25 @@ __device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {
   return y;
 }
 
-// The K/V rows of one page that a lane feeds into the MMAs (lane = 4·gi + qi):
+// The head dims of a lane's 8-element group i of a K row (the k-permuted order of Sᵀ's A fragment) and of a V row
+// (Vᵀ's m-tiles 4i .. 4i + 3), for loads of 8 elements (bf16; fp8 at head_dim 64) or of 16 codes (kWide: fp8 at
+// head_dim 128, where a lane's 16 codes are 16 consecutive dims). A wide K group is half of a 16-code load (dims
+// 16·qi + 64·(i / 2) + 8·(i % 2)), a wide V group half of the lane's one load per key (dims 16·gi + 8·i). The MMAs
+// read the groups' words in the same order either way: only the dims they stand for, and so Q's load and the
+// output's dims, follow the form.
+template <bool kWide>
+__device__ __forceinline__ int k_group_dim(int i, int qi) {
+  return kWide ? 16 * qi + 64 * (i / 2) + 8 * (i % 2) : 8 * qi + 32 * i;
+}
+template <bool kWide>
+__device__ __forceinline__ int v_group_dim(int i, int gi) {
+  return kWide ? 16 * gi + 8 * i : 8 * gi + 64 * i;
+}
+template <int D, bool kFp8>
+constexpr bool kWideFp8 = kFp8 && D == 128;
+
+// The K/V rows of one page that a lane feeds into the MMAs (lane = 4·gi + qi), as 8-element loads fill them (an fp8
+// cache at head_dim 128: as its 16-code loads do, the dims of k_group_dim / v_group_dim<true>):
 // - k[0][t], k[1][t]: dims 8·qi + 32·t .. +8 of keys gi and gi + 8 (rows of Sᵀ's A fragment; k-step 2t + h takes
 //   registers 2h, 2h + 1: the dot product's k index is this permutation of the head dims, and Q is loaded with it).
 // - v[j][u]: dims 8·gi + 64·u .. +8 of keys 2qi, 2qi + 1, 2qi + 8, 2qi + 9 (Vᵀ's A fragment: m-tile 4u + e holds
@@ -350,12 +370,40 @@ struct KvPage {
 
 // kCoherent: loads that see this kernel's own writes (kMmaRope writes the new K/V row before its block reads the
 // page): ld.global.cg, ordered by the compiler after the block barrier. Otherwise the non-coherent streaming load,
-// for caches no kernel writes while this one runs. kFp8: 8 bytes of e4m3 codes at the same element offsets (byte i
-// is element i), widened to 8 f16 in the slots 8 bf16 fill, in the same element order.
+// for caches no kernel writes while this one runs. kFp8: e4m3 codes at the same element offsets (byte i is element
+// i), widened to f16 in the slots bf16 fill, in the same element order: 8 bytes a load, or 16 at head_dim 128 (each
+// widened into two groups).
 template <int D, bool kCoherent = false, bool kFp8 = false>
 __device__ __forceinline__ void load_kv_page(KvPage<D>& pg, const AttentionArgs& a, int64_t base, int gi, int qi) {
   static_assert(!(kCoherent && kFp8), "the fp8 cache is never written by the kernel that reads it");
   const int64_t ts = a.num_kv_heads * D;  // elements between consecutive slots of one head
+  if constexpr (kWideFp8<D, kFp8>) {
+    const uint8_t* kc = reinterpret_cast<const uint8_t*>(a.k_cache) + base;
+    const uint8_t* vc = reinterpret_cast<const uint8_t*>(a.v_cache) + base;
+    const auto widen = [](uint4 c, uint4& lo, uint4& hi) {
+      lo = fp8x8_to_f16x8(make_uint2(c.x, c.y));
+      hi = fp8x8_to_f16x8(make_uint2(c.z, c.w));
+    };
+    uint4 kr[2][D / 64], vr[4];  // every load issued before any conversion
+#pragma unroll
+    for (int t = 0; t < D / 64; ++t) {
+      kr[0][t] = load_stream(kc + gi * ts + k_group_dim<true>(2 * t, qi));
+      kr[1][t] = load_stream(kc + (gi + 8) * ts + k_group_dim<true>(2 * t, qi));
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int key = 2 * qi + (j & 1) + 8 * (j >> 1);
+      vr[j] = load_stream(vc + key * ts + v_group_dim<true>(0, gi));
+    }
+#pragma unroll
+    for (int t = 0; t < D / 64; ++t) {
+      widen(kr[0][t], pg.k[0][2 * t], pg.k[0][2 * t + 1]);
+      widen(kr[1][t], pg.k[1][2 * t], pg.k[1][2 * t + 1]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) widen(vr[j], pg.v[j][0], pg.v[j][1]);
+    return;
+  }
   const auto load = [](const uint16_t* cache, int64_t off) {
     if constexpr (kFp8) {
       return fp8x8_to_f16x8(load_stream8(reinterpret_cast<const uint8_t*>(cache) + off));
@@ -400,7 +448,8 @@ __device__ __forceinline__ uint32_t pack_x2(float lo, float hi) {
 }
 
 // One page folded into a warp's online softmax. m[c], l[c]: heads 2qi + c (l partial over this lane's keys);
-// acc: Oᵀ's C fragments (m-tile 4u + e: dims 8gi + 64u + 2e (+1), heads 2qi, 2qi + 1). kFp8: pg and qf hold f16.
+// acc: Oᵀ's C fragments (m-tile 4u + e: dims v_group_dim(u, gi) + 2e (+1), heads 2qi, 2qi + 1). kFp8: pg and qf
+// hold f16.
 template <int D, bool kFp8 = false>
 __device__ __forceinline__ void fold_kv_page(KvPage<D>& pg, const uint32_t (&qf)[D / 16][2], float (&acc)[D / 16][4],
                                              float (&m)[2], float (&l)[2], int key0, int seq_len, float scale_log2,
@@ -545,11 +594,12 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
   }
 
   // Qᵀ's B fragments, in the permuted k order of the K loads (head gi of the chunk; zero past it); f16 for kFp8.
+  constexpr bool kWide = kWideFp8<D, kFp8>;
   uint32_t qf[D / 16][2];
 #pragma unroll
   for (int t = 0; t < D / 32; ++t) {
     const uint16_t* q_src = kMode == kMmaRope ? &q_rot[gi < gh ? gi : 0][0] : a.qkv + tok * a.row + (h0 + gi) * D;
-    uint4 v = gi < gh ? *reinterpret_cast<const uint4*>(q_src + 8 * qi + 32 * t) : make_uint4(0, 0, 0, 0);
+    uint4 v = gi < gh ? *reinterpret_cast<const uint4*>(q_src + k_group_dim<kWide>(t, qi)) : make_uint4(0, 0, 0, 0);
     if constexpr (kFp8) {
       v = make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
     }
@@ -606,7 +656,7 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
     if (h < gh) {
 #pragma unroll
       for (int mt = 0; mt < D / 16; ++mt) {
-        const int d = 8 * gi + 64 * (mt / 4) + 2 * (mt % 4);
+        const int d = v_group_dim<kWide>(mt / 4, gi) + 2 * (mt % 4);
         sm.acc[warp][h][d] = acc[mt][c];
         sm.acc[warp][h][d + 1] = acc[mt][2 + c];
       }
