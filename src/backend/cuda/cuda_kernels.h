@@ -39,7 +39,7 @@ struct QkNormRopeArgs {
   uint16_t* k_cache = nullptr;
   uint16_t* v_cache = nullptr;
   // The caches hold FP8 e4m3 bytes (the same element offsets): each element written is the rotated (k) or copied (v)
-  // bf16 value as launch_kv_write_fp8 rounds it.
+  // bf16 value as kv_write_kernel<uint8_t> rounds it.
   bool kv_fp8 = false;
 };
 // In place on qkv: per (token, q or k head) optional RMSNorm then neox RoPE; with a.k_cache, the KV write too.
