@@ -12,8 +12,9 @@
 #    the caches of LAT_KV (default "bf16 fp8"), alternating, N rounds (batch 1 over fp8 runs the layer kernels: the
 #    dense stack reads bf16 only; LAT_B1=0 leaves batch 1 out).
 # OFFLINE_H200_ONLY=1 runs part 3 only on an H200 (issue 12's offline target is an H200 figure).
-# KERNELS="decode" runs only the decode rows of part 2. SKIP_TESTS=1 / SKIP_KERNELS=1 leave out parts 1 / 2 (the
-# offline runs then go ahead without the test gate).
+# EXTRA_TESTS="PATTERN[:PATTERN]" adds op tests to part 1 (e.g. '*CudaDenseStack*'). KERNELS="decode" runs only the
+# decode rows of part 2. SKIP_TESTS=1 / SKIP_KERNELS=1 leave out parts 1 / 2 (the offline runs then go ahead
+# without the test gate).
 # Carried binaries in $RL_BIN_DIR (ridgeline, rl_tests_ops, rl_tests_model, rl_bench_kernels). Prints a short table
 # last; logs in $OUT/fp8_kv_logs.tgz.
 set -uo pipefail
@@ -25,9 +26,10 @@ stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
 fp8_ok=1
 touch "$L/tests.txt" "$L/model_tests.txt" "$L/bench_decode.txt" "$L/bench_prefill.txt"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  filter='CudaOps.KvWrite*:CudaFusedOps.QkNormRopeKvWrite*:CudaAttention.*'
+  [ -n "${EXTRA_TESTS:-}" ] && filter="$filter:$EXTRA_TESTS"
   timeout 400 "$bin/rl_tests_ops" --gtest_color=no \
-    --gtest_filter='CudaOps.KvWrite*:CudaFusedOps.QkNormRopeKvWrite*:CudaAttention.*:-CudaAttention.HopperPrefillLayoutsAndPageSizes' \
-    > "$L/tests.txt" 2>&1
+    --gtest_filter="$filter:-CudaAttention.HopperPrefillLayoutsAndPageSizes" > "$L/tests.txt" 2>&1
   stamp "op tests rc=$?"
   RIDGELINE_TEST_DEVICE=cuda timeout 120 "$bin/rl_tests_model" --gtest_color=no --gtest_filter='KvCacheDtype.*' \
     > "$L/model_tests.txt" 2>&1
