@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemv_stream.h"
 #include "backend/cuda/kernel_config.h"
+#include "backend/cuda/mma_sm80.cuh"
 #include "core/check.h"
 
 namespace rl::cuda {
@@ -17,14 +18,6 @@ __device__ __forceinline__ void store_out(void* y, bool y_f32, int64_t i, float 
   } else {
     static_cast<uint16_t*>(y)[i] = f32_to_bf16_bits(v);
   }
-}
-
-__device__ __forceinline__ void mma_bf16_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // yᵀ[N, M] = W[N, K] · xᵀ[K, M] on tensor cores (m16n8k16): a block owns 16 weight rows, its warps split K.
@@ -69,8 +62,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       const uint32_t a_hi[4] = {wa[u].z, wb[u].z, wa[u].w, wb[u].w};
 #pragma unroll
       for (int t = 0; t < kNT; ++t) {
-        mma_bf16_16816(c[t], a_lo, xv[u][t].x, xv[u][t].y);
-        mma_bf16_16816(c[t], a_hi, xv[u][t].z, xv[u][t].w);
+        mma_bf16(c[t], a_lo, xv[u][t].x, xv[u][t].y);
+        mma_bf16(c[t], a_hi, xv[u][t].z, xv[u][t].w);
       }
     }
   }

@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemv_stream.h"
 #include "backend/cuda/kernel_config.h"
+#include "backend/cuda/mma_sm80.cuh"
 #include "core/check.h"
 
 namespace rl::cuda {
@@ -38,14 +39,6 @@ struct StreamShape {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -234,8 +227,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
 #pragma unroll
       for (int t = 0; t < kNT; ++t) {
         const uint4 xf = x_frag(j, t);
-        mma_16816(acc[t], a_lo, xf.x, xf.y);
-        mma_16816(acc[t], a_hi, xf.z, xf.w);
+        mma_bf16(acc[t], a_lo, xf.x, xf.y);
+        mma_bf16(acc[t], a_hi, xf.z, xf.w);
       }
     }
     if (c + 1 < num_chunks) load_x(c + 1);
