@@ -20,7 +20,8 @@ the pair (kernel that ended last, kernel that started next). The hand-offs that 
 each with its count per step, so a boundary that programmatic dependent launch does not overlap (a library kernel,
 a memcpy) shows up as idle time beside its neighbours' names. Memory copies and sets in the trace count as activity
 like kernels. --kernels N adds the N kernels that run longest per step: time per step, launches per step, median
-duration.
+duration. --totals N reads the whole trace as one span instead of folding steps (a single long step, such as a
+32k-token prefill): its wall and busy time, then the N kernels with the most time in all, with their share of it.
 """
 import csv
 import json
@@ -100,8 +101,8 @@ def analyse(step):
 
 def main():
     args = sys.argv[1:]
-    marker, top, kernels = "sample_kernel", 15, 0
-    for flag in ("--marker", "--top", "--kernels"):
+    marker, top, kernels, totals = "sample_kernel", 15, 0, 0
+    for flag in ("--marker", "--top", "--kernels", "--totals"):
         if flag in args:
             i = args.index(flag)
             if i + 1 >= len(args):
@@ -110,12 +111,26 @@ def main():
                 marker = args[i + 1]
             elif flag == "--top":
                 top = int(args[i + 1])
+            elif flag == "--totals":
+                totals = int(args[i + 1])
             else:
                 kernels = int(args[i + 1])
             del args[i:i + 2]
     if len(args) != 1:
-        sys.exit("usage: tools/kernel_gaps.py TRACE.json|TRACE.csv [--marker NAME] [--top N] [--kernels N]")
+        sys.exit("usage: tools/kernel_gaps.py TRACE.json|TRACE.csv [--marker NAME] [--top N] [--kernels N] "
+                 "[--totals N]")
     events = read_trace(args[0])
+    if totals > 0:
+        wall, busy, _, _ = analyse(events)
+        print(f"events {len(events)}; wall {wall / 1e6:.2f} ms; kernels running {busy / 1e6:.2f} ms")
+        spans = defaultdict(list)
+        for s, e, name in events:
+            spans[short(name)].append(e - s)
+        total = sum(sum(d) for d in spans.values())
+        print(f"{'ms':>10s} {'%':>6s} {'count':>6s}  kernel")
+        for name, d in sorted(spans.items(), key=lambda x: -sum(x[1]))[:totals]:
+            print(f"{sum(d) / 1e6:10.2f} {100 * sum(d) / total:6.1f} {len(d):6d}  {name}")
+        return
     steps = steps_by_marker(events, marker, name_of=lambda e: e[2])
     if len(steps) < 2:
         sys.exit(f"{len(events)} GPU events: fewer than two repeated steps end at {marker}")

@@ -96,6 +96,15 @@ expect(rc == 0 and krows == [("2.00", "1", "2.00", "[CUDA", "memcpy", "Host-to-D
                              ("2.00", "1", "2.00", "sm90_xmma_gemm_bf16bf16_bf16f32")],
        "--kernels 2: the two longest per step (us per step, launches per step, median us)", out)
 
+rc, out = run(events, "--totals", "2")
+lines = out.splitlines()
+expect(rc == 0 and "events 21; wall 0.20 ms; kernels running 0.07 ms" in out, "--totals: the whole trace's wall and "
+       "busy time (steps not folded)", out)
+expect(len(lines) == 4 and lines[2].split() == ["0.05", "67.4", "1", "prefill_gemm"] and
+       lines[3].split()[:3] == ["0.01", "8.1", "3"] and
+       lines[3].split()[3] in ("sm90_xmma_gemm_bf16bf16_bf16f32", "[CUDA"),  # tied at 6 us with the memcpy
+       "--totals 2: the two kernels with the most time in all (ms, % of all kernel time, launches)", out)
+
 rc, out = run(events, "--marker", "no_such_kernel")
 expect(rc != 0 and "fewer than two repeated steps end at no_such_kernel" in out, "no steps fails", out)
 
