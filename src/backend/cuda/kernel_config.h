@@ -213,6 +213,12 @@ enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly };
 // against 216.5 / 216.4: slower. Each block re-rotates its chunk's q heads, and the split holding the new key waits
 // for its write before loading its page; that costs more than the launch it saves. Stays off.
 constexpr bool kDecodeFusedRopeAttention = false;
+// A decode step's attention kernel asks L2 for this percentage of the output projection's weight while it runs
+// (AttentionMetadata::next_weight, l2_prefetch_share; all-decode steps only; RIDGELINE_CUDA_L2_PREFETCH=percent).
+// Why: at batch 64 and short contexts attention is latency-bound (16.4 µs a layer reading ~25 MB of KV, about
+// 1.5 TB/s), so HBM idles while it runs, and the O projection at M = 64 reads its 33.5 MB at 63 % of copy (H200,
+// session 21). Lab until measured.
+constexpr int kDecodeL2PrefetchPercent = 0;
 // Mixed steps (decode rows beside prefill chunks): the leading decode rows through the decode kernel, the rest through
 // the prefill kernel, instead of every row through the prefill kernel. There a decode row is a work item per query
 // head whose 128-row tiles hold one valid row: each key tile of its context costs a whole tile's two GEMMs, and each
