@@ -87,11 +87,6 @@ struct AttentionMetadata {
   int64_t sliding_window = 0;    // > 0: the query at position p sees only keys at positions (p - window, p]
   const float* sinks = nullptr;  // f32 [num_heads] in backend memory: a learned logit per head that joins the
                                  // softmax's denominator (GPT-OSS attention sinks); null: none
-  // The weight the op after attention reads (the output projection's), which a backend may ask its memory system
-  // to bring closer while attention runs (the CUDA decode kernels: an L2 prefetch, kernel_config.h
-  // kDecodeL2PrefetchPercent). A hint: the results do not depend on it.
-  const void* next_weight = nullptr;
-  int64_t next_weight_bytes = 0;
   bool plain() const { return sliding_window <= 0 && sinks == nullptr; }
 };
 

@@ -3,9 +3,7 @@
 // (non-contiguous) block tables. Unused cache slots hold NaN on the GPU and unused block-table entries are -1,
 // so a kernel reading past a sequence fails the comparison (or compute-sanitizer's memcheck).
 #include <algorithm>
-#include <cstring>
 #include <numeric>
-#include <string>
 
 #include "backend/cuda/cuda_kernels.h"
 #include "ops_test_util.h"
@@ -24,13 +22,10 @@ struct SeqSpec {
 // window > 0 / sinks: the GPT-OSS variant (keys of the last `window` positions, a learned logit per head in
 // the softmax); blocks wholly before every query's window read kNullBlock in the table and their slots hold NaN,
 // as after the KV manager released them. block_size: tokens per KV page. fp8: the CUDA cache holds FP8 e4m3 codes
-// (unused slots the NaN code) and the CPU reference the f32 values they stand for. next_weight_bytes > 0: the CUDA
-// call names a buffer of that many bytes as the next op's weight and asks L2 for all of it (the decode kernels'
-// prefetch); cuda_out: the CUDA output, as floats.
+// (unused slots the NaN code) and the CPU reference the f32 values they stand for.
 double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                 CudaBackend::AttentionImpl impl, int64_t max_seqlen_k_override = 0, int64_t window = 0,
-                bool sinks = false, int64_t block_size = 16, int64_t leading_decodes = 0, bool fp8 = false,
-                int64_t next_weight_bytes = 0, std::vector<float>* cuda_out = nullptr) {
+                bool sinks = false, int64_t block_size = 16, int64_t leading_decodes = 0, bool fp8 = false) {
   const QkvLayout l{num_heads, num_kv_heads, head_dim};
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 0, total_blocks = 0;
@@ -126,20 +121,10 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
   auto c_out = make(cuda(), DType::kBF16, {num_tokens, num_heads * head_dim});
   poison(c_out.t);
   cpu().attention(g_qkv.t, KvLayer{g_k.t, g_v.t}, g_meta, g_out.t);
-  Owned next_weight = make(cuda(), DType::kU8, {std::max<int64_t>(next_weight_bytes, 1)});
-  if (next_weight_bytes > 0) {
-    c_meta.next_weight = next_weight.t.data;
-    c_meta.next_weight_bytes = next_weight_bytes;
-  }
-  const int prefetch_was = cuda().l2_prefetch_percent();
-  cuda().set_l2_prefetch_percent(next_weight_bytes > 0 ? 100 : 0);
   cuda().set_attention_impl(impl);
   cuda().attention(c_qkv.t, KvLayer{c_k.t, c_v.t}, c_meta, c_out.t);
   cuda().set_attention_impl(CudaBackend::AttentionImpl::kAuto);
-  cuda().set_l2_prefetch_percent(prefetch_was);
-  std::vector<float> out = read_f32(cuda(), c_out.t);
-  if (cuda_out) *cuda_out = out;
-  return rel_err(out, read_f32(cpu(), g_out.t));
+  return rel_err(read_f32(cuda(), c_out.t), read_f32(cpu(), g_out.t));
 }
 
 struct Shape {
@@ -181,37 +166,6 @@ TEST(CudaAttention, DecodePageBoundaries) {
 TEST(CudaAttention, DecodeLongContextSplits) {
   check_all_impls({{1, 4097}}, "decode 1 x 4097");
   check_all_impls({{1, 2000}, {1, 3}, {1, 1500}}, "decode long + short");
-}
-
-// The decode kernels' L2 prefetch of the next op's weight (kernel_config.h kDecodeL2PrefetchPercent) changes no bit
-// of the output, for every decode kernel, with a weight that is not a multiple of the grid's shares (nor of 16 bytes)
-// and one smaller than the grid's blocks; the fp8 cache's kernels too.
-TEST(CudaAttention, DecodeL2PrefetchLeavesResultsAlone) {
-  const std::vector<SeqSpec> seqs = {{1, 1}, {1, 17}, {1, 384}, {1, 2049}, {1, 64}};
-  for (const Shape& s : {kShapes[0], kShapes[1], kShapes[2], kShapes[6]}) {
-    for (auto impl :
-         {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch, Impl::kDecodeMmaEarly}) {
-      for (bool fp8 : {false, true}) {
-        if (fp8 && impl == Impl::kDecodeMmaEarly) continue;  // the early walk reads bf16 only
-        for (int64_t bytes : {int64_t(33 << 20) + 40, int64_t(200)}) {
-          std::vector<float> plain, prefetched;
-          rng().seed(7);
-          const double e0 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, 16, 0, fp8, 0,
-                                     &plain);
-          rng().seed(7);
-          const double e1 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, 16, 0, fp8,
-                                     bytes, &prefetched);
-          const std::string what = "heads " + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) +
-                                   " d=" + std::to_string(s.head_dim) + " " + impl_name(impl) + (fp8 ? " fp8" : "") +
-                                   " prefetch " + std::to_string(bytes) + " B";
-          EXPECT_LT(e0, kBf16Tol) << what;
-          EXPECT_EQ(e0, e1) << what;
-          ASSERT_EQ(plain.size(), prefetched.size());
-          EXPECT_EQ(0, std::memcmp(plain.data(), prefetched.data(), plain.size() * sizeof(float))) << what;
-        }
-      }
-    }
-  }
 }
 
 TEST(CudaAttention, DecodeGridSizedForLongerContext) {

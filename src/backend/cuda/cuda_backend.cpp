@@ -2,7 +2,6 @@
 
 #include "core/log.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -137,10 +136,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   split_mixed_ = cuda::kSplitMixedDecodeRows;
   if (const char* env = std::getenv("RIDGELINE_CUDA_SPLIT_MIXED")) split_mixed_ = std::string(env) == "1";
-  l2_prefetch_percent_ = cuda::kDecodeL2PrefetchPercent;
-  if (const char* env = std::getenv("RIDGELINE_CUDA_L2_PREFETCH")) {
-    l2_prefetch_percent_ = std::clamp(std::atoi(env), 0, 100);
-  }
   fused_rope_attention_ = cuda::kDecodeFusedRopeAttention;
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_ROPE_ATTENTION")) {
     fused_rope_attention_ = std::string(env) == "1";
@@ -386,10 +381,6 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
     }
   } else if (attention_impl_ != AttentionImpl::kNaive) {
     if (meta.all_decode && cuda::decode_attention_supported(a)) {
-      if (l2_prefetch_percent_ > 0 && meta.next_weight != nullptr) {
-        a.l2_prefetch = meta.next_weight;
-        a.l2_prefetch_bytes = meta.next_weight_bytes * l2_prefetch_percent_ / 100;
-      }
       launch_decode(a);
       return;
     }

@@ -167,10 +167,6 @@ class CudaBackend final : public Backend {
   bool split_mixed() const { return split_mixed_; }
   // Decode attention rotating q and the new k itself and writing the KV row (rope_kv_write_attention in one kernel;
   // kernel_config.h kDecodeFusedRopeAttention, RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1|0 end to end).
-  // The decode kernels' L2 prefetch of AttentionMetadata::next_weight, as a percentage of its bytes (0: off;
-  // kernel_config.h kDecodeL2PrefetchPercent).
-  void set_l2_prefetch_percent(int percent) { l2_prefetch_percent_ = percent; }
-  int l2_prefetch_percent() const { return l2_prefetch_percent_; }
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
   bool fused_rope_attention() const { return fused_rope_attention_; }
   // The Hopper prefill's form (PrefillSm90Options): the consumers' turns running on across work items, and the V
@@ -242,7 +238,6 @@ class CudaBackend final : public Backend {
   bool fused_rope_kv_write_ = true;
   bool fused_rope_attention_ = false;  // set_fused_rope_attention
   bool split_mixed_ = false;           // set_split_mixed
-  int l2_prefetch_percent_ = 0;        // kDecodeL2PrefetchPercent
   int64_t chunk_scratch_limit_ = -1;
   bool dense_stack_ = true;
   int stack_lab_ = 0;  // RIDGELINE_CUDA_STACK_LAB: decode_stack.h's lab bits (timing ablations only)

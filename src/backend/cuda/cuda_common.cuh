@@ -155,26 +155,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// Asks L2 for this block's share of [ptr, ptr + bytes) (the grid's blocks split it in order; 16-byte multiples),
-// with bulk prefetches issued by thread 0 that nothing waits for (sm_90; a no-op on older targets). Only for bytes
-// no kernel of the step writes (weights): it may run before pdl_wait().
-__device__ __forceinline__ void l2_prefetch_share(const void* ptr, int64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (ptr == nullptr || threadIdx.x != 0) return;
-  const int64_t blocks = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t b =
-      blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
-  const int64_t share = ((bytes + blocks - 1) / blocks + 15) & ~int64_t(15);
-  const int64_t end = min(bytes & ~int64_t(15), (b + 1) * share);
-  constexpr int64_t kMaxCopy = int64_t(1) << 20;
-  for (int64_t at = b * share; at < end; at += kMaxCopy) {
-    const uint32_t n = static_cast<uint32_t>(min(kMaxCopy, end - at));
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(ptr) + at), "r"(n)
-                 : "memory");
-  }
-#endif
-}
-
 inline unsigned int ceil_div(int64_t a, int64_t b) { return static_cast<unsigned int>((a + b - 1) / b); }
 
 }  // namespace rl::cuda

@@ -135,10 +135,6 @@ struct AttentionArgs {
   // k_cache / v_cache hold FP8 e4m3 bytes (the same element offsets; cast to const uint8_t*). Only the kernels that
   // say so read them (decode_attention_supported / prefill_attention_supported check it); the others refuse.
   bool kv_fp8 = false;
-  // Bytes the decode kernels ask L2 for while they run (the next op's weight; l2_prefetch_share): each block its
-  // share, before it waits for the previous kernel. Null: none.
-  const void* l2_prefetch = nullptr;
-  int64_t l2_prefetch_bytes = 0;
 };
 // Any shape (head_dim ≤ 256): one warp per (token, head), exact online softmax. Slow; the fallback and the
 // first version of the kernel lab.

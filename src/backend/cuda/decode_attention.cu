@@ -209,7 +209,6 @@ __device__ __forceinline__ void widen8(uint2 v, float* f) { unpack8_fp8(v, f); }
 
 template <int D, int G, bool kFp8>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(DecodeParams p) {
-  l2_prefetch_share(p.a.l2_prefetch, p.a.l2_prefetch_bytes);
   pdl_wait();  // launched with PDL (cuda_launch.cuh)
   pdl_launch_dependents();
   constexpr int kLanesPerRow = D / 8;
@@ -530,7 +529,6 @@ enum MmaMode : int {
 // kFp8: the FP8 cache, kMmaPlain only.
 template <int D, int kMode, bool kFp8>
 __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, const DecodeRope& rope) {
-  l2_prefetch_share(p.a.l2_prefetch, p.a.l2_prefetch_bytes);
   if constexpr (kMode != kMmaEarlyFirst) {
     pdl_wait();  // launched with PDL (cuda_launch.cuh)
     pdl_launch_dependents();

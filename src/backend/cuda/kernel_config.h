@@ -213,12 +213,11 @@ enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly };
 // against 216.5 / 216.4: slower. Each block re-rotates its chunk's q heads, and the split holding the new key waits
 // for its write before loading its page; that costs more than the launch it saves. Stays off.
 constexpr bool kDecodeFusedRopeAttention = false;
-// A decode step's attention kernel asks L2 for this percentage of the output projection's weight while it runs
-// (AttentionMetadata::next_weight, l2_prefetch_share; all-decode steps only; RIDGELINE_CUDA_L2_PREFETCH=percent).
-// Why: at batch 64 and short contexts attention is latency-bound (16.4 µs a layer reading ~25 MB of KV, about
-// 1.5 TB/s), so HBM idles while it runs, and the O projection at M = 64 reads its 33.5 MB at 63 % of copy (H200,
-// session 21). Lab until measured.
-constexpr int kDecodeL2PrefetchPercent = 0;
+// Measured and dropped (5e6f01c, session 24, H100, Llama-3.1-8B batch 64 at 128 / 128, kernel trace a step): the
+// decode attention kernel asking L2 for the whole output projection weight (33.5 MB) while it runs. The O GEMM
+// went 15.23 -> 12.13 µs a layer, but attention 19.62 -> 23.97 µs: at batch 64 it already reads its KV at a rate the
+// prefetch competes with; decode 8,874 / 8,866 -> 8,910 / 8,966 tok/s over bf16, 9,276 / 9,139 -> 9,191 / 9,178
+// over fp8 (noise).
 // Mixed steps (decode rows beside prefill chunks): the leading decode rows through the decode kernel, the rest through
 // the prefill kernel, instead of every row through the prefill kernel. There a decode row is a work item per query
 // head whose 128-row tiles hold one valid row: each key tile of its context costs a whole tile's two GEMMs, and each

@@ -68,8 +68,6 @@ void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, con
   meta.scale = spec.scale;
   meta.sliding_window = spec.window;
   meta.sinks = spec.sinks ? static_cast<const float*>(sinks.data) : nullptr;
-  meta.next_weight = o.data;
-  meta.next_weight_bytes = static_cast<int64_t>(o.nbytes());
   if (spec.rope || spec.qk_norm) {
     RopeParams rope;
     rope.layout = layout;
