@@ -56,6 +56,8 @@ struct DenseStack {
   float scale = 1.0f;        // softmax scale
   float qk_eps = 1e-6f;      // eps of the q/k norms
   const float* inv_freq = nullptr;  // [head_dim / 2], f32, backend memory
+  // The KV cache the stack is checked for (dense_stack_unsupported): bf16, or FP8 e4m3 codes.
+  bool kv_fp8 = false;
 };
 // One batch-1 decode step through the stack. residual: [1, hidden], the embedding in, the last layer's output
 // out. scratch: dense_stack_scratch_bytes() of backend memory (the activations between the layers' phases live

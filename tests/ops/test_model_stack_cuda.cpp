@@ -6,7 +6,8 @@
 // splits, merged across blocks): the logits of every step must match the unfused path's within bf16 rounding, and
 // two runs of the stack must give the same bits. After a 2100-token prompt (past the stack's context bound) the
 // layer kernels run: the same bits as the reference. Greedy decoding through CUDA graphs gives the eager ids, short
-// (the stack) and long (the layer kernels).
+// (the stack) and long (the layer kernels). Every case runs over a bf16 KV cache and over an FP8 e4m3 one (the
+// stack's fp8 instances; at head_dim 256, which has none, every step runs the layer kernels).
 // Named test_model_*: built into rl_tests_ops only (it needs rl_runtime).
 #include <gtest/gtest.h>
 
@@ -15,6 +16,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
 #include "model/layers/decoder.h"
@@ -52,14 +55,14 @@ struct StackRun {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<Sampler> sampler;
 
-  StackRun(const std::string& dir, bool stack, bool enforce_eager) {
+  StackRun(const std::string& dir, bool stack, bool enforce_eager, DType kv_dtype) {
     LoadOptions opts;
     opts.weight_dtype = DType::kBF16;
     opts.dummy_weights = true;
     auto m = load_model(dir, &backend(stack), opts);
     RL_CHECK_MSG(m.is_ok(), "%s", m.message().c_str());
     model = std::move(m).value();
-    kv = std::make_unique<KvStorage>(&backend(stack), model->config(), kNumBlocks, kBlockSize, DType::kBF16, nullptr);
+    kv = std::make_unique<KvStorage>(&backend(stack), model->config(), kNumBlocks, kBlockSize, kv_dtype, nullptr);
     RunnerLimits lim;
     lim.max_num_tokens = 1024;  // the long graph check's prompt (short bound + 40) is one step
     lim.max_num_seqs = 4;
@@ -160,17 +163,22 @@ int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-class CudaDenseStack : public ::testing::TestWithParam<StackCase> {};
+class CudaDenseStack : public ::testing::TestWithParam<std::tuple<StackCase, bool>> {};
 
 TEST_P(CudaDenseStack, MatchesTheLayerKernelsAndIsDeterministic) {
-  const StackCase& c = GetParam();
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / (std::string("rl_stack_") + c.name);
+  const StackCase& c = std::get<0>(GetParam());
+  const bool fp8 = std::get<1>(GetParam());
+  const DType kv_dt = fp8 ? DType::kFP8E4M3 : DType::kBF16;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / (std::string("rl_stack_") + c.name + (fp8 ? "_fp8" : ""));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << c.config;
 
-  StackRun on(dir.string(), true, true), off(dir.string(), false, true);
+  StackRun on(dir.string(), true, true, kv_dt), off(dir.string(), false, true, kv_dt);
   ASSERT_EQ(on.note(), "") << "the stack must serve this shape";
   ASSERT_NE(off.note(), "");
+  // No fp8 instance at head_dim 256: there the layer kernels run every step, with the reference's bits.
+  const bool has_stack = !(fp8 && std::string(c.name) == "qwen3_hd256");
   const int64_t v = on.vocab();
   for (int64_t prompt_len : {5, 300, 2100}) {
     SCOPED_TRACE("prompt " + std::to_string(prompt_len));
@@ -181,7 +189,8 @@ TEST_P(CudaDenseStack, MatchesTheLayerKernelsAndIsDeterministic) {
     const int64_t launches = backend(true).dense_stack_launches();
     const auto got = on.decode(prompt, feed, table(blocks, 11));
     // Steps past the backend's context bound run the layer kernels: the same bits as the reference.
-    const bool stacked = prompt_len + static_cast<int64_t>(feed.size()) <= on.model->short_decode_context();
+    const bool stacked =
+        has_stack && prompt_len + static_cast<int64_t>(feed.size()) <= on.model->short_decode_context();
     EXPECT_EQ(backend(true).dense_stack_launches() - launches, stacked ? static_cast<int64_t>(feed.size()) : 0)
         << "every short decode step runs the stack, no long one";
     if (!stacked) {
@@ -203,11 +212,13 @@ TEST_P(CudaDenseStack, MatchesTheLayerKernelsAndIsDeterministic) {
     }
   }
   // The engine's path: one CUDA graph per decode step, sampling included.
-  StackRun graphs(dir.string(), true, false);
+  StackRun graphs(dir.string(), true, false, kv_dt);
   const std::vector<int32_t> prompt = tokens(40, v, 99u);
   const std::vector<int32_t> t = table(4, 5);
+  const int64_t graph_launches = backend(true).dense_stack_launches();
   EXPECT_EQ(graphs.greedy(prompt, 12, t), on.greedy(prompt, 12, t));
   EXPECT_GT(graphs.runner->num_graph_steps(), 0);
+  EXPECT_EQ(backend(true).dense_stack_launches() > graph_launches, has_stack) << "the short steps ran the stack";
   // Past the bound: the long decode graphs, the layer kernels.
   const std::vector<int32_t> long_prompt = tokens(on.model->short_decode_context() + 40, v, 5u);
   const std::vector<int32_t> long_table = table((static_cast<int64_t>(long_prompt.size()) + 8 + 15) / 16, 9);
@@ -248,8 +259,10 @@ const StackCase kCases[] = {
       "max_position_embeddings": 32768, "tie_word_embeddings": true, "hidden_act": "silu"})"},
 };
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaDenseStack, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<StackCase>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaDenseStack, ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<StackCase, bool>>& i) {
+                           return std::string(std::get<0>(i.param).name) + (std::get<1>(i.param) ? "_fp8" : "");
+                         });
 
 }  // namespace
 }  // namespace rl

@@ -1,6 +1,7 @@
 // CudaBackend's dense stack (backend.h dense_stack_decode): a batch-1 decode step's Llama-style layers as one
 // persistent kernel (decode_stack.cu).
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/decode_stack.h"
@@ -17,6 +18,7 @@ cuda::StackShape shape_of(const DenseStack& s) {
   sh.num_kv_heads = s.layout.num_kv_heads;
   sh.head_dim = s.layout.head_dim;
   sh.inter = s.inter;
+  sh.kv_fp8 = s.kv_fp8;
   return sh;
 }
 
@@ -105,15 +107,19 @@ void CudaBackend::dense_stack_decode(const DenseStack& s, const DenseStackStep& 
   p.block_table = step.block_table.i32();
   p.max_blocks = static_cast<int>(step.block_table.dim(1));
   const KvLayer& kv0 = step.kv[0];
+  const DType kv_dt = kv0.k.dtype;
+  RL_CHECK_MSG(kv_dt == DType::kBF16 || kv_dt == DType::kFP8E4M3, "dense stack: a KV cache of %s",
+               std::string(dtype_name(kv_dt)).c_str());
+  p.kv_fp8 = kv_dt == DType::kFP8E4M3;
   p.block_size = static_cast<int>(kv0.block_size());
   p.num_slots = kv0.k.dim(0) * kv0.block_size();
   for (int i = 0; i < p.num_layers; ++i) {
     const DenseStackLayer& L = s.layers[static_cast<size_t>(i)];
     const KvLayer& kv = step.kv[i];
-    RL_CHECK_MSG(kv.group == 0 && kv.k.dtype == DType::kBF16 && kv.v.dtype == DType::kBF16 &&
+    RL_CHECK_MSG(kv.group == 0 && kv.k.dtype == kv_dt && kv.v.dtype == kv_dt &&
                      kv.block_size() == p.block_size && kv.k.dim(0) * kv.block_size() == p.num_slots &&
                      kv.num_kv_heads() == l.num_kv_heads && kv.head_dim() == l.head_dim,
-                 "dense stack: layer %d's KV cache is not the bf16 [blocks, %d, %lld, %lld] of layer 0", i,
+                 "dense stack: layer %d's KV cache is not the [blocks, %d, %lld, %lld] of layer 0's dtype", i,
                  p.block_size, static_cast<long long>(l.num_kv_heads), static_cast<long long>(l.head_dim));
     cuda::StackLayer& d = p.layers[i];
     d.attn_norm = L.attn_norm.data;

@@ -34,6 +34,7 @@
 #include "backend/cuda/decode_stack.h"
 #include "backend/cuda/sm90.cuh"
 #include "backend/cuda/tma_map.h"
+#include "core/check.h"
 
 namespace rl::cuda {
 namespace {
@@ -458,46 +459,59 @@ __device__ void norm_rope(float (&x)[kDpl], const void* nw, bool nw_f32, float e
   }
 }
 
-// A lane's kDpl bf16 elements of a row, as loaded (converted later by unpack_row).
-template <int kDpl>
+// A lane's kDpl elements of a KV cache row, as loaded (converted later by unpack_row): bf16 (kFp8 false) or FP8 e4m3
+// codes (kFp8 true: one byte an element, the same element offsets).
+template <int kDpl, bool kFp8>
 struct RawRow {
-  uint32_t w[kDpl / 2];
+  uint32_t w[kFp8 ? (kDpl + 3) / 4 : kDpl / 2];
 };
-template <int kDpl>
-__device__ __forceinline__ RawRow<kDpl> load_raw(const uint16_t* src) {
-  RawRow<kDpl> r;
-  if constexpr (kDpl == 8) {
-    const uint4 v = __ldcg(reinterpret_cast<const uint4*>(src));
-    r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
-  } else if constexpr (kDpl == 4) {
-    const uint2 v = __ldcg(reinterpret_cast<const uint2*>(src));
-    r.w[0] = v.x, r.w[1] = v.y;
+template <int kDpl, bool kFp8>
+__device__ __forceinline__ RawRow<kDpl, kFp8> load_raw(const uint16_t* cache, int64_t off) {
+  RawRow<kDpl, kFp8> r;
+  if constexpr (kFp8) {
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(cache) + off;
+    if constexpr (kDpl == 8) {
+      const uint2 v = __ldcg(reinterpret_cast<const uint2*>(src));
+      r.w[0] = v.x, r.w[1] = v.y;
+    } else if constexpr (kDpl == 4) {
+      r.w[0] = __ldcg(reinterpret_cast<const unsigned int*>(src));
+    } else {
+      r.w[0] = __ldcg(reinterpret_cast<const unsigned short*>(src));
+    }
   } else {
-    r.w[0] = __ldcg(reinterpret_cast<const unsigned int*>(src));
+    const uint16_t* src = cache + off;
+    if constexpr (kDpl == 8) {
+      const uint4 v = __ldcg(reinterpret_cast<const uint4*>(src));
+      r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+    } else if constexpr (kDpl == 4) {
+      const uint2 v = __ldcg(reinterpret_cast<const uint2*>(src));
+      r.w[0] = v.x, r.w[1] = v.y;
+    } else {
+      r.w[0] = __ldcg(reinterpret_cast<const unsigned int*>(src));
+    }
   }
   return r;
 }
-template <int kDpl>
-__device__ __forceinline__ void unpack_row(float (&x)[kDpl], const RawRow<kDpl>& r) {
+template <int kDpl, bool kFp8>
+__device__ __forceinline__ void unpack_row(float (&x)[kDpl], const RawRow<kDpl, kFp8>& r) {
+  if constexpr (kFp8) {
 #pragma unroll
-  for (int i = 0; i < kDpl / 2; ++i) {
-    x[2 * i] = __uint_as_float(r.w[i] << 16);
-    x[2 * i + 1] = __uint_as_float(r.w[i] & 0xffff0000u);
+    for (int i = 0; i < kDpl / 2; ++i) {  // element pairs: two codes of a word's half each
+      const uint32_t h = fp8x2_to_f16x2(r.w[i / 2] >> (16 * (i % 2)));
+      x[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
+      x[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(h >> 16)));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kDpl / 2; ++i) {
+      x[2 * i] = __uint_as_float(r.w[i] << 16);
+      x[2 * i + 1] = __uint_as_float(r.w[i] & 0xffff0000u);
+    }
   }
 }
-
-template <int kDpl>
-__device__ __forceinline__ void load_row(float (&x)[kDpl], const uint16_t* src) {
-  if constexpr (kDpl == 8) {
-    unpack8(__ldcg(reinterpret_cast<const uint4*>(src)), x);
-  } else if constexpr (kDpl == 4) {
-    const uint2 v = __ldcg(reinterpret_cast<const uint2*>(src));
-    x[0] = __uint_as_float(v.x << 16), x[1] = __uint_as_float(v.x & 0xffff0000u);
-    x[2] = __uint_as_float(v.y << 16), x[3] = __uint_as_float(v.y & 0xffff0000u);
-  } else {
-    const uint32_t v = __ldcg(reinterpret_cast<const unsigned int*>(src));
-    x[0] = __uint_as_float(v << 16), x[1] = __uint_as_float(v & 0xffff0000u);
-  }
+template <int kDpl, bool kFp8>
+__device__ __forceinline__ void load_row(float (&x)[kDpl], const uint16_t* cache, int64_t off) {
+  unpack_row<kDpl, kFp8>(x, load_raw<kDpl, kFp8>(cache, off));
 }
 
 // A lane's kDpl elements of a row of tagged words, waited for until they carry tag.
@@ -510,10 +524,18 @@ __device__ __forceinline__ void load_row_tagged(float (&x)[kDpl], const uint32_t
   for (int i = 0; i < kDpl; ++i) x[i] = __uint_as_float(w[i] << 16);
 }
 
-template <int kDpl>
-__device__ __forceinline__ void store_row(uint16_t* dst, const float (&x)[kDpl]) {
+// A lane's kDpl elements into a KV cache row: bf16, or FP8 e4m3 codes rounded as kv_write_kernel<uint8_t> rounds
+// them (f32_to_fp8_bits of the bf16 value).
+template <int kDpl, bool kFp8>
+__device__ __forceinline__ void store_row(uint16_t* cache, int64_t off, const float (&x)[kDpl]) {
+  if constexpr (kFp8) {
+    uint8_t* dst = reinterpret_cast<uint8_t*>(cache) + off;
 #pragma unroll
-  for (int i = 0; i < kDpl; ++i) dst[i] = f32_to_bf16_bits(x[i]);
+    for (int i = 0; i < kDpl; ++i) dst[i] = f32_to_fp8_bits(x[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kDpl; ++i) cache[off + i] = f32_to_bf16_bits(x[i]);
+  }
 }
 
 // One online-softmax step of a warp over kN keys (scores already scaled to log2; masked keys at -inf with zero
@@ -585,7 +607,7 @@ __device__ __forceinline__ uint32_t atom_add_acq_rel(uint32_t* p, uint32_t v) {
 // The attention phase (see the file comment). kG: most query heads per KV head for this head_dim. A block has one
 // unit at most (key_splits). Each warp first loads its first batch of cached keys and values (positions before the
 // new one, written by earlier steps), so that load overlaps the wait for the step's q/k/v instead of following it.
-template <int kDpl, int kG>
+template <int kDpl, int kG, bool kFp8>
 __device__ void attend(const StackParams& p, const StackLayer& L, int layer, const Sync& sync, const Tagged& tg,
                        uint32_t base, uint8_t* smem, int len, int pos, int slot, const Splits& sp) {
   constexpr int kD = kDpl * 32;
@@ -605,14 +627,14 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
   const int kb0 = k0 + 4 * warp;
   // At head_dim 256 the preloaded rows would not fit beside the key loop's registers (168 a thread): no preload.
   constexpr bool kPreload = kDpl <= 4;
-  RawRow<kDpl> pre_k[4], pre_v[4];
+  RawRow<kDpl, kFp8> pre_k[4], pre_v[4];
   if (kPreload && u < units) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if (kb0 + j < k1 && kb0 + j < len - 1) {
         const int64_t off = kv_offset(p, kb0 + j, kvh) + lane * kDpl;
-        pre_k[j] = load_raw<kDpl>(L.k_cache + off);
-        pre_v[j] = load_raw<kDpl>(L.v_cache + off);
+        pre_k[j] = load_raw<kDpl, kFp8>(L.k_cache, off);
+        pre_v[j] = load_raw<kDpl, kFp8>(L.v_cache, off);
       }
     }
   }
@@ -630,10 +652,10 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
         const int64_t kd = static_cast<int64_t>(slot) * kv_row + kvh * kD + lane * kDpl;
         load_row_tagged<kDpl>(x, tg.qkv + q_size + kvh * kD + lane * kDpl, qkv_tag, poll_backoff(p));
         norm_rope<kDpl>(x, L.k_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos);
-        store_row<kDpl>(L.k_cache + kd, x);
+        store_row<kDpl, kFp8>(L.k_cache, kd, x);
         load_row_tagged<kDpl>(x, tg.qkv + q_size + kv_row + kvh * kD + lane * kDpl, qkv_tag,
                                 poll_backoff(p));
-        store_row<kDpl>(L.v_cache + kd, x);
+        store_row<kDpl, kFp8>(L.v_cache, kd, x);
       }
     }
     consumers_sync();  // q in shared memory; the new K/V row in the cache (read back below by this block)
@@ -658,12 +680,12 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
 #pragma unroll
           for (int i = 0; i < kDpl; ++i) kf[j][i] = vf[j][i] = 0.0f;
         } else if (kb0 + j < len - 1) {
-          unpack_row<kDpl>(kf[j], pre_k[j]);
-          unpack_row<kDpl>(vf[j], pre_v[j]);
+          unpack_row<kDpl, kFp8>(kf[j], pre_k[j]);
+          unpack_row<kDpl, kFp8>(vf[j], pre_v[j]);
         } else {
           const int64_t off = kv_offset(p, kb0 + j, kvh) + lane * kDpl;
-          load_row<kDpl>(kf[j], L.k_cache + off);
-          load_row<kDpl>(vf[j], L.v_cache + off);
+          load_row<kDpl, kFp8>(kf[j], L.k_cache, off);
+          load_row<kDpl, kFp8>(vf[j], L.v_cache, off);
         }
       }
       softmax_step<kDpl, kG, 4>(q, kf, vf, ok, gq, p.scale_log2, m, l, acc);
@@ -675,8 +697,8 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
       for (int j = 0; j < 4; ++j) {
         ok[j] = kb + j < k1;
         const int64_t off = kv_offset(p, ok[j] ? kb + j : kb, kvh) + lane * kDpl;  // past the split: a valid row
-        load_row<kDpl>(kf[j], L.k_cache + off);
-        load_row<kDpl>(vf[j], L.v_cache + off);
+        load_row<kDpl, kFp8>(kf[j], L.k_cache, off);
+        load_row<kDpl, kFp8>(vf[j], L.v_cache, off);
       }
       softmax_step<kDpl, kG, 4>(q, kf, vf, ok, gq, p.scale_log2, m, l, acc);
     }
@@ -786,9 +808,9 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
 
 #endif  // RL_SM90_ENABLED
 
-// One kernel per attention shape (kDpl = head_dim / 32; kG: most query heads per KV head), so that each gets the
-// registers its own attention phase needs (a thread has 168 at most: see kThreads).
-template <int kDpl, int kG>
+// One kernel per attention shape (kDpl = head_dim / 32; kG: most query heads per KV head; kFp8: an FP8 e4m3 KV
+// cache), so that each gets the registers its own attention phase needs (a thread has 168 at most: see kThreads).
+template <int kDpl, int kG, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_constant__ KernelArgs a) {
 #if RL_SM90_ENABLED
   const StackParams& p = a.p;
@@ -834,7 +856,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
     load_normed<kRound>(xs, tg.res_d, layer == 0 ? p.residual : nullptr, prev_res, L.attn_norm, p.norm_f32, p.hidden,
                         L.attn_eps, red, p);
     consume<kQkv>(p, L, layer, ring, xs, red, tg, base, t);
-    attend<kDpl, kG>(p, L, layer, sync, tg, base, smem, len, pos, slot, sp);
+    attend<kDpl, kG, kFp8>(p, L, layer, sync, tg, base, smem, len, pos, slot, sp);
     // (Lab: with no attention work nothing writes the attention output, so nothing waits for it.)
     load_vec<kRound>(xs, tg.attn, tag_of(base, layer, kTagAttn), q_dim, p, !(p.lab & kStackLabNoAttention));
     consume<kOut>(p, L, layer, ring, xs, red, tg, base, t);
@@ -875,11 +897,20 @@ int max_splits_for(int64_t num_kv_heads, int sms) {
 
 using StackKernel = void (*)(KernelArgs);
 
-// The instantiation for a head_dim and a query-head group size (stack_supported has checked both).
+// The instantiation for a head_dim, a query-head group size and a cache dtype (stack_supported has checked them).
+// No FP8 instance at head_dim 256: its registers would spill (stack_supported refuses that shape).
+template <bool kFp8>
 StackKernel kernel_for(int64_t head_dim, int64_t gq) {
-  if (head_dim == 64) return gq <= 4 ? decode_stack_kernel<2, 4> : decode_stack_kernel<2, 8>;
-  if (head_dim == 128) return gq <= 4 ? decode_stack_kernel<4, 4> : decode_stack_kernel<4, 8>;
-  return decode_stack_kernel<8, 4>;
+  if (head_dim == 64) return gq <= 4 ? decode_stack_kernel<2, 4, kFp8> : decode_stack_kernel<2, 8, kFp8>;
+  if (head_dim == 128) return gq <= 4 ? decode_stack_kernel<4, 4, kFp8> : decode_stack_kernel<4, 8, kFp8>;
+  if constexpr (kFp8) {
+    return nullptr;
+  } else {
+    return decode_stack_kernel<8, 4, false>;
+  }
+}
+StackKernel kernel_for(int64_t head_dim, int64_t gq, bool fp8) {
+  return fp8 ? kernel_for<true>(head_dim, gq) : kernel_for<false>(head_dim, gq);
 }
 
 }  // namespace
@@ -897,12 +928,13 @@ bool stack_supported(const StackShape& s, std::string* why) {
   if (s.num_kv_heads > device_sms()) return no("more KV heads than the device has SMs");
   const int64_t gq = s.num_heads / s.num_kv_heads;
   if (gq > (s.head_dim == 256 ? 4 : 8)) return no("more than 8 query heads per KV head (4 at head_dim 256)");
+  if (s.kv_fp8 && s.head_dim == 256) return no("an FP8 KV cache at head_dim 256");
   const int64_t q = s.num_heads * s.head_dim;
   for (int64_t n : {s.hidden, q, s.inter}) {
     if (n < 8 || n % 8 != 0 || n > kMaxVec) return no("a projection's input is not a multiple of 8 up to 16384");
   }
   // Per device (the attribute belongs to the current device's context): set each time a model checks its stack.
-  const StackKernel kernel = kernel_for(s.head_dim, gq);
+  const StackKernel kernel = kernel_for(s.head_dim, gq, s.kv_fp8);
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
       cudaSuccess) {
     (void)cudaGetLastError();  // not left for a later launch check to report
@@ -936,7 +968,9 @@ void launch_decode_stack(StackParams p, cudaStream_t stream) {
   auto words = [&](size_t off) { return reinterpret_cast<uint32_t*>(scratch + off); };
   const KernelArgs a{p, Tagged{words(lay.qkv), words(lay.attn), words(lay.res_o), words(lay.res_d), words(lay.inter),
                                words(lay.counters)}};
-  launch_pdl(kernel_for(p.head_dim, p.num_heads / p.num_kv_heads), dim3(sms), dim3(kThreads), kSmemBytes, stream, a);
+  const StackKernel kernel = kernel_for(p.head_dim, p.num_heads / p.num_kv_heads, p.kv_fp8);
+  RL_CHECK_MSG(kernel != nullptr, "dense stack: no kernel for head_dim %d over this cache", p.head_dim);
+  launch_pdl(kernel, dim3(sms), dim3(kThreads), kSmemBytes, stream, a);
 }
 
 }  // namespace rl::cuda

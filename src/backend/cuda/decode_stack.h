@@ -31,8 +31,8 @@ struct StackLayer {
   const void* ffn_norm = nullptr;
   const uint16_t* gate_up = nullptr;  // [2 I, hidden]: gate rows, then up rows
   const uint16_t* down = nullptr;     // [hidden, I]
-  uint16_t* k_cache = nullptr;        // bf16 [num_slots, KVH D]
-  uint16_t* v_cache = nullptr;
+  uint16_t* k_cache = nullptr;        // bf16 [num_slots, KVH D], or FP8 e4m3 bytes (StackParams::kv_fp8), the same
+  uint16_t* v_cache = nullptr;        // element offsets
   float attn_eps = 1e-6f, ffn_eps = 1e-6f;
 };
 
@@ -40,6 +40,7 @@ struct StackParams {
   StackLayer layers[kStackMaxLayers];
   int num_layers = 0, hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, inter = 0;
   bool norm_f32 = false, bias_f32 = false, qk_norm_f32 = false;
+  bool kv_fp8 = false;  // the caches hold FP8 e4m3 codes (written rounded as kv_write_kernel<uint8_t> rounds them)
   float qk_eps = 1e-6f;
   float scale_log2 = 0;  // softmax scale · log2(e)
   const float* inv_freq = nullptr;  // [head_dim / 2]
@@ -87,6 +88,7 @@ constexpr int kStackPollBackoffNs = 256;
 
 struct StackShape {
   int64_t num_layers = 0, hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, inter = 0;
+  bool kv_fp8 = false;  // over an FP8 e4m3 cache (head_dim 64 and 128)
 };
 
 // Whether the current device and this shape can run the kernel; if not, *why says what is missing.

@@ -120,6 +120,9 @@ void Decoder::prepare_dense_stack() {
   }
   std::string why = backend_->dense_stack_unsupported(s);
   if (!why.empty()) return no(why);
+  DenseStack over_fp8 = s;  // the KV cache's dtype is chosen after the model loads: check both
+  over_fp8.kv_fp8 = true;
+  stack_fp8_ = backend_->dense_stack_unsupported(over_fp8).empty();
   // Zeroed once: the kernel leaves its counters at zero after every step.
   stack_scratch_ = DeviceBuffer(backend_, backend_->dense_stack_scratch_bytes(s), DeviceBuffer::Zeroed{});
   stack_ = std::move(s);
@@ -183,10 +186,11 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
   if (fuse) add_out.residual = residual;
   // Batch-1 decode through the backend's dense stack: every layer in one kernel, the residual stream complete
   // afterwards. Only up to the backend's context bound (short_decode_context), not in deterministic mode (its
-  // reductions differ from the batched kernels'), and over a bf16 cache (the one it reads and writes).
+  // reductions differ from the batched kernels'), and over a bf16 cache or, where the backend has the stack for it,
+  // an FP8 one.
   const bool stack = stack_ && t == 1 && b.attn.all_decode && b.attn.num_seqs == 1 &&
                      b.attn.max_seqlen_k <= stack_max_context_ && !be.deterministic() && !kv.empty() &&
-                     kv.front().k.dtype == DType::kBF16;
+                     (kv.front().k.dtype == DType::kBF16 || (kv.front().k.dtype == DType::kFP8E4M3 && stack_fp8_));
   if (stack) {
     DenseStackStep st;
     st.residual = residual;

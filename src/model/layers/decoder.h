@@ -88,6 +88,7 @@ class Decoder final : public Model {
   DeviceBuffer stack_scratch_;
   std::string stack_note_;
   int64_t stack_max_context_ = 0;
+  bool stack_fp8_ = false;  // the backend's stack also runs over an FP8 KV cache for this model
 };
 
 }  // namespace rl
