@@ -735,6 +735,14 @@ void bench_prefill(CudaBackend& be) {
       }
     }
   }
+  // The 32k-token prompt's attention (issue 21.4's TTFT) alone, production: the end-to-end trace gives its share of
+  // the step, this row its rate away from the GEMMs around it.
+  {
+    const int64_t s = 32768;
+    AttnProblem p = make_attn(be, 1, s, s, heads, kv_heads, d, 1);
+    const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 5);
+    result("prefill_attn", "1x32768_h32kv8d128_causal", 4.0 * s * s * heads * d / 2 / (ms * 1e-3) / 1e12, "TFLOP/s");
+  }
 }
 
 // MLA decode attention (absorbed queries over the paged latent cache, kv_lora_rank 512 + rope 64) at the
