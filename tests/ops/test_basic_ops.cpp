@@ -82,6 +82,8 @@ TEST(CudaOps, QkNormRope) {
   check_qk_norm_rope(13, 16, 8, 128, true);
   check_qk_norm_rope(5, 8, 8, 64, false);
   check_qk_norm_rope(4, 6, 2, 80, true);  // head_dim not a power of two
+  check_qk_norm_rope(700, 16, 8, 128, true);  // prefill-sized grids
+  check_qk_norm_rope(3001, 5, 1, 64, true);
 }
 
 TEST(CudaOps, KvWriteThroughSlotMapping) {

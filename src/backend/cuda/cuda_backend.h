@@ -188,6 +188,8 @@ class CudaBackend final : public Backend {
   bool prefill_lazy() const { return prefill_lazy_; }
   bool prefill_multicast() const { return prefill_multicast_; }
   bool prefill_wait_in_place() const { return prefill_wait_in_place_; }
+  void set_prefill_snake(bool on) { prefill_snake_ = on; }
+  bool prefill_snake() const { return prefill_snake_; }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to
   // reach the in-register path.
@@ -210,6 +212,7 @@ class CudaBackend final : public Backend {
   bool prefill_lazy_ = true;
   bool prefill_multicast_ = false;
   bool prefill_wait_in_place_ = false;
+  bool prefill_snake_ = false;  // set_prefill_snake (the constructor: kernel_config.h kPrefillSm90Snake)
   bool copy_kernel_ = true;  // set_copy_kernel
   // The pinned allocations (base → bytes): copy_by_kernel runs only on these.
   mutable std::mutex pinned_mu_;

@@ -203,6 +203,10 @@ struct PrefillSm90Options {
   // Lab, with the lazy rescale and without the multicast only (prefill_attention_sm90.cu, SCHED): the wait for P V
   // kept after the softmax of the next tile (wgmma_wait_in_place), where ptxas hoists production's plain wait.
   bool wait_in_place = false;
+  // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
+  // longest for one block is its shortest the next round), instead of the same slot every round (kernel_config.h,
+  // kPrefillSm90Snake).
+  bool snake = false;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);
 void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Options& o, int num_sms,

@@ -694,8 +694,8 @@ void bench_prefill(CudaBackend& be) {
       // The production variant with the consumers' turns running on across items (also packed) and with 3 V stages.
       // v = 4 / 5: continuous, 3 V stages and the lazy rescale / the K / V multicast over pairs of heads (lab);
       // v = 6: the lazy rescale with the wait for P V kept after the next tile's softmax (lab; production's plain
-      // wait is hoisted above it by ptxas)
-      for (int v = 0; v < 7; ++v) {
+      // wait is hoisted above it by ptxas); v = 7: production with snake-ordered rounds of items
+      for (int v = 0; v < 8; ++v) {
         cuda::PrefillSm90Options o;
         o.pack = v == 3;
         o.intra_overlap = true;
@@ -706,13 +706,14 @@ void bench_prefill(CudaBackend& be) {
         o.lazy_rescale = v == 4 || v >= 6;
         o.multicast = v == 5;
         o.wait_in_place = v == 6;
+        o.snake = v == 7;
         const double lab_ms =
             time_ms(be, [&](int) { cuda::launch_prefill_attention_sm90(a90, o, be.num_sms(), be.stream()); }, 10);
         result("prefill_lab",
                std::to_string(b) + "x" + std::to_string(s) + "_sm90" + (o.pack ? "_packed" : "") +
                    "_intra_persistent_k3" + (o.v_stages == 3 ? "_v3" : "") + (o.continuous_turns ? "_cont" : "") +
                    (o.lazy_rescale ? "_lazy" : "") + (o.multicast ? "_mc" : "") +
-                   (o.wait_in_place ? "_waitinplace" : ""),
+                   (o.wait_in_place ? "_waitinplace" : "") + (o.snake ? "_snake" : ""),
                flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
       }
       for (int ablate = 1; ablate <= 3; ++ablate) {  // where the time goes: one part left out
@@ -740,8 +741,15 @@ void bench_prefill(CudaBackend& be) {
   {
     const int64_t s = 32768;
     AttnProblem p = make_attn(be, 1, s, s, heads, kv_heads, d, 1);
+    const double flops = 4.0 * s * s * heads * d / 2;
     const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 5);
-    result("prefill_attn", "1x32768_h32kv8d128_causal", 4.0 * s * s * heads * d / 2 / (ms * 1e-3) / 1e12, "TFLOP/s");
+    result("prefill_attn", "1x32768_h32kv8d128_causal", flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+    const bool snake_default = be.prefill_snake();
+    be.set_prefill_snake(!snake_default);
+    const double sms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 5);
+    be.set_prefill_snake(snake_default);
+    result("prefill_lab", std::string("1x32768_sm90") + (snake_default ? "_no_snake" : "_snake"),
+           flops / (sms * 1e-3) / 1e12, "TFLOP/s");
   }
 }
 

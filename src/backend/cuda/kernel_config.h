@@ -213,6 +213,11 @@ enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly };
 // against 216.5 / 216.4: slower. Each block re-rotates its chunk's q heads, and the split holding the new key waits
 // for its write before loading its page; that costs more than the launch it saves. Stays off.
 constexpr bool kDecodeFusedRopeAttention = false;
+// Measured and dropped (session 24, H100, the 32,000-token prompt's trace, scripts/device/ttft_profile.sh): the q/k
+// norm + RoPE + KV write kernel (one warp a (token, head), 0.37 ms a layer there, ~40 % of copy) taking 4 heads a
+// warp at prefill sizes and loading all four before computing: 32.3 ms a prefill against 23.8 in the same call (the
+// first form, positions and slots loaded head by head: 30.5 against 24.1 in an earlier call). The kernel stays one
+// head a warp.
 // Measured and dropped (5e6f01c, session 24, H100, Llama-3.1-8B batch 64 at 128 / 128, kernel trace a step): the
 // decode attention kernel asking L2 for the whole output projection weight (33.5 MB) while it runs. The O GEMM
 // went 15.23 -> 12.13 µs a layer, but attention 19.62 -> 23.97 µs: at batch 64 it already reads its KV at a rate the
@@ -335,6 +340,15 @@ constexpr int kPrefillSm90VStages = 3;
 // 16 × 1k 369.2 / 370.6, 1 × 16k 514.5 / 542.6; the 32k prompt's TTFT 1,224 / 1,228 ms eager against 1,219 / 1,213
 // lazy. On. RIDGELINE_CUDA_PREFILL_SM90=continuous_v3 runs the eager form, continuous_v3_lazy this one.
 constexpr bool kPrefillSm90LazyRescale = true;
+// Hopper prefill: a persistent block's rounds of work items in alternating directions (PrefillSm90Options::snake).
+// Items go longest causal rows first and block b takes slot b of every round, so block 0 takes each round's longest
+// item: about 4 key tiles a round more than block 131 at 32 heads, ~3 % of a 1 × 16k launch's work. Measured (H100,
+// session 24, `rl_bench_kernels prefill` with RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake against
+// production, two rounds alternating, TFLOP/s): 4 × 4k 563.8 / 561.2 against 551.3 / 549.9, 16 × 1k 374.3 / 379.6
+// against 383.0 / 382.0, 1 × 16k 617.8 / 623.4 against 607.3 / 574.6, 1 × 32k 570.0 / 554.6 (snake) against 577.2 /
+// 567.3 in each process's second 32k row; the 32k prompt's TTFT 1,211.1 / 1,215.2 ms against 1,218.3 / 1,223.4. A
+// gain at 4 × 4k, a loss at 16 × 1k and 1 × 32k: lab until an H200 run against cuDNN decides.
+constexpr bool kPrefillSm90Snake = false;
 // Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
 // group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
 // Deterministic mode cuts every row's keys into chunks of kDetChunkKeys at absolute key positions (a multiple of

@@ -56,6 +56,7 @@ struct Sm90Params {
   int box_rows;  // key rows per K/V TMA box: min(block size, kBN)
   int m_blocks;  // 128-row blocks of the longest sequence's tile rows
   int heads;     // query heads, or kv heads when packed
+  int snake;     // 1: a persistent block walks its rounds of items in alternating directions (PrefillSm90Options)
 };
 
 // One work item: 128 tile rows of one (head or kv head, sequence).
@@ -115,6 +116,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // MC: an item is a pair of heads, one per block of the cluster; the clusters take items as blocks do.
   const int unit_heads = p.heads / CL, first_item = blockIdx.x / CL, item_stride = gridDim.x / CL;
   const int per_m = unit_heads * static_cast<int>(a.num_seqs), total = p.m_blocks * per_m;
+  // The item of a block's round r (r = 0, 1, ... while r · item_stride < total; past total: none): first_item +
+  // r · item_stride, or with snake order the mirrored slot (item_stride − 1 − first_item) on odd rounds, so that
+  // the blocks that take a round's longest item take its shortest one next.
+  const auto item_of = [&](int r) {
+    return r * item_stride + (p.snake && (r & 1) ? item_stride - 1 - first_item : first_item);
+  };
   // Fills w for item i; false when the m-block lies past the sequence's rows (nothing to do).
   auto get_item = [&](int i, WorkItem& w) {
     const int rest = i % per_m;
@@ -169,8 +176,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int bs_mask = (1 << p.log2_bs) - 1;
     int g = 0, k = 0, tails = 0;  // tiles, items and tail tiles so far: stage and barrier phases
     WorkItem w;
-    for (int i = first_item; i < total; i += item_stride) {
-      if (!get_item(i, w)) continue;
+    for (int r = 0; r * item_stride < total; ++r) {
+      const int i = item_of(r);
+      if (i >= total || !get_item(i, w)) continue;
       const int kvh = PACK ? w.y : w.y / group;
       const int qb = k % QB;
       if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
@@ -283,8 +291,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int my_bar = 1 + cw, other_bar = 2 - cw;
   int g = 0, k = 0;  // tiles and items so far: stage and barrier phases, as the producer counts them
   WorkItem w;
-  for (int item = first_item; item < total; item += item_stride) {
-    if (!get_item(item, w)) continue;
+  for (int r = 0; r * item_stride < total; ++r) {
+    const int item = item_of(r);
+    if (item >= total || !get_item(item, w)) continue;
     const int m0 = w.m0, num_rows = w.num_rows, offset = w.offset, seq_len_k = w.seq_len_k;
     const int num_tiles = w.num_tiles, q_start = w.q_start, kvh = PACK ? w.y : w.y / group;
     auto row_token = [&](int i) { return PACK ? i / G : i; };
@@ -528,7 +537,7 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
           bool MC = false, int SCHED = 0>
-void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream) {
+void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake) {
   auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
@@ -547,6 +556,7 @@ void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStrea
   p.box_rows = static_cast<int>(std::min<int64_t>(a.block_size, kBN));
   p.m_blocks = static_cast<int>(ceil_div(a.max_seqlen_q * G, kBM));
   p.heads = static_cast<int>(PACK ? a.num_kv_heads : a.num_heads);
+  p.snake = snake ? 1 : 0;
   const int64_t kv_stride = a.num_kv_heads * kD * 2;
   const CUtensorMap tk = make_map(a.k_cache, kD, a.num_kv_heads, a.kv_slots, kD * 2, kv_stride, 64, 1,
                                   static_cast<uint32_t>(p.box_rows));
@@ -604,16 +614,16 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
   if (lazy && !multicast && o.wait_in_place) {  // lab: built with the lazy rescale only
-    launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedWaitInPlace>(a, o.persistent, num_sms, stream);
+    launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedWaitInPlace>(a, o.persistent, num_sms, stream, o.snake);
     return;
   }
   if (lazy || multicast) {
     if (lazy && multicast) {
-      launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream);
+      launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
     } else if (multicast) {
-      launch_sm90<false, true, 3, 0, true, 3, false, true>(a, o.persistent, num_sms, stream);
+      launch_sm90<false, true, 3, 0, true, 3, false, true>(a, o.persistent, num_sms, stream, o.snake);
     } else {
-      launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream);
+      launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream, o.snake);
     }
     return;
   }
@@ -621,27 +631,27 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
     RL_CHECK_MSG(o.intra_overlap && o.k_stages == 3, "Hopper prefill lab: needs intra overlap and 3 K stages");
     if (packed) {
       RL_CHECK_MSG(o.v_stages == 2, "Hopper prefill lab: 3 V stages are built for unpacked blocks only");
-      launch_sm90<true, true, 3, 0, true>(a, o.persistent, num_sms, stream);
+      launch_sm90<true, true, 3, 0, true>(a, o.persistent, num_sms, stream, o.snake);
     } else if (o.v_stages == 2) {
-      launch_sm90<false, true, 3, 0, true>(a, o.persistent, num_sms, stream);
+      launch_sm90<false, true, 3, 0, true>(a, o.persistent, num_sms, stream, o.snake);
     } else if (o.continuous_turns) {
-      launch_sm90<false, true, 3, 0, true, 3>(a, o.persistent, num_sms, stream);
+      launch_sm90<false, true, 3, 0, true, 3>(a, o.persistent, num_sms, stream, o.snake);
     } else {
-      launch_sm90<false, true, 3, 0, false, 3>(a, o.persistent, num_sms, stream);
+      launch_sm90<false, true, 3, 0, false, 3>(a, o.persistent, num_sms, stream, o.snake);
     }
     return;
   }
   // The instances the options select (packed x intra-overlap x K stages).
   const int v = (packed ? 4 : 0) + (o.intra_overlap ? 2 : 0) + (o.k_stages == 3 ? 1 : 0);
   switch (v) {
-    case 0: launch_sm90<false, false, 2>(a, o.persistent, num_sms, stream); break;
-    case 1: launch_sm90<false, false, 3>(a, o.persistent, num_sms, stream); break;
-    case 2: launch_sm90<false, true, 2>(a, o.persistent, num_sms, stream); break;
-    case 3: launch_sm90<false, true, 3>(a, o.persistent, num_sms, stream); break;
-    case 4: launch_sm90<true, false, 2>(a, o.persistent, num_sms, stream); break;
-    case 5: launch_sm90<true, false, 3>(a, o.persistent, num_sms, stream); break;
-    case 6: launch_sm90<true, true, 2>(a, o.persistent, num_sms, stream); break;
-    default: launch_sm90<true, true, 3>(a, o.persistent, num_sms, stream); break;
+    case 0: launch_sm90<false, false, 2>(a, o.persistent, num_sms, stream, o.snake); break;
+    case 1: launch_sm90<false, false, 3>(a, o.persistent, num_sms, stream, o.snake); break;
+    case 2: launch_sm90<false, true, 2>(a, o.persistent, num_sms, stream, o.snake); break;
+    case 3: launch_sm90<false, true, 3>(a, o.persistent, num_sms, stream, o.snake); break;
+    case 4: launch_sm90<true, false, 2>(a, o.persistent, num_sms, stream, o.snake); break;
+    case 5: launch_sm90<true, false, 3>(a, o.persistent, num_sms, stream, o.snake); break;
+    case 6: launch_sm90<true, true, 2>(a, o.persistent, num_sms, stream, o.snake); break;
+    default: launch_sm90<true, true, 3>(a, o.persistent, num_sms, stream, o.snake); break;
   }
 }
 
@@ -650,9 +660,9 @@ void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, 
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
   switch (ablate) {
-    case 1: launch_sm90<false, true, ks, 1, cont, vs, lazy>(a, true, num_sms, stream); break;
-    case 2: launch_sm90<false, true, ks, 2, cont, vs, lazy>(a, true, num_sms, stream); break;
-    default: launch_sm90<false, true, ks, 3, cont, vs, lazy>(a, true, num_sms, stream); break;
+    case 1: launch_sm90<false, true, ks, 1, cont, vs, lazy>(a, true, num_sms, stream, kPrefillSm90Snake); break;
+    case 2: launch_sm90<false, true, ks, 2, cont, vs, lazy>(a, true, num_sms, stream, kPrefillSm90Snake); break;
+    default: launch_sm90<false, true, ks, 3, cont, vs, lazy>(a, true, num_sms, stream, kPrefillSm90Snake); break;
   }
 }
 
