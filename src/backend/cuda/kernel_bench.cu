@@ -750,6 +750,22 @@ void bench_prefill(CudaBackend& be) {
     be.set_prefill_snake(snake_default);
     result("prefill_lab", std::string("1x32768_sm90") + (snake_default ? "_no_snake" : "_snake"),
            flops / (sms * 1e-3) / 1e12, "TFLOP/s");
+    // GQA-packed (one block per KV head: each K/V tile crosses from L2 once per group, not once per query head), with
+    // continuous turns and 2 V stages (the packed lab form of the rows above): at 32k the items in flight spread over
+    // more key positions, so less of the K/V they read is shared in L2.
+    const cuda::AttentionArgs a90 = attn_args(p, p.metas[0], 1, s, s, heads, kv_heads, d);
+    if (cuda::prefill_attention_sm90_supported(a90)) {
+      cuda::PrefillSm90Options o;
+      o.pack = true;
+      o.intra_overlap = true;
+      o.persistent = true;
+      o.k_stages = 3;
+      o.continuous_turns = true;
+      o.v_stages = 2;
+      const double pms =
+          time_ms(be, [&](int) { cuda::launch_prefill_attention_sm90(a90, o, be.num_sms(), be.stream()); }, 5);
+      result("prefill_lab", "1x32768_sm90_packed_intra_persistent_k3_cont", flops / (pms * 1e-3) / 1e12, "TFLOP/s");
+    }
   }
 }
 
