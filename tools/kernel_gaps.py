@@ -99,6 +99,14 @@ def analyse(step):
     return wall, busy, idle, gaps
 
 
+def by_kernel(events):
+    """{short kernel name: [duration_ns, ...]} of (start_ns, end_ns, name) events."""
+    spans = defaultdict(list)
+    for s, e, name in events:
+        spans[short(name)].append(e - s)
+    return spans
+
+
 def main():
     args = sys.argv[1:]
     marker, top, kernels, totals = "sample_kernel", 15, 0, 0
@@ -123,9 +131,7 @@ def main():
     if totals > 0:
         wall, busy, _, _ = analyse(events)
         print(f"events {len(events)}; wall {wall / 1e6:.2f} ms; kernels running {busy / 1e6:.2f} ms")
-        spans = defaultdict(list)
-        for s, e, name in events:
-            spans[short(name)].append(e - s)
+        spans = by_kernel(events)
         total = sum(sum(d) for d in spans.values())
         print(f"{'ms':>10s} {'%':>6s} {'count':>6s}  kernel")
         for name, d in sorted(spans.items(), key=lambda x: -sum(x[1]))[:totals]:
@@ -157,10 +163,7 @@ def main():
     for (a, b), t in sorted(idle.items(), key=lambda x: -x[1])[:top]:
         print(f"{t / 1e3:12.2f} {counts.get((a, b), 0):6d}  {a} -> {b}")
     if kernels > 0:  # where the running time goes: each kernel's time per step, its launches, their median
-        spans = defaultdict(list)
-        for step in steps:
-            for s, e, name in step:
-                spans[short(name)].append(e - s)
+        spans = by_kernel(e for step in steps for e in step)
         print(f"{'us/step':>12s} {'count':>6s} {'median us':>10s}  kernel")
         for name, d in sorted(spans.items(), key=lambda x: -sum(x[1]))[:kernels]:
             d = sorted(d)

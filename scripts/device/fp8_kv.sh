@@ -9,8 +9,8 @@
 # 3. OFFLINE="bf16:384 fp8:384 fp8:768": `bench throughput` 1000 x 1024/1024 on the Llama-3.1-8B shape as
 #    kv-dtype:max-num-seqs (each ~2 minutes; OFFLINE="" skips them). fp8 runs only where the fp8 tests passed.
 # 4. LAT_ROUNDS=N (default 0): `bench latency` of the Llama-3.1-8B shape at batch 64 (128 / 128) and batch 1 over
-#    the caches of LAT_KV (default "bf16 fp8"), alternating, N rounds (batch 1 over fp8 runs the layer kernels: the
-#    dense stack reads bf16 only; LAT_B1=0 leaves batch 1 out).
+#    the caches of LAT_KV (default "bf16 fp8"), alternating, N rounds (batch 1 runs the dense stack over either
+#    cache; LAT_B1=0 leaves batch 1 out).
 # OFFLINE_H200_ONLY=1 runs part 3 only on an H200 (issue 12's offline target is an H200 figure).
 # EXTRA_TESTS="PATTERN[:PATTERN]" adds op tests to part 1 (e.g. '*CudaDenseStack*'). KERNELS="decode" runs only the
 # decode rows of part 2. SKIP_TESTS=1 / SKIP_KERNELS=1 leave out parts 1 / 2 (the offline runs then go ahead

@@ -64,15 +64,18 @@ __device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 v) {
   }
   return make_uint4(r[0], r[1], r[2], r[3]);
 }
+// 2 e4m3 codes (the low 16 bits, element 0 lowest) -> 2 floats (exact).
+__device__ __forceinline__ void unpack2_fp8(uint32_t two_codes, float* f) {
+  const uint32_t h = fp8x2_to_f16x2(two_codes);
+  f[0] = __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
+  f[1] = __half2float(__ushort_as_half(static_cast<unsigned short>(h >> 16)));
+}
 // 8 e4m3 codes -> 8 floats (exact).
 __device__ __forceinline__ void unpack8_fp8(uint2 v, float* f) {
-  const uint4 h = fp8x8_to_f16x8(v);
-  const uint32_t w[4] = {h.x, h.y, h.z, h.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] & 0xffffu)));
-    f[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] >> 16)));
-  }
+  unpack2_fp8(v.x, f);
+  unpack2_fp8(v.x >> 16, f + 2);
+  unpack2_fp8(v.y, f + 4);
+  unpack2_fp8(v.y >> 16, f + 6);
 }
 // 8 floats -> 8 e4m3 codes (8 bytes, element 0 lowest), each as f32_to_fp8_bits.
 __device__ __forceinline__ uint2 pack8_fp8(const float* f) {

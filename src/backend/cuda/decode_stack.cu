@@ -496,11 +496,7 @@ template <int kDpl, bool kFp8>
 __device__ __forceinline__ void unpack_row(float (&x)[kDpl], const RawRow<kDpl, kFp8>& r) {
   if constexpr (kFp8) {
 #pragma unroll
-    for (int i = 0; i < kDpl / 2; ++i) {  // element pairs: two codes of a word's half each
-      const uint32_t h = fp8x2_to_f16x2(r.w[i / 2] >> (16 * (i % 2)));
-      x[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
-      x[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(h >> 16)));
-    }
+    for (int i = 0; i < kDpl / 2; ++i) unpack2_fp8(r.w[i / 2] >> (16 * (i % 2)), x + 2 * i);  // a word's halves
   } else {
 #pragma unroll
     for (int i = 0; i < kDpl / 2; ++i) {
