@@ -12,11 +12,13 @@ namespace rl::cli {
 void add_bench_kernels(CLI::App* bench, int* exit_code) {
   auto* cmd = bench->add_subcommand(
       "kernels",
-      "CUDA kernel benchmarks: GEMV/GEMM, decode and prefill attention, MLA, the sampler, copy bandwidth (RESULT lines)");
+      "CUDA kernel benchmarks: GEMV/GEMM, decode and prefill attention, MLA, the sampler, the prefill's "
+      "element-wise kernels, copy bandwidth (RESULT lines)");
   auto only = std::make_shared<std::string>();
   auto device = std::make_shared<int>(0);
   cmd->add_option("group", *only,
-                  "Only this group: copy, linear, gemv, skinny, decode, prefill, mla or sample (default: all)");
+                  "Only this group: copy, linear, gemv, skinny, decode, prefill, mla, sample or elementwise "
+                  "(default: all)");
   cmd->add_option("--device-index", *device, "CUDA device")->capture_default_str();
   cmd->callback([only, device, exit_code] {
 #ifdef RIDGELINE_CUDA

@@ -138,7 +138,9 @@ TEST(CudaOps, KvWriteIntoFp8Cache) {
 }
 
 TEST(CudaOps, SiluMul) {
-  for (int64_t inter : {1536, 99}) {
+  // Row lengths across the vector kernel's blocks (512 chunks of 8 a block: 1536 one, 5000 two with a part-empty
+  // second, 14336 four) and a row that is no multiple of 8 (the element kernel).
+  for (int64_t inter : {1536, 5000, 14336, 99}) {
     const int64_t rows = 11;
     auto gu = random_bf16_values(rows * 2 * inter, -6, 6);
     auto g_gu = make_f32(cpu(), gu, {rows, 2 * inter});

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <string>
 
+#include "backend/cuda/kernel_config.h"
 #include "ops_test_util.h"
 
 namespace rl::ops_test {
@@ -295,6 +296,78 @@ TEST(CudaFusedOps, QkNormRopeKvWriteIntoFp8Cache) {
   }
   check_rope_kv_fp8(5, 6, 2, 80, true);
   check_rope_kv_fp8(1701, 6, 2, 80, true);  // a prefill chunk
+}
+
+// A token's bits do not depend on how many tokens share its launch: the q/k norm + RoPE kernel (and with the KV write)
+// runs one warp a head below kQkNormRopeRowsMinTokens tokens and one block a token from there (kernel_config.h). One
+// prefill-sized launch against the same tokens in launches of kQkNormRopeRowsMinTokens - 1: qkv, and the caches'
+// bytes (bf16 or FP8), with skipped slots. cache: 0 none (qk_norm_rope), 1 bf16, 2 FP8.
+void check_rope_forms(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms, int cache) {
+  ASSERT_GE(t, cuda::kQkNormRopeRowsMinTokens);
+  const int64_t bs = 16, num_blocks = t / bs + 2, kv_row = nkv * d, chunk = cuda::kQkNormRopeRowsMinTokens - 1;
+  const QkvLayout l{nh, nkv, d};
+  const RopeInputs in = random_rope_inputs(t, l.row(), d);
+  const std::vector<float>& qkv = in.qkv;
+  const std::vector<int32_t>& pos = in.pos;
+  std::vector<int32_t> slots = shuffled_slots(num_blocks * bs, t);
+  slots[2] = -1;
+  slots[static_cast<size_t>(t - 1)] = -1;
+  const DType cache_dt = cache == 2 ? DType::kFP8E4M3 : DType::kBF16;
+  std::vector<uint8_t> init(static_cast<size_t>(num_blocks * bs * kv_row * (cache == 2 ? 1 : 2)));
+  for (auto& b : init) b = static_cast<uint8_t>(rng()() % 0x7e);
+  const auto new_cache = [&]() {
+    Owned o = make(cuda(), cache_dt, {num_blocks, bs, nkv, d});
+    cuda().upload(o.t.data, init.data(), init.size());
+    return o;
+  };
+  const auto bytes = [&](const Owned& o) {
+    std::vector<uint8_t> v(init.size());
+    cuda().download(v.data(), o.t.data, v.size());
+    return v;
+  };
+  auto c_inv = make_f32(cuda(), in.inv, {d / 2}), c_qn = make_bf16(cuda(), in.qn, {d});
+  auto c_kn = make_bf16(cuda(), in.kn, {d});
+  const Tensor qnt = norms ? c_qn.t : Tensor(), knt = norms ? c_kn.t : Tensor();
+  const RopeParams rope{l, c_inv.t.f32()};
+  const NormParams np{1e-6f};
+  Owned k_all = new_cache(), v_all = new_cache(), k_parts = new_cache(), v_parts = new_cache();
+  // Tokens [r0, r0 + n) in one launch; returns their qkv rows after it.
+  const auto run = [&](int64_t r0, int64_t n, const Owned& k, const Owned& v) {
+    const auto b = static_cast<size_t>(r0), e = static_cast<size_t>(r0 + n);
+    auto q = make_bf16(cuda(), std::vector<float>(qkv.begin() + b * l.row(), qkv.begin() + e * l.row()), {n, l.row()});
+    auto p = make_i32(cuda(), std::vector<int32_t>(pos.begin() + b, pos.begin() + e), {n});
+    if (cache == 0) {
+      cuda().qk_norm_rope(q.t, qnt, knt, p.t, rope, np);
+    } else {
+      auto sl = make_i32(cuda(), std::vector<int32_t>(slots.begin() + b, slots.begin() + e), {n});
+      cuda().qk_norm_rope_kv_write(q.t, qnt, knt, p.t, rope, np, sl.t, KvLayer{k.t, v.t});
+    }
+    return read_f32(cuda(), q.t);
+  };
+  const std::vector<float> all = run(0, t, k_all, v_all);
+  std::vector<float> parts;
+  for (int64_t r0 = 0; r0 < t; r0 += chunk) {
+    const std::vector<float> part = run(r0, std::min(chunk, t - r0), k_parts, v_parts);
+    parts.insert(parts.end(), part.begin(), part.end());
+  }
+  const std::string what = "t=" + std::to_string(t) + " gqa " + std::to_string(nh) + "/" + std::to_string(nkv) +
+                           " d=" + std::to_string(d) + " cache " + std::to_string(cache);
+  EXPECT_EQ(all, parts) << what;
+  EXPECT_NE(all, qkv) << what;  // it rotated
+  if (cache != 0) {
+    EXPECT_EQ(bytes(k_all), bytes(k_parts)) << what;
+    EXPECT_EQ(bytes(v_all), bytes(v_parts)) << what;
+    EXPECT_NE(bytes(k_all), init) << what;  // it wrote
+  }
+}
+
+TEST(CudaFusedOps, QkNormRopeBitsIndependentOfLaunchSize) {
+  cuda().set_fused_rope_kv_write(true);
+  for (int cache : {0, 1, 2}) check_rope_forms(1000, 16, 8, 128, true, cache);  // Qwen3-0.6B
+  check_rope_forms(600, 32, 8, 128, false, 1);                                 // Llama-3.1-8B
+  check_rope_forms(700, 6, 2, 80, true, 2);  // a half of 40: lanes without elements
+  check_rope_forms(600, 8, 8, 256, true, 1);
+  check_rope_forms(1100, 5, 1, 64, true, 0);
 }
 
 // The RoPE + KV write kernel is on by default without the rest of the fused decode path (CudaBackend's

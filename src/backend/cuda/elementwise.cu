@@ -171,6 +171,65 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   }
 }
 
+// Prefill-sized launches (qk_norm_rope_rows_fit, kQkNormRopeRowsMinTokens): one block a token. The token's q and k
+// heads (and v, with the KV write) come into shared memory with 16-byte loads, its cos / sin table is computed once
+// instead of once a head, and warp w runs norm_rope_head on heads w, w + warps, ... in shared memory: each lane's
+// arithmetic is qk_norm_rope_kernel's, so the bits are too. The rotated heads go back to qkv, and with the KV write the
+// k and v heads to the caches, with 16-byte stores (8-byte for FP8 codes, pack8_fp8 rounding as f32_to_fp8_bits).
+__global__ void __launch_bounds__(kQkNormRopeRowsThreads, 4) qk_norm_rope_rows_kernel(QkNormRopeArgs a) {
+  extern __shared__ uint4 staged4[];
+  const int64_t d = a.head_dim, half = d / 2, num_rot = a.num_heads + a.num_kv_heads;
+  const int64_t row = (a.num_heads + 2 * a.num_kv_heads) * d, kv_row = a.num_kv_heads * d;
+  const int64_t staged = a.k_cache ? row : num_rot * d;  // elements staged (a multiple of 8)
+  uint16_t* s = reinterpret_cast<uint16_t*>(staged4);
+  float* trig = reinterpret_cast<float*>(s + staged);
+  const bool norm_f32 = a.norm_dt == DType::kF32;
+  const RopeLane cq = rope_lane(a.q_norm, norm_f32, a.inv_freq, half);
+  const RopeLane ck = rope_lane(a.k_norm, norm_f32, a.inv_freq, half);
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
+  const int64_t tok = blockIdx.x;
+  uint4* qkv4 = reinterpret_cast<uint4*>(a.qkv + tok * row);
+  for (int64_t c = threadIdx.x; c < staged / 8; c += blockDim.x) staged4[c] = qkv4[c];
+  const float pos = static_cast<float>(a.positions[tok]);
+  rope_trig_table(a.inv_freq, half, pos, trig);
+  __syncthreads();
+  const int warps = static_cast<int>(blockDim.x / 32);
+  for (int64_t h = threadIdx.x / 32; h < num_rot; h += warps) {
+    const bool is_q = h < a.num_heads;
+    RopeLane c;  // element by element, so the two stay in registers (a select of the struct went to local memory)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      c.w_lo[j] = is_q ? cq.w_lo[j] : ck.w_lo[j];
+      c.w_hi[j] = is_q ? cq.w_hi[j] : ck.w_hi[j];
+      c.freq[j] = cq.freq[j];
+    }
+    uint16_t* v = s + h * d;
+    norm_rope_head(c, v, d, (is_q ? a.q_norm : a.k_norm) != nullptr, a.eps, pos, v, nullptr, trig);
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < num_rot * d / 8; c += blockDim.x) qkv4[c] = staged4[c];
+  if (!a.k_cache) return;
+  const int32_t slot = a.slots[tok];
+  if (slot >= a.num_slots) __trap();  // the KV manager hands out slots inside the cache
+  if (slot < 0) return;
+  const uint4* k4 = staged4 + a.num_heads * d / 8;
+  const uint4* v4 = k4 + kv_row / 8;
+  const int64_t at = static_cast<int64_t>(slot) * kv_row;
+  for (int64_t c = threadIdx.x; c < kv_row / 8; c += blockDim.x) {
+    if (a.kv_fp8) {
+      float f[8];
+      unpack8(k4[c], f);
+      reinterpret_cast<uint2*>(reinterpret_cast<uint8_t*>(a.k_cache) + at)[c] = pack8_fp8(f);
+      unpack8(v4[c], f);
+      reinterpret_cast<uint2*>(reinterpret_cast<uint8_t*>(a.v_cache) + at)[c] = pack8_fp8(f);
+    } else {
+      reinterpret_cast<uint4*>(a.k_cache + at)[c] = k4[c];
+      reinterpret_cast<uint4*>(a.v_cache + at)[c] = v4[c];
+    }
+  }
+}
+
 __global__ void add_kernel(uint16_t* residual, const uint16_t* x, int64_t n, bool vec) {
   pdl_wait();  // launched with PDL (cuda_launch.cuh)
   pdl_launch_dependents();
@@ -238,24 +297,45 @@ __global__ void kv_write_kernel(const uint16_t* qkv, int64_t row, int64_t k_offs
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
+// Rows of inter % 8 == 0: row blockIdx.x, its 8-element chunks kSiluMulChunks a thread across blockIdx.y, all loads
+// issued before any arithmetic, and no division an element (the grid-stride form divided a 64-bit index by the row
+// length for every chunk).
+__global__ void silu_mul_rows_kernel(const uint16_t* gate_up, uint16_t* out, int64_t inter) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh)
+  pdl_launch_dependents();
+  const int64_t per_row = inter / 8, r = blockIdx.x;
+  const uint4* g4 = reinterpret_cast<const uint4*>(gate_up + r * 2 * inter);
+  const uint4* u4 = g4 + per_row;
+  uint4* o4 = reinterpret_cast<uint4*>(out + r * inter);
+  const int64_t j0 = static_cast<int64_t>(blockIdx.y) * kSiluMulChunks * blockDim.x + threadIdx.x;
+  uint4 gv[kSiluMulChunks], uv[kSiluMulChunks];
+#pragma unroll
+  for (int k = 0; k < kSiluMulChunks; ++k) {
+    const int64_t j = j0 + k * static_cast<int64_t>(blockDim.x);
+    if (j < per_row) {
+      gv[k] = g4[j];
+      uv[k] = u4[j];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kSiluMulChunks; ++k) {
+    const int64_t j = j0 + k * static_cast<int64_t>(blockDim.x);
+    if (j >= per_row) break;
+    float g[8], u[8];
+    unpack8(gv[k], g);
+    unpack8(uv[k], u);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) g[i] = silu(g[i]) * u[i];
+    o4[j] = pack8(g);
+  }
+}
+
+// Rows of any length (inter % 8 != 0): one element a thread, grid-stride.
 __global__ void silu_mul_kernel(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter) {
   pdl_wait();  // launched with PDL (cuda_launch.cuh)
   pdl_launch_dependents();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (inter % 8 == 0) {
-    const int64_t per_row = inter / 8;
-    for (int64_t c = start; c < rows * per_row; c += stride) {
-      const int64_t r = c / per_row, j = c % per_row;
-      float g[8], u[8];
-      unpack8(reinterpret_cast<const uint4*>(gate_up + r * 2 * inter)[j], g);
-      unpack8(reinterpret_cast<const uint4*>(gate_up + r * 2 * inter + inter)[j], u);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) g[i] = silu(g[i]) * u[i];
-      reinterpret_cast<uint4*>(out + r * inter)[j] = pack8(g);
-    }
-    return;
-  }
   for (int64_t e = start; e < rows * inter; e += stride) {
     const int64_t r = e / inter, i = e % inter;
     const float g = bf16_bits_to_f32(gate_up[r * 2 * inter + i]);
@@ -341,6 +421,18 @@ __global__ void fill_uniform_kernel(void* t, DType dt, int64_t n, uint64_t seed,
   }
 }
 
+// Shared memory of qk_norm_rope_rows_kernel for these arguments, or 0 where that form does not take them: 16-byte
+// rows and pointers (8-byte FP8 cache rows), and the staged row within kQkNormRopeRowsMaxSmem.
+int64_t qk_norm_rope_rows_smem(const QkNormRopeArgs& a) {
+  const int64_t d = a.head_dim, row = (a.num_heads + 2 * a.num_kv_heads) * d;
+  const auto aligned = [](const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
+  if (d % 8 != 0 || d > 256 || !aligned(a.qkv, 16)) return 0;
+  if (a.k_cache && !(aligned(a.k_cache, a.kv_fp8 ? 8 : 16) && aligned(a.v_cache, a.kv_fp8 ? 8 : 16))) return 0;
+  const int64_t staged = a.k_cache ? row : (a.num_heads + a.num_kv_heads) * d;
+  const int64_t bytes = staged * 2 + d * static_cast<int64_t>(sizeof(float));
+  return bytes <= kQkNormRopeRowsMaxSmem ? bytes : 0;
+}
+
 unsigned int grid_for(int64_t n) {
   return static_cast<unsigned int>(std::min<int64_t>((n + kElementwiseThreads - 1) / kElementwiseThreads,
                                                      kElementwiseMaxBlocks));
@@ -364,12 +456,27 @@ void launch_rms_norm(uint16_t* residual, const uint16_t* x, const void* w, DType
   RL_CUDA_CHECK_LAUNCH();
 }
 
-void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
+void launch_qk_norm_rope_lab(const QkNormRopeArgs& a, QkNormRopeForm form, cudaStream_t stream) {
   const int64_t tasks = a.num_tokens * (a.num_heads + a.num_kv_heads + (a.k_cache ? a.num_kv_heads : 0));
   if (tasks == 0) return;
-  constexpr int kWarps = 4;
-  launch_pdl(qk_norm_rope_kernel, dim3(ceil_div(tasks, kWarps)), dim3(kWarps * 32), 0, stream, a);
+  const int64_t smem = qk_norm_rope_rows_smem(a);
+  if (form == QkNormRopeForm::kAuto) {
+    form = a.num_tokens >= kQkNormRopeRowsMinTokens && smem > 0 ? QkNormRopeForm::kBlockPerToken
+                                                                 : QkNormRopeForm::kWarpPerHead;
+  }
+  if (form == QkNormRopeForm::kBlockPerToken) {
+    RL_CHECK_MSG(smem > 0, "qk_norm_rope: the block-per-token form does not take this shape or alignment");
+    launch_pdl(qk_norm_rope_rows_kernel, dim3(static_cast<unsigned int>(a.num_tokens)), dim3(kQkNormRopeRowsThreads),
+               static_cast<size_t>(smem), stream, a);
+  } else {
+    constexpr int kWarps = 4;
+    launch_pdl(qk_norm_rope_kernel, dim3(ceil_div(tasks, kWarps)), dim3(kWarps * 32), 0, stream, a);
+  }
   RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
+  launch_qk_norm_rope_lab(a, QkNormRopeForm::kAuto, stream);
 }
 
 void launch_add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t stream) {
@@ -397,8 +504,19 @@ void launch_kv_write(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64
 
 void launch_silu_mul(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter, cudaStream_t stream) {
   if (rows * inter == 0) return;
-  launch_pdl(silu_mul_kernel, dim3(grid_for(rows * inter / (inter % 8 == 0 ? 8 : 1))), dim3(kElementwiseThreads), 0,
-             stream, gate_up, out, rows, inter);
+  const bool vec = inter % 8 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  if (vec) {
+    const int64_t per_block = int64_t(kSiluMulChunks) * kElementwiseThreads;
+    RL_CHECK_MSG(rows < (int64_t(1) << 31) && inter / 8 <= 65535 * per_block,
+                 "silu_mul: %lld rows of %lld exceed one launch", static_cast<long long>(rows),
+                 static_cast<long long>(inter));
+    const dim3 grid(static_cast<unsigned int>(rows), ceil_div(inter / 8, per_block));
+    launch_pdl(silu_mul_rows_kernel, grid, dim3(kElementwiseThreads), 0, stream, gate_up, out, inter);
+  } else {
+    launch_pdl(silu_mul_kernel, dim3(grid_for(rows * inter)), dim3(kElementwiseThreads), 0, stream, gate_up, out,
+               rows, inter);
+  }
   RL_CUDA_CHECK_LAUNCH();
 }
 

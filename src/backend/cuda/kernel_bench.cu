@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <numeric>
@@ -962,16 +963,85 @@ void bench_sample(CudaBackend& be) {
 }
 
 }  // namespace
+// The prefill's memory-bound kernels on the Llama-3.1-8B shape (32 / 8 heads of 128, hidden 4096, intermediate
+// 14336), bytes moved / time against the copy row: q/k norm + RoPE with the KV write (Qwen3's norms on) in both forms
+// at decode to prefill token counts, SiLU·mul and the residual add + RMSNorm at the 32k prompt's 32,000 rows.
+void bench_elementwise(CudaBackend& be) {
+  const int64_t nh = 32, nkv = 8, d = 128, row = (nh + 2 * nkv) * d, kv_row = nkv * d, max_t = 32000;
+  DeviceBuffer qkv(&be, static_cast<size_t>(max_t * row * 2)), kc(&be, static_cast<size_t>(max_t * kv_row * 2)),
+      vc(&be, static_cast<size_t>(max_t * kv_row * 2)), pos(&be, static_cast<size_t>(max_t * 4)),
+      slots(&be, static_cast<size_t>(max_t * 4)), inv(&be, static_cast<size_t>(d / 2 * 4)),
+      qn(&be, static_cast<size_t>(d * 2)), kn(&be, static_cast<size_t>(d * 2));
+  be.fill_uniform(Tensor(qkv.data(), DType::kBF16, {max_t, row}), 7, -1, 1);
+  be.fill_uniform(Tensor(qn.data(), DType::kBF16, {d}), 8, 0.5f, 1.5f);
+  be.fill_uniform(Tensor(kn.data(), DType::kBF16, {d}), 9, 0.5f, 1.5f);
+  std::vector<int32_t> p(max_t);
+  std::iota(p.begin(), p.end(), 0);
+  be.upload(pos.data(), p.data(), p.size() * 4);
+  be.upload(slots.data(), p.data(), p.size() * 4);  // slot t for token t
+  std::vector<float> f(d / 2);
+  for (int64_t i = 0; i < d / 2; ++i) f[i] = std::pow(500000.0f, -2.0f * static_cast<float>(i) / d);
+  be.upload(inv.data(), f.data(), f.size() * 4);
+  for (int64_t t : {64, 256, 512, 1024, 4096, 32000}) {
+    cuda::QkNormRopeArgs a;
+    a.qkv = static_cast<uint16_t*>(qkv.data());
+    a.positions = static_cast<const int32_t*>(pos.data());
+    a.inv_freq = static_cast<const float*>(inv.data());
+    a.q_norm = qn.data();
+    a.k_norm = kn.data();
+    a.num_tokens = t;
+    a.num_heads = nh;
+    a.num_kv_heads = nkv;
+    a.head_dim = d;
+    a.slots = static_cast<const int32_t*>(slots.data());
+    a.num_slots = max_t;
+    a.k_cache = static_cast<uint16_t*>(kc.data());
+    a.v_cache = static_cast<uint16_t*>(vc.data());
+    // qkv read, q and k written back, k and v written to the caches.
+    const double bytes = static_cast<double>(t) * (row + (nh + nkv) * d + 2 * kv_row) * 2;
+    for (const auto& form : {std::make_pair("warp_per_head", cuda::QkNormRopeForm::kWarpPerHead),
+                             std::make_pair("block_per_token", cuda::QkNormRopeForm::kBlockPerToken),
+                             std::make_pair("production", cuda::QkNormRopeForm::kAuto)}) {
+      const double ms = time_ms(be, [&](int) { cuda::launch_qk_norm_rope_lab(a, form.second, be.stream()); });
+      result("qk_norm_rope_kv", std::to_string(t) + "x32q8kv_d128_" + form.first, bytes / (ms * 1e-3) / 1e12, "TB/s");
+      result("qk_norm_rope_kv_us", std::to_string(t) + "x32q8kv_d128_" + form.first, ms * 1e3, "us");
+    }
+  }
+  {
+    const int64_t rows = max_t, inter = 14336;
+    DeviceBuffer gu(&be, static_cast<size_t>(rows * 2 * inter * 2)), out(&be, static_cast<size_t>(rows * inter * 2));
+    be.fill_uniform(Tensor(gu.data(), DType::kBF16, {rows, 2 * inter}), 10, -4, 4);
+    const double ms = time_ms(be, [&](int) {
+      cuda::launch_silu_mul(static_cast<const uint16_t*>(gu.data()), static_cast<uint16_t*>(out.data()), rows, inter,
+                            be.stream());
+    }, 10);
+    result("silu_mul", "32000x14336", 3.0 * rows * inter * 2 / (ms * 1e-3) / 1e12, "TB/s");
+  }
+  {
+    const int64_t rows = max_t, hidden = 4096;
+    DeviceBuffer res(&be, static_cast<size_t>(rows * hidden * 2)), x(&be, static_cast<size_t>(rows * hidden * 2)),
+        out(&be, static_cast<size_t>(rows * hidden * 2)), w(&be, static_cast<size_t>(hidden * 2));
+    be.fill_uniform(Tensor(res.data(), DType::kBF16, {rows, hidden}), 11, -1, 1);
+    be.fill_uniform(Tensor(x.data(), DType::kBF16, {rows, hidden}), 12, -0.01f, 0.01f);
+    be.fill_uniform(Tensor(w.data(), DType::kBF16, {hidden}), 13, 0.5f, 1.5f);
+    const double ms = time_ms(be, [&](int) {
+      cuda::launch_rms_norm(static_cast<uint16_t*>(res.data()), static_cast<const uint16_t*>(x.data()), w.data(),
+                            DType::kBF16, static_cast<uint16_t*>(out.data()), rows, hidden, 1e-5f, be.stream());
+    }, 10);
+    result("add_rms_norm", "32000x4096", 4.0 * rows * hidden * 2 / (ms * 1e-3) / 1e12, "TB/s");
+  }
+}
+
 }  // namespace rl
 
 namespace rl {
 
 int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (!only.empty() && only != "copy" && only != "linear" && only != "decode" && only != "prefill" &&
-      only != "gemv" && only != "skinny" && only != "mla" && only != "sample") {
+      only != "gemv" && only != "skinny" && only != "mla" && only != "sample" && only != "elementwise") {
     std::fprintf(stderr,
                  "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, skinny, decode, prefill, mla, "
-                 "sample)\n",
+                 "sample, elementwise)\n",
                  only.c_str());
     return 1;
   }
@@ -990,6 +1060,7 @@ int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (only.empty() || only == "prefill") bench_prefill(cuda);
   if (only.empty() || only == "mla") bench_mla(cuda);
   if (only.empty() || only == "sample") bench_sample(cuda);
+  if (only.empty() || only == "elementwise") bench_elementwise(cuda);
   return 0;
 }
 

@@ -11,6 +11,10 @@ namespace rl::cuda {
 // Element-wise kernels: grid-stride loops; 8 blocks of 256 per SM on 132 SMs saturate HBM for streaming ops.
 constexpr int kElementwiseThreads = 256;
 constexpr int64_t kElementwiseMaxBlocks = 132 * 8;
+// SiLU·mul over rows of 8-element multiples: 8-element chunks a thread (silu_mul_rows_kernel), loaded together, one
+// row a blockIdx.x. Measured (H100, session 25, the 32k prompt's trace): 37.5 -> 29.5 ms a prefill against the
+// grid-stride form (a 64-bit division a chunk); 32,000 x 14,336 alone 2.94 TB/s, copy 3.02.
+constexpr int kSiluMulChunks = 2;
 // Host <-> device copies of at most kCopyKernelMaxBytes between pinned host memory and the device run as a kernel
 // (launch_copy_bytes, ≤ kCopyKernelMaxBlocks blocks) in the stream instead of through the copy engine: a step's
 // staging upload, sampling parameters and sampled ids are a few hundred bytes to a few KB each, and every hand-off
@@ -24,6 +28,17 @@ constexpr unsigned int kCopyKernelMaxBlocks = 16;
 // Per-row kernels (norms, gathers): one block per row; 256 threads cover hidden 4096 with one 16 B vector each
 // per two passes, and rows are many enough at prefill to fill the chip.
 constexpr int kRowThreads = 256;
+// q/k norm + RoPE (+ KV write): one warp a (token, head), or from kQkNormRopeRowsMinTokens tokens on one block of
+// kQkNormRopeRowsThreads a token, its row staged in shared memory (at most kQkNormRopeRowsMaxSmem bytes with the
+// token's cos / sin table). The warp form moves 256 B a warp in 2-byte accesses and computes every head's angles
+// again. Both forms give the same bits, so the threshold changes no output. Measured (H100, session 25,
+// `rl_bench_kernels elementwise`, Llama-3.1-8B shape with q/k norms and the KV write, TB/s warp / block form, copy
+// 3.02): 64 tokens 0.195 / 0.146, 256 0.555 / 0.545, 1,024 1.03 / 1.28, 4,096 1.16 / 1.48, 32,000 1.27 / 1.78, and
+// in a second call 512 tokens 0.770 / 0.880; the 32k prompt's trace 23.8 -> 14.3 ms a prefill
+// (scripts/device/prefill_elementwise.sh).
+constexpr int64_t kQkNormRopeRowsMinTokens = 512;
+constexpr int kQkNormRopeRowsThreads = 256;
+constexpr int64_t kQkNormRopeRowsMaxSmem = 48 * 1024;
 
 // linear: M ≤ kGemvMaxM uses our GEMV (weights streamed once, bandwidth-bound); above it cuBLASLt, where the
 // problem turns compute-bound (at M = 16 the GEMV still reads each weight byte once; at M = 64 tensor cores win).

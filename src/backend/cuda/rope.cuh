@@ -30,8 +30,11 @@ __device__ __forceinline__ RopeLane rope_lane(const void* norm_w, bool norm_f32,
 
 // src: the head's d bf16 values; norm: whether to RMS-normalise (eps) first; pos: the token's position. The rotated
 // head goes to dst and, where dst2 is set, to dst2 too (either may alias src: each lane reads its elements first).
+// trig: the token's table of cos (elements 0 .. d/2 - 1) then sin, as rope_trig_table computes it, or null to compute
+// each lane's angles here (the same bits either way).
 __device__ __forceinline__ void norm_rope_head(const RopeLane& c, const uint16_t* src, int64_t d, bool norm, float eps,
-                                               float pos, uint16_t* dst, uint16_t* dst2) {
+                                               float pos, uint16_t* dst, uint16_t* dst2,
+                                               const float* trig = nullptr) {
   const int lane = threadIdx.x & 31;
   const int64_t half = d / 2;
   float lo[4], hi[4];
@@ -60,7 +63,12 @@ __device__ __forceinline__ void norm_rope_head(const RopeLane& c, const uint16_t
     const int64_t i = lane + 32 * j;
     if (i < half) {
       float sn, cs;
-      sincosf(pos * c.freq[j], &sn, &cs);
+      if (trig) {
+        cs = trig[i];
+        sn = trig[half + i];
+      } else {
+        sincosf(pos * c.freq[j], &sn, &cs);
+      }
       const uint16_t r0 = f32_to_bf16_bits(lo[j] * cs - hi[j] * sn);
       const uint16_t r1 = f32_to_bf16_bits(hi[j] * cs + lo[j] * sn);
       dst[i] = r0;
@@ -70,6 +78,17 @@ __device__ __forceinline__ void norm_rope_head(const RopeLane& c, const uint16_t
         dst2[i + half] = r1;
       }
     }
+  }
+}
+
+// The block's threads fill trig ([d/2] cos, then [d/2] sin) for one position: the angles norm_rope_head computes per
+// lane (float(position) * inv_freq[i] in f32, precise sincosf), once a token instead of once a head.
+__device__ __forceinline__ void rope_trig_table(const float* inv_freq, int64_t half, float pos, float* trig) {
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    float sn, cs;
+    sincosf(pos * inv_freq[i], &sn, &cs);
+    trig[i] = cs;
+    trig[half + i] = sn;
   }
 }
 
