@@ -51,14 +51,24 @@ __global__ void rms_norm_kernel(uint16_t* residual, const uint16_t* x, const voi
     }
     pdl_wait();  // launched with PDL (cuda_launch.cuh)
     pdl_launch_dependents();
+    // Every chunk's loads first: src is the residual row that the first chunk's store writes, so loads after that
+    // store could not be moved above it (a second round trip to memory).
+    uint4 raw[kNormChunks], xraw[kNormChunks];
 #pragma unroll
     for (int j = 0; j < kNormChunks; ++j) {
       const int64_t c = threadIdx.x + j * static_cast<int64_t>(blockDim.x);
       if (c >= hidden / 8) continue;
-      unpack8(reinterpret_cast<const uint4*>(src)[c], v[j]);
+      raw[j] = reinterpret_cast<const uint4*>(src)[c];
+      if (residual) xraw[j] = reinterpret_cast<const uint4*>(x + base)[c];
+    }
+#pragma unroll
+    for (int j = 0; j < kNormChunks; ++j) {
+      const int64_t c = threadIdx.x + j * static_cast<int64_t>(blockDim.x);
+      if (c >= hidden / 8) continue;
+      unpack8(raw[j], v[j]);
       if (residual) {
         float a[8];
-        unpack8(reinterpret_cast<const uint4*>(x + base)[c], a);
+        unpack8(xraw[j], a);
 #pragma unroll
         for (int i = 0; i < 8; ++i) v[j][i] = bf16_bits_to_f32(f32_to_bf16_bits(v[j][i] + a[i]));
         reinterpret_cast<uint4*>(residual + base)[c] = pack8(v[j]);
@@ -190,7 +200,21 @@ __global__ void __launch_bounds__(kQkNormRopeRowsThreads, 4) qk_norm_rope_rows_k
   pdl_launch_dependents();
   const int64_t tok = blockIdx.x;
   uint4* qkv4 = reinterpret_cast<uint4*>(a.qkv + tok * row);
-  for (int64_t c = threadIdx.x; c < staged / 8; c += blockDim.x) staged4[c] = qkv4[c];
+  // kQkNormRopeStageLoads chunks a thread loaded before any is stored: a generic load is not moved above a shared
+  // store (it might alias it), so a load-store loop waits on memory once a chunk.
+  for (int64_t c0 = threadIdx.x; c0 < staged / 8; c0 += kQkNormRopeStageLoads * blockDim.x) {
+    uint4 r[kQkNormRopeStageLoads];
+#pragma unroll
+    for (int k = 0; k < kQkNormRopeStageLoads; ++k) {
+      const int64_t c = c0 + k * static_cast<int64_t>(blockDim.x);
+      if (c < staged / 8) r[k] = qkv4[c];
+    }
+#pragma unroll
+    for (int k = 0; k < kQkNormRopeStageLoads; ++k) {
+      const int64_t c = c0 + k * static_cast<int64_t>(blockDim.x);
+      if (c < staged / 8) staged4[c] = r[k];
+    }
+  }
   const float pos = static_cast<float>(a.positions[tok]);
   rope_trig_table(a.inv_freq, half, pos, trig);
   __syncthreads();

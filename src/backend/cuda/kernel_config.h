@@ -39,6 +39,9 @@ constexpr int kRowThreads = 256;
 constexpr int64_t kQkNormRopeRowsMinTokens = 512;
 constexpr int kQkNormRopeRowsThreads = 256;
 constexpr int64_t kQkNormRopeRowsMaxSmem = 48 * 1024;
+// 16-byte chunks of the row a thread of that form loads before it stores them to shared memory (Llama-3.1-8B's 6,144
+// q/k/v elements: 3 a thread).
+constexpr int kQkNormRopeStageLoads = 4;
 
 // linear: M ≤ kGemvMaxM uses our GEMV (weights streamed once, bandwidth-bound); above it cuBLASLt, where the
 // problem turns compute-bound (at M = 16 the GEMV still reads each weight byte once; at M = 64 tensor cores win).
