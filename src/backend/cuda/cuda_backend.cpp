@@ -112,13 +112,12 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the
-  // form before session 18, "continuous_v3_lazy" production, "continuous_v3" its eager rescale, "k2" 2 K stages and
-  // two Q buffers with "continuous_v3_lazy"); "0" turns the kernel off (prefill_attention_sm90_supported).
+  // form before session 18, "continuous_v3_lazy" production, "continuous_v3" its eager rescale); "0" turns the kernel
+  // off (prefill_attention_sm90_supported).
   prefill_continuous_ = cuda::kPrefillSm90ContinuousTurns;
   prefill_v_stages_ = cuda::kPrefillSm90VStages;
   prefill_lazy_ = cuda::kPrefillSm90LazyRescale;
   prefill_snake_ = cuda::kPrefillSm90Snake;
-  prefill_k_stages_ = cuda::kPrefillSm90KStages;
   if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_SM90"); env != nullptr && std::string(env) != "0") {
     const std::string v = env;
     prefill_continuous_ = v.find("continuous") != std::string::npos;
@@ -127,7 +126,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_multicast_ = v.find("mc") != std::string::npos;
     prefill_wait_in_place_ = v.find("waitinplace") != std::string::npos;
     prefill_snake_ = v.find("snake") != std::string::npos;
-    prefill_k_stages_ = v.find("k2") != std::string::npos ? 2 : cuda::kPrefillSm90KStages;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -410,7 +408,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.pack = attention_impl_ == AttentionImpl::kHopperPacked || cuda::kPrefillSm90Pack;
       o.intra_overlap = cuda::kPrefillSm90IntraOverlap;
       o.persistent = cuda::kPrefillSm90Persistent;
-      o.k_stages = o.pack ? cuda::kPrefillSm90KStages : prefill_k_stages_;  // 2 K stages: unpacked only
+      o.k_stages = cuda::kPrefillSm90KStages;
       o.continuous_turns = prefill_continuous_;
       o.v_stages = o.pack ? 2 : prefill_v_stages_;  // 3 V stages are built for unpacked blocks only
       o.lazy_rescale = prefill_lazy_;  // where built (launch_prefill_attention_sm90 decides)

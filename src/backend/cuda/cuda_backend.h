@@ -183,10 +183,6 @@ class CudaBackend final : public Backend {
     prefill_multicast_ = multicast;
     prefill_wait_in_place_ = wait_in_place;
   }
-  // Lab: the Hopper prefill's K stages (2 takes two Q buffers; built with continuous turns, 3 V stages and the lazy
-  // rescale, unpacked only).
-  void set_prefill_k_stages(int k) { prefill_k_stages_ = k; }
-  int prefill_k_stages() const { return prefill_k_stages_; }
   bool prefill_continuous() const { return prefill_continuous_; }
   int prefill_v_stages() const { return prefill_v_stages_; }
   bool prefill_lazy() const { return prefill_lazy_; }
@@ -213,7 +209,6 @@ class CudaBackend final : public Backend {
   cuda::DecodeKernel decode_kernel_ = cuda::DecodeKernel::kAuto;  // RIDGELINE_CUDA_DECODE_KERNEL (lab A/B)
   bool prefill_continuous_ = true;  // set_prefill_sm90_lab (the constructor: kernel_config.h)
   int prefill_v_stages_ = 3;
-  int prefill_k_stages_ = 3;  // RIDGELINE_CUDA_PREFILL_SM90=..._k2 (lab): 2, with two Q buffers
   bool prefill_lazy_ = true;
   bool prefill_multicast_ = false;
   bool prefill_wait_in_place_ = false;

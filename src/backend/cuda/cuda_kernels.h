@@ -190,8 +190,7 @@ struct PrefillSm90Options {
   bool pack = false;           // GQA-packed blocks (one per kv head) where the group divides 64
   bool intra_overlap = false;  // each consumer's softmax overlaps its own P V GEMM
   bool persistent = false;     // num_sms blocks looping over the work items (else one block per item)
-  int k_stages = 2;            // K tiles in flight: 2 or 3 (V: 2); 2 with 3 V stages, continuous turns and the lazy
-                               // rescale (lab) has room for two Q buffers
+  int k_stages = 2;            // K tiles in flight: 2 or 3 (V: 2)
   // The consumers' turns run on across work items with no barrier between items (needs intra_overlap and 3 K
   // stages; kernel_config.h, kPrefillSm90ContinuousTurns).
   bool continuous_turns = false;

@@ -695,14 +695,13 @@ void bench_prefill(CudaBackend& be) {
       // The production variant with the consumers' turns running on across items (also packed) and with 3 V stages.
       // v = 4 / 5: continuous, 3 V stages and the lazy rescale / the K / V multicast over pairs of heads (lab);
       // v = 6: the lazy rescale with the wait for P V kept after the next tile's softmax (lab; production's plain
-      // wait is hoisted above it by ptxas); v = 7: production with snake-ordered rounds of items; v = 8: production
-      // with 2 K stages and two Q buffers (the next item's Q loads under this one)
-      for (int v = 0; v < 9; ++v) {
+      // wait is hoisted above it by ptxas); v = 7: production with snake-ordered rounds of items
+      for (int v = 0; v < 8; ++v) {
         cuda::PrefillSm90Options o;
         o.pack = v == 3;
         o.intra_overlap = true;
         o.persistent = true;
-        o.k_stages = v == 8 ? 2 : 3;
+        o.k_stages = 3;
         o.continuous_turns = v != 1;
         o.v_stages = v == 1 || v == 2 || v >= 4 ? 3 : 2;
         o.lazy_rescale = v == 4 || v >= 6;
@@ -713,8 +712,7 @@ void bench_prefill(CudaBackend& be) {
             time_ms(be, [&](int) { cuda::launch_prefill_attention_sm90(a90, o, be.num_sms(), be.stream()); }, 10);
         result("prefill_lab",
                std::to_string(b) + "x" + std::to_string(s) + "_sm90" + (o.pack ? "_packed" : "") +
-                   "_intra_persistent_k" + std::to_string(o.k_stages) + (o.v_stages == 3 ? "_v3" : "") +
-                   (o.continuous_turns ? "_cont" : "") +
+                   "_intra_persistent_k3" + (o.v_stages == 3 ? "_v3" : "") + (o.continuous_turns ? "_cont" : "") +
                    (o.lazy_rescale ? "_lazy" : "") + (o.multicast ? "_mc" : "") +
                    (o.wait_in_place ? "_waitinplace" : "") + (o.snake ? "_snake" : ""),
                flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");

@@ -339,6 +339,11 @@ constexpr bool kPrefillSm90Persistent = true;
 // Hopper prefill: K tiles in flight. Three fill the 227 KB of shared memory (Q ×2 + 3 K + 2 V tiles of 32 KB, or with
 // kPrefillSm90VStages = 3: Q + 3 K + 3 V).
 constexpr int kPrefillSm90KStages = 3;
+// Measured and dropped (1f0d23d, session 25, H100, one call, `rl_bench_kernels prefill` lab rows beside production's
+// lab row, TFLOP/s): 2 K stages, which leaves room for a second Q buffer beside 3 V stages (the next item's Q loading
+// under this one instead of after it): 4 x 4k 498.2 / 493.2, 16 x 1k 368.4 / 363.7, 1 x 16k 554.3 / 564.2; the 32k
+// TTFT 1,207.8 / 1,208.3 ms against 1,200.4 / 1,204.2. A K tile is released right after its S = Q Kᵀ, so 2 stages
+// give its load about one tile period, and long prompts lose more than short items gain from the early Q.
 // Hopper prefill: whether the two consumers' ping-pong turns run on across work items (one consumer stores its rows
 // and starts the next item's first S = Q Kᵀ while the other's last P V runs) instead of both meeting at a barrier
 // after each item, which drains the tensor cores for about a tile at every item's end (16 × 1k averages 4.5 key

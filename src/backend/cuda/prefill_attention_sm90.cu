@@ -41,18 +41,14 @@ constexpr int kSchedWaitInPlace = 1;  // the kernel's SCHED bits (lab)
 constexpr uint32_t kHalfRow = 128;                    // bytes of a 64-column half row
 constexpr uint32_t kQBytes = 2 * kBM * kHalfRow;      // 32 KB
 constexpr uint32_t kTileBytes = 2 * kBN * kHalfRow;   // one K or V tile, 32 KB
+// Q buffers: two (the next item's Q loads while this one runs), or one where three V stages take the room.
+constexpr int q_buffers(int vs) {
+  return vs == 3 ? 1 : 2;
+}
 // Q ×QB, KS K stages, VS V stages, the barriers (Q full/empty ×2, tail; full and empty per stage), and slack for the
 // 1024-byte alignment.
-constexpr int smem_bytes_with(int qb, int ks, int vs) {
-  return 1024 + qb * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs);
-}
-// Q buffers: two (the next item's Q loads while this one runs) where they fit beside the K and V stages, else one
-// (3 K + 3 V stages: the next item's Q loads only once both consumers are done with this one).
-constexpr int q_buffers(int ks, int vs) {
-  return smem_bytes_with(2, ks, vs) <= 227 * 1024 ? 2 : 1;
-}
 constexpr int smem_bytes(int ks, int vs) {
-  return smem_bytes_with(q_buffers(ks, vs), ks, vs);
+  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs);
 }
 
 struct Sm90Params {
@@ -93,7 +89,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   using namespace sm90;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  constexpr int QB = q_buffers(KS, VS);
+  constexpr int QB = q_buffers(VS);
   const uint32_t skv = base + QB * kQBytes, bars = skv + (KS + VS) * kTileBytes;
   auto sk = [&](int st) { return skv + st * kTileBytes; };
   auto sv = [&](int st) { return skv + (KS + st) * kTileBytes; };
@@ -617,11 +613,6 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   // heads of one kv head, so an odd group runs without it.
   const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
-  // Lab: production with 2 K stages, which leaves room for a second Q buffer (the next item's Q loads under this one).
-  if (!packed && o.intra_overlap && o.k_stages == 2 && o.continuous_turns && o.v_stages == 3 && o.lazy_rescale) {
-    launch_sm90<false, true, 2, 0, true, 3, true>(a, o.persistent, num_sms, stream, o.snake);
-    return;
-  }
   if (lazy && !multicast && o.wait_in_place) {  // lab: built with the lazy rescale only
     launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedWaitInPlace>(a, o.persistent, num_sms, stream, o.snake);
     return;
