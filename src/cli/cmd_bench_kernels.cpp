@@ -17,8 +17,8 @@ void add_bench_kernels(CLI::App* bench, int* exit_code) {
   auto only = std::make_shared<std::string>();
   auto device = std::make_shared<int>(0);
   cmd->add_option("group", *only,
-                  "Only this group: copy, linear, gemv, skinny, decode, prefill, mla, sample or elementwise "
-                  "(default: all)");
+                  "Only this group: copy, linear, gemv, skinny, decode, prefill, prefill_production (its "
+                  "production rows alone), mla, sample or elementwise (default: all)");
   cmd->add_option("--device-index", *device, "CUDA device")->capture_default_str();
   cmd->callback([only, device, exit_code] {
 #ifdef RIDGELINE_CUDA

@@ -117,7 +117,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   prefill_continuous_ = cuda::kPrefillSm90ContinuousTurns;
   prefill_v_stages_ = cuda::kPrefillSm90VStages;
   prefill_lazy_ = cuda::kPrefillSm90LazyRescale;
-  prefill_snake_ = cuda::kPrefillSm90Snake;
   if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_SM90"); env != nullptr && std::string(env) != "0") {
     const std::string v = env;
     prefill_continuous_ = v.find("continuous") != std::string::npos;
@@ -125,7 +124,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_lazy_ = v.find("lazy") != std::string::npos;
     prefill_multicast_ = v.find("mc") != std::string::npos;
     prefill_wait_in_place_ = v.find("waitinplace") != std::string::npos;
-    prefill_snake_ = v.find("snake") != std::string::npos;
+    prefill_snake_mode_ = v.find("snake") != std::string::npos ? 1 : 0;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -414,7 +413,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.lazy_rescale = prefill_lazy_;  // where built (launch_prefill_attention_sm90 decides)
       o.multicast = prefill_multicast_;
       o.wait_in_place = prefill_wait_in_place_;
-      o.snake = prefill_snake_;
+      o.snake = prefill_snake_mode_ < 0 ? cuda::prefill_sm90_snake(a.max_seqlen_k) : prefill_snake_mode_ == 1;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;
     }

@@ -188,8 +188,10 @@ class CudaBackend final : public Backend {
   bool prefill_lazy() const { return prefill_lazy_; }
   bool prefill_multicast() const { return prefill_multicast_; }
   bool prefill_wait_in_place() const { return prefill_wait_in_place_; }
-  void set_prefill_snake(bool on) { prefill_snake_ = on; }
-  bool prefill_snake() const { return prefill_snake_; }
+  // The Hopper prefill's snake-ordered rounds: -1 by the launch's longest key row (kernel_config.h,
+  // prefill_sm90_snake; the default), 0 off, 1 on (lab).
+  void set_prefill_snake_mode(int mode) { prefill_snake_mode_ = mode; }
+  int prefill_snake_mode() const { return prefill_snake_mode_; }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to
   // reach the in-register path.
@@ -212,7 +214,7 @@ class CudaBackend final : public Backend {
   bool prefill_lazy_ = true;
   bool prefill_multicast_ = false;
   bool prefill_wait_in_place_ = false;
-  bool prefill_snake_ = false;  // set_prefill_snake (the constructor: kernel_config.h kPrefillSm90Snake)
+  int prefill_snake_mode_ = -1;  // set_prefill_snake_mode
   bool copy_kernel_ = true;  // set_copy_kernel
   // The pinned allocations (base → bytes): copy_by_kernel runs only on these.
   mutable std::mutex pinned_mu_;

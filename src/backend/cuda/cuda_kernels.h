@@ -208,8 +208,8 @@ struct PrefillSm90Options {
   // kept after the softmax of the next tile (wgmma_wait_in_place), where ptxas hoists production's plain wait.
   bool wait_in_place = false;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
-  // longest for one block is its shortest the next round), instead of the same slot every round (kernel_config.h,
-  // kPrefillSm90Snake).
+  // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
+  // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).
   bool snake = false;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);

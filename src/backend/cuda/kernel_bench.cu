@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <string>
@@ -624,12 +625,15 @@ void bench_decode(CudaBackend& be) {
   }
 }
 
-void bench_prefill(CudaBackend& be) {
+// production_only (group prefill_production, or prefill_production_bsN for a KV block size of N): the production rows
+// of the four causal shapes and nothing else, for calls that alternate them with the torch peers
+// (scripts/device/prefill_vs_cudnn.sh).
+void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 16) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
   // A mixed step as the offline run has them: 256 decode rows at 1,536 keys first, then 8 prefill chunks of 1,024
   // new tokens. All rows through the prefill kernel (production) against the decode rows through the decode kernel
   // (CudaBackend::set_split_mixed, lab), and the decode rows alone (the decode kernel's share).
-  {
+  if (!production_only) {
     std::vector<SeqShape> seqs(256, SeqShape{1, 1536});
     for (int i = 0; i < 8; ++i) seqs.push_back(SeqShape{1024, 1024});
     AttnProblem p = make_attn_seqs(be, seqs, heads, kv_heads, d, 1);
@@ -653,11 +657,12 @@ void bench_prefill(CudaBackend& be) {
   }
   for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{4, 4096}, {16, 1024}, {1, 16384}}) {
     const int64_t b = shape.first, s = shape.second;
-    AttnProblem p = make_attn(be, b, s, s, heads, kv_heads, d, 1);
+    AttnProblem p = make_attn(be, b, s, s, heads, kv_heads, d, 1, block_size);
     const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 10);
     const double flops = 4.0 * b * s * s * heads * d / 2;
     result("prefill_attn", std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal",
            flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+    if (production_only) continue;
     // Over an FP8 cache: the FA2 kernel converting K / V as it loads (the Hopper kernel reads bf16 only), next to the
     // FA2 kernel over bf16 (the prefill_lab _bn64 row below).
     {
@@ -741,15 +746,17 @@ void bench_prefill(CudaBackend& be) {
   // the step, this row its rate away from the GEMMs around it.
   {
     const int64_t s = 32768;
-    AttnProblem p = make_attn(be, 1, s, s, heads, kv_heads, d, 1);
+    AttnProblem p = make_attn(be, 1, s, s, heads, kv_heads, d, 1, block_size);
     const double flops = 4.0 * s * s * heads * d / 2;
     const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 5);
     result("prefill_attn", "1x32768_h32kv8d128_causal", flops / (ms * 1e-3) / 1e12, "TFLOP/s");
-    const bool snake_default = be.prefill_snake();
-    be.set_prefill_snake(!snake_default);
+    if (production_only) return;
+    const int snake_mode = be.prefill_snake_mode();
+    const bool snake_on = snake_mode < 0 ? cuda::prefill_sm90_snake(s) : snake_mode == 1;
+    be.set_prefill_snake_mode(snake_on ? 0 : 1);
     const double sms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 5);
-    be.set_prefill_snake(snake_default);
-    result("prefill_lab", std::string("1x32768_sm90") + (snake_default ? "_no_snake" : "_snake"),
+    be.set_prefill_snake_mode(snake_mode);
+    result("prefill_lab", std::string("1x32768_sm90") + (snake_on ? "_no_snake" : "_snake"),
            flops / (sms * 1e-3) / 1e12, "TFLOP/s");
     // GQA-packed (one block per KV head: each K/V tile crosses from L2 once per group, not once per query head), with
     // continuous turns and 2 V stages (the packed lab form of the rows above): at 32k the items in flight spread over
@@ -1038,10 +1045,11 @@ namespace rl {
 
 int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (!only.empty() && only != "copy" && only != "linear" && only != "decode" && only != "prefill" &&
-      only != "gemv" && only != "skinny" && only != "mla" && only != "sample" && only != "elementwise") {
+      only != "gemv" && only != "skinny" && only != "mla" && only != "sample" && only != "elementwise" &&
+      only.rfind("prefill_production", 0) != 0) {
     std::fprintf(stderr,
-                 "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, skinny, decode, prefill, mla, "
-                 "sample, elementwise)\n",
+                 "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, skinny, decode, prefill, "
+                 "prefill_production, mla, sample, elementwise)\n",
                  only.c_str());
     return 1;
   }
@@ -1057,7 +1065,16 @@ int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (only.empty() || only == "linear" || only == "gemv") bench_gemv_shapes(cuda);
   if (only.empty() || only == "skinny") bench_skinny(cuda);
   if (only.empty() || only == "decode") bench_decode(cuda);
-  if (only.empty() || only == "prefill") bench_prefill(cuda);
+  if (only.empty() || only == "prefill") bench_prefill(cuda, false);
+  if (only.rfind("prefill_production", 0) == 0) {
+    const size_t at = only.find("_bs");
+    const int64_t bs = at == std::string::npos ? 16 : std::atoll(only.c_str() + at + 3);
+    if (bs < 8 || (bs & (bs - 1)) != 0) {
+      std::fprintf(stderr, "ridgeline: error: %s: the block size must be a power of two of at least 8\n", only.c_str());
+      return 1;
+    }
+    bench_prefill(cuda, true, bs);
+  }
   if (only.empty() || only == "mla") bench_mla(cuda);
   if (only.empty() || only == "sample") bench_sample(cuda);
   if (only.empty() || only == "elementwise") bench_elementwise(cuda);

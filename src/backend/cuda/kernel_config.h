@@ -370,8 +370,15 @@ constexpr bool kPrefillSm90LazyRescale = true;
 // production, two rounds alternating, TFLOP/s): 4 × 4k 563.8 / 561.2 against 551.3 / 549.9, 16 × 1k 374.3 / 379.6
 // against 383.0 / 382.0, 1 × 16k 617.8 / 623.4 against 607.3 / 574.6, 1 × 32k 570.0 / 554.6 (snake) against 577.2 /
 // 567.3 in each process's second 32k row; the 32k prompt's TTFT 1,211.1 / 1,215.2 ms against 1,218.3 / 1,223.4. A
-// gain at 4 × 4k, a loss at 16 × 1k and 1 × 32k: lab until an H200 run against cuDNN decides.
-constexpr bool kPrefillSm90Snake = false;
+// gain at 4 × 4k, a loss at 16 × 1k and 1 × 32k. Session 25 (H100, scripts/device/prefill_vs_cudnn.sh: short
+// processes of the production rows alone, alternating with torch's cuDNN, 4 and 6 rounds in two calls, TFLOP/s
+// medians, snake / plain / cuDNN): 4 × 4k 558.2 / 553.3 / 550.6 and 559.0 / 549.9 / 553.4, 16 × 1k 377.2 / 386.5 /
+// 363.7 and 378.3 / 385.1 / 389.8, 1 × 16k 633.6 / 603.2 / 627.4 and 625.9 / 601.7 / 633.0, 1 × 32k 574.4 / 569.8
+// and 581.3 / 577.1; the 32k prompt's TTFT 1,204.4 / 1,203.5 ms against 1,211.9 / 1,207.8 (prefill_forms.sh). So on
+// where the longest item has kPrefillSm90SnakeMinKeyTiles key tiles or more (the imbalance it removes grows with the
+// items' lengths), off for short items (16 × 1k: 8 tiles at most).
+constexpr int64_t kPrefillSm90SnakeMinKeyTiles = 16;
+inline bool prefill_sm90_snake(int64_t max_seqlen_k) { return max_seqlen_k >= kPrefillSm90SnakeMinKeyTiles * 128; }
 // Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
 // group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
 // Deterministic mode cuts every row's keys into chunks of kDetChunkKeys at absolute key positions (a multiple of

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Issue 21.1's comparison, alternating: production's prefill rows (`rl_bench_kernels prefill_production`: 4 x 4k,
+# 16 x 1k, 1 x 16k and 1 x 32k, causal, GQA 32 / 8, head_dim 128) and torch's SDPA peers (bench/peers/torch_peers.py
+# prefill: cuDNN, flash), ROUNDS rounds (default 3), the SM clock, power and temperature sampled every 100 ms
+# (nvidia-smi) and averaged over each run. In one long `rl_bench_kernels prefill` process a row's figure moved by up to
+# 10 % with its place in the run; alternating short processes, each form's rounds agree within 1 %. FORMS (default
+# "production peers") are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=
+# continuous_v3_lazy_snake), bsN (production over a KV cache of block size N). Carried binaries in $RL_BIN_DIR.
+# Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+device_env
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 100 \
+  > "$L/clocks.csv" 2>/dev/null &
+sampler=$!
+for r in $(seq 1 "${ROUNDS:-3}"); do
+  for who in ${FORMS:-production peers}; do
+    t_start=$(date +%s.%N)
+    case "$who" in
+      peers) timeout 150 python3 bench/peers/torch_peers.py prefill ;;
+      snake)
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
+      bs*) timeout 120 "$bin/rl_bench_kernels" "prefill_production_$who" ;;
+      *) timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
+    esac > "$L/${who}_r$r.txt" 2>&1
+    echo "$who $r rc=$? $t_start $(date +%s.%N)" | tee -a "$L/phases.txt"
+  done
+done
+kill "$sampler" 2>/dev/null
+wait "$sampler" 2>/dev/null
+tar -C "$L" -czf "$final_out/prefill_vs_cudnn_logs.tgz" .
+python3 - "$L" <<'PY'
+import datetime, glob, os, re, statistics, sys
+d = sys.argv[1]
+samples = []
+for line in open(os.path.join(d, "clocks.csv")):
+    parts = [p.strip() for p in line.split(",")]
+    try:
+        t = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f")  # local time, as `date +%s` counts it
+        samples.append((t.timestamp(), float(parts[1]), float(parts[2]), float(parts[3])))
+    except (ValueError, IndexError):
+        pass
+rows = {}  # (shape, form or peer) -> [value by round]
+names = {}  # in order of appearance
+print("== phases (mean SM MHz / W / C over each run)")
+for line in open(os.path.join(d, "phases.txt")):
+    who, r, rc, t0, t1 = line.split()
+    s = [x for x in samples if float(t0) <= x[0] <= float(t1)]
+    clk = f"{statistics.mean(x[1] for x in s):.0f} MHz {statistics.mean(x[2] for x in s):.0f} W " \
+          f"{max(x[3] for x in s):.0f} C" if s else "no samples"
+    print(f"{who} round {r} {rc}: {clk}")
+    text = open(os.path.join(d, f"{who}_r{r}.txt")).read()
+    for m in re.finditer(r"^RESULT prefill_attn (\S+) (\S+) TFLOP/s ?(\S*)", text, re.M):
+        name = m.group(3) or who
+        rows.setdefault((m.group(1), name), []).append(float(m.group(2)))
+        names.setdefault(name, None)
+print("== TFLOP/s by round")
+shapes = sorted({k[0] for k in rows}, key=lambda x: (len(x), x))
+for shape in shapes:
+    line = shape
+    cudnn = rows.get((shape, "sdpa_cudnn"), [])
+    for name in names:
+        v = rows.get((shape, name), [])
+        line += f" | {name} " + " / ".join(f"{x:.1f}" for x in v)
+        if v and cudnn and not name.startswith("sdpa"):
+            line += f" ({statistics.median(v) / statistics.median(cudnn):.3f}x cuDNN)"
+    print(line)
+PY
