@@ -372,9 +372,9 @@ constexpr bool kPrefillSm90LazyRescale = true;
 // 567.3 in each process's second 32k row; the 32k prompt's TTFT 1,211.1 / 1,215.2 ms against 1,218.3 / 1,223.4. A
 // gain at 4 × 4k, a loss at 16 × 1k and 1 × 32k. Session 25 (H100, scripts/device/prefill_vs_cudnn.sh: short
 // processes of the production rows alone, alternating with torch's cuDNN, 4 and 6 rounds in two calls, TFLOP/s
-// medians, snake / plain / cuDNN): 4 × 4k 558.2 / 553.3 / 550.6 and 559.0 / 549.9 / 553.4, 16 × 1k 377.2 / 386.5 /
-// 363.7 and 378.3 / 385.1 / 389.8, 1 × 16k 633.6 / 603.2 / 627.4 and 625.9 / 601.7 / 633.0, 1 × 32k 574.4 / 569.8
-// and 581.3 / 577.1; the 32k prompt's TTFT 1,204.4 / 1,203.5 ms against 1,211.9 / 1,207.8 (prefill_forms.sh). So on
+// medians, snake / plain / cuDNN): 4 × 4k 558.1 / 553.2 / 550.6 and 559.2 / 549.9 / 553.9, 16 × 1k 377.1 / 386.4 /
+// 363.6 and 378.3 / 385.1 / 389.8, 1 × 16k 633.5 / 603.0 / 627.4 and 625.9 / 601.6 / 633.2, 1 × 32k 574.0 / 556.9
+// and 581.3 / 576.1; the 32k prompt's TTFT 1,204.4 / 1,203.5 ms against 1,211.9 / 1,207.8 (prefill_forms.sh). So on
 // where the longest item has kPrefillSm90SnakeMinKeyTiles key tiles or more (the imbalance it removes grows with the
 // items' lengths), off for short items (16 × 1k: 8 tiles at most).
 constexpr int64_t kPrefillSm90SnakeMinKeyTiles = 16;
