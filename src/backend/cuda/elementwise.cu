@@ -181,11 +181,13 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   }
 }
 
-// Prefill-sized launches (qk_norm_rope_rows_fit, kQkNormRopeRowsMinTokens): one block a token. The token's q and k
+// Prefill-sized launches (kQkNormRopeRowsMinTokens tokens and more, where qk_norm_rope_rows_smem takes the shape): one
+// block a token. The token's q and k
 // heads (and v, with the KV write) come into shared memory with 16-byte loads, its cos / sin table is computed once
 // instead of once a head, and warp w runs norm_rope_head on heads w, w + warps, ... in shared memory: each lane's
 // arithmetic is qk_norm_rope_kernel's, so the bits are too. The rotated heads go back to qkv, and with the KV write the
 // k and v heads to the caches, with 16-byte stores (8-byte for FP8 codes, pack8_fp8 rounding as f32_to_fp8_bits).
+// At least 4 blocks an SM: 64 registers a thread (76 unbounded, 3 blocks), no spills.
 __global__ void __launch_bounds__(kQkNormRopeRowsThreads, 4) qk_norm_rope_rows_kernel(QkNormRopeArgs a) {
   extern __shared__ uint4 staged4[];
   const int64_t d = a.head_dim, half = d / 2, num_rot = a.num_heads + a.num_kv_heads;
