@@ -248,6 +248,19 @@ TEST(CudaFusedOps, QkNormRopeKvWrite) {
   check_rope_kv(700, 16, 8, true);  // a prefill chunk
 }
 
+// A [num_blocks, bs, nkv, d] KV cache of dt holding the bytes init, and a cache's bytes read back.
+Owned cache_of_bytes(DType dt, int64_t num_blocks, int64_t bs, int64_t nkv, int64_t d,
+                     const std::vector<uint8_t>& init) {
+  Owned o = make(cuda(), dt, {num_blocks, bs, nkv, d});
+  cuda().upload(o.t.data, init.data(), init.size());
+  return o;
+}
+std::vector<uint8_t> bytes_of(const Owned& o) {
+  std::vector<uint8_t> v(o.t.nbytes());
+  cuda().download(v.data(), o.t.data, v.size());
+  return v;
+}
+
 // The same kernel writing an FP8 e4m3 cache: qkv and both caches' bytes equal the composed ops' (qk_norm_rope, then
 // kv_write into the fp8 cache), with a skipped slot; head_dim 128 and 80 (a half that is not whole warps: the k row
 // read back crosses lanes).
@@ -264,16 +277,7 @@ void check_rope_kv_fp8(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms
   const Tensor qnt = norms ? c_qn.t : Tensor(), knt = norms ? c_kn.t : Tensor();
   const RopeParams rope{l, c_inv.t.f32()};
   const NormParams np{1e-6f};
-  const auto cache = [&]() {
-    Owned o = make(cuda(), DType::kFP8E4M3, {num_blocks, bs, nkv, d});
-    cuda().upload(o.t.data, init.data(), init.size());
-    return o;
-  };
-  const auto bytes = [&](const Owned& o) {
-    std::vector<uint8_t> v(init.size());
-    cuda().download(v.data(), o.t.data, v.size());
-    return v;
-  };
+  const auto cache = [&]() { return cache_of_bytes(DType::kFP8E4M3, num_blocks, bs, nkv, d, init); };
   auto c_qkv = make_bf16(cuda(), qkv, {t, l.row()});
   Owned c_k = cache(), c_v = cache();
   cuda().qk_norm_rope_kv_write(c_qkv.t, qnt, knt, c_pos.t, rope, np, c_slots.t, KvLayer{c_k.t, c_v.t});
@@ -284,9 +288,9 @@ void check_rope_kv_fp8(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms
   const std::string what = "t=" + std::to_string(t) + " gqa " + std::to_string(nh) + "/" + std::to_string(nkv) +
                            " d=" + std::to_string(d);
   EXPECT_EQ(read_f32(cuda(), c_qkv.t), read_f32(cuda(), r_qkv.t)) << what;
-  EXPECT_EQ(bytes(c_k), bytes(r_k)) << what;
-  EXPECT_EQ(bytes(c_v), bytes(r_v)) << what;
-  EXPECT_NE(bytes(c_k), init) << what;  // it wrote
+  EXPECT_EQ(bytes_of(c_k), bytes_of(r_k)) << what;
+  EXPECT_EQ(bytes_of(c_v), bytes_of(r_v)) << what;
+  EXPECT_NE(bytes_of(c_k), init) << what;  // it wrote
 }
 
 TEST(CudaFusedOps, QkNormRopeKvWriteIntoFp8Cache) {
@@ -315,16 +319,7 @@ void check_rope_forms(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms,
   const DType cache_dt = cache == 2 ? DType::kFP8E4M3 : DType::kBF16;
   std::vector<uint8_t> init(static_cast<size_t>(num_blocks * bs * kv_row * (cache == 2 ? 1 : 2)));
   for (auto& b : init) b = static_cast<uint8_t>(rng()() % 0x7e);
-  const auto new_cache = [&]() {
-    Owned o = make(cuda(), cache_dt, {num_blocks, bs, nkv, d});
-    cuda().upload(o.t.data, init.data(), init.size());
-    return o;
-  };
-  const auto bytes = [&](const Owned& o) {
-    std::vector<uint8_t> v(init.size());
-    cuda().download(v.data(), o.t.data, v.size());
-    return v;
-  };
+  const auto new_cache = [&]() { return cache_of_bytes(cache_dt, num_blocks, bs, nkv, d, init); };
   auto c_inv = make_f32(cuda(), in.inv, {d / 2}), c_qn = make_bf16(cuda(), in.qn, {d});
   auto c_kn = make_bf16(cuda(), in.kn, {d});
   const Tensor qnt = norms ? c_qn.t : Tensor(), knt = norms ? c_kn.t : Tensor();
@@ -355,9 +350,9 @@ void check_rope_forms(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms,
   EXPECT_EQ(all, parts) << what;
   EXPECT_NE(all, qkv) << what;  // it rotated
   if (cache != 0) {
-    EXPECT_EQ(bytes(k_all), bytes(k_parts)) << what;
-    EXPECT_EQ(bytes(v_all), bytes(v_parts)) << what;
-    EXPECT_NE(bytes(k_all), init) << what;  // it wrote
+    EXPECT_EQ(bytes_of(k_all), bytes_of(k_parts)) << what;
+    EXPECT_EQ(bytes_of(v_all), bytes_of(v_parts)) << what;
+    EXPECT_NE(bytes_of(k_all), init) << what;  // it wrote
   }
 }
 
