@@ -45,8 +45,9 @@ struct QkNormRopeArgs {
 // In place on qkv: per (token, q or k head) optional RMSNorm then neox RoPE; with a.k_cache, the KV write too.
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
 // Kernel lab (rl_bench_kernels): the two forms, bitwise equal: one warp a (token, head), or one block a token
-// (kernel_config.h, kQkNormRopeRowsMinTokens); kAuto is launch_qk_norm_rope's choice.
-enum class QkNormRopeForm { kAuto, kWarpPerHead, kBlockPerToken };
+// (kernel_config.h, kQkNormRopeRowsMinTokens); kAuto is launch_qk_norm_rope's choice. kBlockPerTokenLab: the block
+// form with the other block size (128 threads where production has 256, else 256).
+enum class QkNormRopeForm { kAuto, kWarpPerHead, kBlockPerToken, kBlockPerTokenLab };
 void launch_qk_norm_rope_lab(const QkNormRopeArgs& a, QkNormRopeForm form, cudaStream_t stream);
 // residual[i] = bf16(residual[i] + x[i]), i < n; bf16.
 void launch_add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t stream);

@@ -187,8 +187,10 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
 // instead of once a head, and warp w runs norm_rope_head on heads w, w + warps, ... in shared memory: each lane's
 // arithmetic is qk_norm_rope_kernel's, so the bits are too. The rotated heads go back to qkv, and with the KV write the
 // k and v heads to the caches, with 16-byte stores (8-byte for FP8 codes, pack8_fp8 rounding as f32_to_fp8_bits).
-// At least 4 blocks an SM: 64 registers a thread (76 unbounded, 3 blocks), no spills.
-__global__ void __launch_bounds__(kQkNormRopeRowsThreads, 4) qk_norm_rope_rows_kernel(QkNormRopeArgs a) {
+// kThreads threads a block, at least 1,024 threads an SM: 64 registers a thread (76 unbounded: 3 blocks of 256), no
+// spills.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads, 1024 / kThreads) qk_norm_rope_rows_kernel(QkNormRopeArgs a) {
   extern __shared__ uint4 staged4[];
   const int64_t d = a.head_dim, half = d / 2, num_rot = a.num_heads + a.num_kv_heads;
   const int64_t row = (a.num_heads + 2 * a.num_kv_heads) * d, kv_row = a.num_kv_heads * d;
@@ -490,10 +492,16 @@ void launch_qk_norm_rope_lab(const QkNormRopeArgs& a, QkNormRopeForm form, cudaS
     form = a.num_tokens >= kQkNormRopeRowsMinTokens && smem > 0 ? QkNormRopeForm::kBlockPerToken
                                                                  : QkNormRopeForm::kWarpPerHead;
   }
-  if (form == QkNormRopeForm::kBlockPerToken) {
+  if (form == QkNormRopeForm::kBlockPerToken || form == QkNormRopeForm::kBlockPerTokenLab) {
     RL_CHECK_MSG(smem > 0, "qk_norm_rope: the block-per-token form does not take this shape or alignment");
-    launch_pdl(qk_norm_rope_rows_kernel, dim3(static_cast<unsigned int>(a.num_tokens)), dim3(kQkNormRopeRowsThreads),
-               static_cast<size_t>(smem), stream, a);
+    const dim3 grid(static_cast<unsigned int>(a.num_tokens));
+    if (form == QkNormRopeForm::kBlockPerToken) {
+      launch_pdl(qk_norm_rope_rows_kernel<kQkNormRopeRowsThreads>, grid, dim3(kQkNormRopeRowsThreads),
+                 static_cast<size_t>(smem), stream, a);
+    } else {
+      constexpr int kLab = kQkNormRopeRowsThreads == 256 ? 128 : 256;
+      launch_pdl(qk_norm_rope_rows_kernel<kLab>, grid, dim3(kLab), static_cast<size_t>(smem), stream, a);
+    }
   } else {
     constexpr int kWarps = 4;
     launch_pdl(qk_norm_rope_kernel, dim3(ceil_div(tasks, kWarps)), dim3(kWarps * 32), 0, stream, a);

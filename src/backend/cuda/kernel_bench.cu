@@ -1008,6 +1008,7 @@ void bench_elementwise(CudaBackend& be) {
     const double bytes = static_cast<double>(t) * (row + (nh + nkv) * d + 2 * kv_row) * 2;
     for (const auto& form : {std::make_pair("warp_per_head", cuda::QkNormRopeForm::kWarpPerHead),
                              std::make_pair("block_per_token", cuda::QkNormRopeForm::kBlockPerToken),
+                             std::make_pair("block_per_token_lab", cuda::QkNormRopeForm::kBlockPerTokenLab),
                              std::make_pair("production", cuda::QkNormRopeForm::kAuto)}) {
       const double ms = time_ms(be, [&](int) { cuda::launch_qk_norm_rope_lab(a, form.second, be.stream()); });
       result("qk_norm_rope_kv", std::to_string(t) + "x32q8kv_d128_" + form.first, bytes / (ms * 1e-3) / 1e12, "TB/s");

@@ -35,7 +35,11 @@ constexpr int kRowThreads = 256;
 // `rl_bench_kernels elementwise`, Llama-3.1-8B shape with q/k norms and the KV write, TB/s warp / block form, copy
 // 3.02): 64 tokens 0.195 / 0.146, 256 0.555 / 0.545, 1,024 1.03 / 1.28, 4,096 1.16 / 1.48, 32,000 1.27 / 1.78, and
 // in a second call 512 tokens 0.770 / 0.880; the 32k prompt's trace 23.8 -> 14.3 ms a prefill
-// (scripts/device/prefill_elementwise.sh).
+// (scripts/device/prefill_elementwise.sh). Lab (QkNormRopeForm::kBlockPerTokenLab, the other block size): blocks of
+// 128 threads against 256 (H100, session 25, two processes, with every chunk loaded before the first shared store):
+// 512 tokens 0.830 / 0.854 against 0.914 / 0.922 (the warp form 0.845), 4,096 1.700 / 1.716 against 1.648 / 1.623,
+// 32,000 2.294 / 2.289 against 1.988 / 1.982 (copy 3.01). 128 threads from 1,024 tokens is the next form to try; it
+// needs its op tests on a device first (no device time was left to run them).
 constexpr int64_t kQkNormRopeRowsMinTokens = 512;
 constexpr int kQkNormRopeRowsThreads = 256;
 constexpr int64_t kQkNormRopeRowsMaxSmem = 48 * 1024;
