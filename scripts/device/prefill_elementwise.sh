@@ -39,9 +39,14 @@ gtest_summary "$L/tests.txt"
 echo "== kernel rows"
 grep -E "^RESULT (copy|qk_norm_rope_kv|silu_mul|add_rms_norm) " "$L/bench.txt"
 echo "== 32k TTFT"
-for f in "$L"/lat_ttft32k_*.json; do
-  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); r={x['name']: x for x in j.get('results', [])}; print(sys.argv[1].split('/')[-1][4:-5], 'TTFT', round(j['ttft_ms'],1), 'ms', round(r.get('TTFT', {}).get('roofline_pct', 0),1), '%')" "$f"
-done
+python3 - "$L"/lat_ttft32k_*.json <<'PY'
+import json, os, sys
+for f in sys.argv[1:]:
+    j = json.load(open(f))
+    r = {x["name"]: x for x in j.get("results", [])}
+    pct = r.get("TTFT", {}).get("roofline_pct", 0)
+    print(os.path.basename(f)[4:-5], "TTFT", round(j["ttft_ms"], 1), "ms", round(pct, 1), "%")
+PY
 for f in $forms; do
   echo "== kernel totals, $f"
   head -14 "$L/totals_$f.txt"

@@ -659,10 +659,11 @@ void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, 
   // The production form (kernel_config.h), so the ablations follow its defaults.
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
+  const bool snake = prefill_sm90_snake(a.max_seqlen_k);
   switch (ablate) {
-    case 1: launch_sm90<false, true, ks, 1, cont, vs, lazy>(a, true, num_sms, stream, prefill_sm90_snake(a.max_seqlen_k)); break;
-    case 2: launch_sm90<false, true, ks, 2, cont, vs, lazy>(a, true, num_sms, stream, prefill_sm90_snake(a.max_seqlen_k)); break;
-    default: launch_sm90<false, true, ks, 3, cont, vs, lazy>(a, true, num_sms, stream, prefill_sm90_snake(a.max_seqlen_k)); break;
+    case 1: launch_sm90<false, true, ks, 1, cont, vs, lazy>(a, true, num_sms, stream, snake); break;
+    case 2: launch_sm90<false, true, ks, 2, cont, vs, lazy>(a, true, num_sms, stream, snake); break;
+    default: launch_sm90<false, true, ks, 3, cont, vs, lazy>(a, true, num_sms, stream, snake); break;
   }
 }
 
