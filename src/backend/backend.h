@@ -114,6 +114,14 @@ class Backend {
     (void)num_rows;
     return false;
   }
+  // Whether linear_add without a bias runs as one kernel for num_rows rows where the norms stay separate
+  // (fuses_norm_linear false: prefill sizes). The model then adds its o_proj / down_proj outputs into the residual
+  // stream inside the projection and runs a plain norm where it ran add + norm. Such a linear_add may round once
+  // (the f32 product plus the residual) where the composition rounds the product first.
+  virtual bool fuses_linear_add(int64_t num_rows) const {
+    (void)num_rows;
+    return false;
+  }
   // y = rms_norm(x) · wᵀ (+ bias). x: [M, K]; norm_weight: [K]; w: [N, K]; normed: [M, K] scratch; y: [M, N].
   // CUDA's fused kernel keeps rms_norm's summation order and roundings: bitwise the composition.
   virtual void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
@@ -130,7 +138,8 @@ class Backend {
     linear_silu_mul(normed, w, bias, gate_up, out);
   }
   // residual += x · wᵀ (+ bias), the projection rounded to the activation dtype before the add (as linear, then
-  // add). x: [M, K]; w: [N, K]; scratch, residual: [M, N].
+  // add), except on a backend's fuses_linear_add path, which rounds the sum once. x: [M, K]; w: [N, K]; scratch,
+  // residual: [M, N].
   virtual void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
                           const Tensor& residual) {
     linear(x, w, bias, scratch);

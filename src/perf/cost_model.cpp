@@ -51,7 +51,9 @@ double ModelCost::prefill_flops(int64_t num_tokens) const {
       keys += n * (n + 1) / 2;
     }
   }
-  return n * matmul_flops_per_token() + static_cast<double>(layer_attention_flops_per_key) * keys;
+  const double last_only = 2.0 * static_cast<double>(logits_params + last_ffn_params);
+  return n * (matmul_flops_per_token() - last_only) + last_only +
+         static_cast<double>(layer_attention_flops_per_key) * keys;
 }
 
 ModelCost make_model_cost(const ModelConfig& c, Precision weights, Precision kv) {
@@ -59,6 +61,8 @@ ModelCost make_model_cost(const ModelConfig& c, Precision weights, Precision kv)
   const ParamCounts& p = c.params;
   m.num_params = p.total;
   m.matmul_params = p.active_matmul;
+  m.logits_params = c.vocab_size * c.hidden_size;
+  m.last_ffn_params = p.last_ffn_matmul;
   // Decoder-layer matmul weights at the weight precision; embeddings, lm_head, norms and biases stay bf16.
   m.weight_bytes = p.layer_linear * precision_bytes(weights) + (p.total - p.layer_linear) * 2;
   m.expert_bytes = p.expert_params * precision_bytes(weights);
@@ -84,7 +88,8 @@ ModelCost make_model_cost(const ModelConfig& c, Precision weights, Precision kv)
     m.layer_kv_bytes.push_back(l.elems_per_token() * precision_bytes(kv));
     m.layer_windows.push_back(l.kind == KvKind::kSliding ? l.window : 0);
   }
-  m.activation_bytes_per_token = c.num_hidden_layers * 4 * c.hidden_size * 2 + c.vocab_size * 4;
+  m.logits_row_bytes = c.vocab_size * 4;
+  m.activation_bytes_per_token = c.num_hidden_layers * 4 * c.hidden_size * 2 + m.logits_row_bytes;
   m.attention_flops_per_key = c.attention_flops_per_key;
   m.layer_attention_flops_per_key = c.num_hidden_layers > 0 ? c.attention_flops_per_key / c.num_hidden_layers : 0;
   return m;
@@ -129,7 +134,8 @@ StepCost prefill_step(const ModelCost& cost, const Roof& roof, int64_t prompt) {
   s.num_tokens = prompt;
   s.flops = cost.prefill_flops(prompt);
   s.bytes = cost.step_weight_bytes(prompt) + cost.kv_bytes(prompt) +
-            static_cast<double>(prompt) * static_cast<double>(cost.activation_bytes_per_token);
+            static_cast<double>(prompt) * static_cast<double>(cost.activation_bytes_per_token - cost.logits_row_bytes) +
+            static_cast<double>(cost.logits_row_bytes);
   return finish(s, roof);
 }
 

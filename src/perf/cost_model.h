@@ -25,6 +25,10 @@ struct ModelCost {
   int64_t num_params = 0;     // as transformers counts them (tied embeddings once)
   // Weights multiplied per token: attention, dense MLPs, routers, the top_k experts a token visits, lm_head.
   int64_t matmul_params = 0;
+  // Of those, lm_head's (vocab × hidden) and the last layer's feed-forward (ParamCounts::last_ffn_matmul). A prefill
+  // multiplies them for the rows whose logits it returns (one: the prompt's last token), not for every prompt token.
+  int64_t logits_params = 0;
+  int64_t last_ffn_params = 0;
   // Every parameter once: the decoder layers' linear weights at the weight precision; embeddings, lm_head,
   // norms and biases stay bf16 (as fp8 checkpoints keep them).
   int64_t weight_bytes = 0;
@@ -50,8 +54,9 @@ struct ModelCost {
   std::vector<std::string> notes;  // the config's facts worth a line (ModelConfig::notes): dequantised formats, MTP
   int64_t layer_attention_flops_per_key = 0;
   // Activations streamed per token: the residual stream read and written around attention and MLP in every
-  // layer (4 * hidden_size bf16 values) plus the f32 logits row.
+  // layer (4 * hidden_size bf16 values) plus the f32 logits row (logits_row_bytes).
   int64_t activation_bytes_per_token = 0;
+  int64_t logits_row_bytes = 0;
   // One query against one key in every layer: QK^T (2 * head_dim per head) + PV (2 * head_dim per head).
   int64_t attention_flops_per_key = 0;
 
@@ -68,7 +73,8 @@ struct ModelCost {
   double step_weight_bytes(int64_t batch) const;
   double decode_flops_per_token(int64_t context) const { return matmul_flops_per_token() + attention_flops(context); }
   // A causal prefill of `num_tokens` tokens: token i (1-based) attends to i keys, so attention sums to
-  // attention_flops_per_key * n (n + 1) / 2.
+  // attention_flops_per_key * n (n + 1) / 2. The layers' matmuls run for every token, lm_head and the last layer's
+  // feed-forward for the last one only.
   double prefill_flops(int64_t num_tokens) const;
 };
 
@@ -106,7 +112,8 @@ struct StepCost {
 // kv_bytes_per_token + activations).
 StepCost decode_step(const ModelCost& cost, const Roof& roof, int64_t batch, int64_t context);
 // Prefill of one prompt (its time is the predicted TTFT): flops = prefill_flops(P);
-// bytes = weights + P (kv_bytes_per_token + activations) (the KV is written once).
+// bytes = weights + P (kv_bytes_per_token + activations without the logits row) + one logits row (the KV is written
+// once).
 StepCost prefill_step(const ModelCost& cost, const Roof& roof, int64_t prompt);
 
 // Smallest batch whose decode step at `context` is compute-bound; nullopt when no batch ever is (the KV read

@@ -111,6 +111,26 @@ struct Harness {
     runner->step({s}, &logits);
     return logits;
   }
+
+  // Two sequences in one step from nothing computed: tokens[0, a) through block_table and all of tokens through
+  // other block tables; their logits (every row with `all`, else each one's last).
+  std::vector<float> feed_two(const std::vector<int32_t>& tokens, int64_t a, bool all) {
+    const std::vector<int32_t> other_table = {5, 9, 1, 14}, other_window_table = {3, 6, 12, 20};
+    SeqStep s1, s2;
+    s1.token_ids = tokens.data();
+    s1.num_new_tokens = a;
+    s1.block_table = block_table.data();
+    s1.num_blocks = static_cast<int64_t>(block_table.size());
+    s1.all_logits = all;
+    if (!window_table.empty()) s1.window_tables[0] = window_table.data();
+    s2 = s1;
+    s2.num_new_tokens = static_cast<int64_t>(tokens.size());
+    s2.block_table = other_table.data();
+    if (!window_table.empty()) s2.window_tables[0] = other_window_table.data();
+    std::vector<float> logits;
+    runner->step({s1, s2}, &logits);
+    return logits;
+  }
 };
 
 float max_abs_diff(const float* a, const float* b, size_t n) {
@@ -159,24 +179,41 @@ TEST_P(GoldenTest, BatchedSequencesGiveTheirOwnLogits) {
   std::vector<int32_t> seq = g.prompt;
   seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
   const int64_t n = static_cast<int64_t>(seq.size()), a = 20;
-  const std::vector<int32_t> other_table = {5, 9, 1, 14};
-  SeqStep s1, s2;
-  s1.token_ids = seq.data();
-  s1.num_new_tokens = a;
-  s1.block_table = h.block_table.data();
-  s1.num_blocks = static_cast<int64_t>(h.block_table.size());
-  s1.all_logits = true;
-  const std::vector<int32_t> window_table = h.window_table, other_window_table = {3, 6, 12, 20};
-  if (!window_table.empty()) s1.window_tables[0] = window_table.data();
-  s2 = s1;
-  s2.num_new_tokens = n;
-  s2.block_table = other_table.data();
-  if (!window_table.empty()) s2.window_tables[0] = other_window_table.data();
-  std::vector<float> logits;
-  h.runner->step({s1, s2}, &logits);
+  std::vector<float> logits = h.feed_two(seq, a, /*all=*/true);
   ASSERT_EQ(static_cast<int64_t>(logits.size()), (a + n) * g.vocab);
   EXPECT_LE(max_abs_diff(logits.data(), g.logits.data(), static_cast<size_t>(a * g.vocab)), 1e-4f);
   EXPECT_LE(max_abs_diff(logits.data() + a * g.vocab, g.logits.data(), static_cast<size_t>(n * g.vocab)), 1e-4f);
+}
+
+// A prefill step that wants fewer logits rows than it computes runs the last layer's feed-forward on those rows
+// alone (Decoder::forward). Two sequences wanting their last rows (a 20-token prefill and the whole 36 tokens): each
+// row matches transformers. Then a step that wants no logits (a chunk of 10 tokens) and one that wants the last row
+// of the remaining chunk: its row matches too, so the first chunk's K/V were all written.
+TEST_P(GoldenTest, PrefillComputesTheLastLayerForTheLogitsRowsOnly) {
+  const std::string dir = kGoldenDir + GetParam();
+  Golden g = load_golden(dir);
+  Harness h(dir);
+  std::vector<int32_t> seq = g.prompt;
+  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const int64_t n = static_cast<int64_t>(seq.size()), a = 20, v = g.vocab;
+  std::vector<float> logits = h.feed_two(seq, a, /*all=*/false);
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), 2 * v);
+  EXPECT_LE(max_abs_diff(logits.data(), g.logits.data() + (a - 1) * v, static_cast<size_t>(v)), 1e-4f);
+  EXPECT_LE(max_abs_diff(logits.data() + v, g.logits.data() + (n - 1) * v, static_cast<size_t>(v)), 1e-4f);
+
+  SeqStep chunk;
+  chunk.token_ids = seq.data();
+  chunk.num_new_tokens = 10;
+  chunk.block_table = h.block_table.data();
+  chunk.num_blocks = static_cast<int64_t>(h.block_table.size());
+  if (!h.window_table.empty()) chunk.window_tables[0] = h.window_table.data();
+  chunk.want_logits = false;
+  logits.assign(3, 1.0f);
+  h.runner->step({chunk}, &logits);
+  EXPECT_TRUE(logits.empty());
+  logits = h.feed(seq, 10, n, /*all=*/false);
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), v);
+  EXPECT_LE(max_abs_diff(logits.data(), g.logits.data() + (n - 1) * v, static_cast<size_t>(v)), 1e-4f);
 }
 
 TEST_P(GoldenTest, GreedyTokensIdentical) {

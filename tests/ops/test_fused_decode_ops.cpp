@@ -127,6 +127,21 @@ TEST(CudaFusedOps, RmsNormLinearSiluMul) {
   }
 }
 
+// Inputs of residual += x · wᵀ (+ b) with [m, k] x and [n, k] w (bf16 values), and the CPU's residual after it.
+struct LinearAddData {
+  std::vector<float> x, w, res, b, want;
+};
+LinearAddData linear_add_data(int64_t m, int64_t k, int64_t n, bool bias) {
+  LinearAddData d{random_bf16_values(m * k), random_bf16_values(n * k, -0.1f, 0.1f), random_bf16_values(m * n, -4, 4),
+                  random_bf16_values(n), {}};
+  auto g_x = make_f32(cpu(), d.x, {m, k}), g_w = make_bf16(cpu(), d.w, {n, k});
+  auto g_b = make_f32(cpu(), d.b, {n}), g_res = make_f32(cpu(), d.res, {m, n});
+  auto g_scratch = make(cpu(), DType::kF32, {m, n});
+  cpu().linear_add(g_x.t, g_w.t, bias ? g_b.t : Tensor(), g_scratch.t, g_res.t);
+  d.want = read_f32(cpu(), g_res.t);
+  return d;
+}
+
 // residual += x · wᵀ: o_proj and down_proj of Qwen3-0.6B (2048 → 1024, 3072 → 1024, split-K clusters) and
 // Llama-3.1-8B (4096 → 4096), against linear then add (CUDA, bitwise) and the CPU.
 TEST(CudaFusedOps, LinearAdd) {
@@ -136,16 +151,11 @@ TEST(CudaFusedOps, LinearAdd) {
     bool bias;
   };
   for (const Case& c : {Case{2048, 1024, false}, Case{3072, 1024, true}, Case{4096, 4096, false}}) {
-    for (int64_t m : {1, 5, 16, 20}) {
-      auto x = random_bf16_values(m * c.k), w = random_bf16_values(c.n * c.k, -0.1f, 0.1f);
-      auto res = random_bf16_values(m * c.n, -4, 4), b = random_bf16_values(c.n);
-      auto g_x = make_f32(cpu(), x, {m, c.k}), g_w = make_bf16(cpu(), w, {c.n, c.k});
-      auto g_b = make_f32(cpu(), b, {c.n}), g_res = make_f32(cpu(), res, {m, c.n});
-      auto g_scratch = make(cpu(), DType::kF32, {m, c.n});
-      cpu().linear_add(g_x.t, g_w.t, c.bias ? g_b.t : Tensor(), g_scratch.t, g_res.t);
-
-      auto c_x = make_bf16(cuda(), x, {m, c.k}), c_w = make_bf16(cuda(), w, {c.n, c.k});
-      auto c_b = make_bf16(cuda(), b, {c.n});
+    for (int64_t m : {1, 5, 16}) {  // past 16: LinearAddInTheGemmEpilogue
+      const LinearAddData d = linear_add_data(m, c.k, c.n, c.bias);
+      const std::vector<float>& x = d.x, &res = d.res;
+      auto c_x = make_bf16(cuda(), x, {m, c.k}), c_w = make_bf16(cuda(), d.w, {c.n, c.k});
+      auto c_b = make_bf16(cuda(), d.b, {c.n});
       const Tensor bias = c.bias ? c_b.t : Tensor();
       auto c_res = make_bf16(cuda(), res, {m, c.n}), c_ref = make_bf16(cuda(), res, {m, c.n});
       auto c_scratch = make(cuda(), DType::kBF16, {m, c.n});
@@ -154,7 +164,7 @@ TEST(CudaFusedOps, LinearAdd) {
       cuda().add(c_ref.t, c_scratch.t);
       const auto out = read_f32(cuda(), c_res.t);
       EXPECT_EQ(out, read_f32(cuda(), c_ref.t)) << "m=" << m << " k=" << c.k << " n=" << c.n;
-      EXPECT_LT(rel_err(out, read_f32(cpu(), g_res.t)), kBf16Tol) << "m=" << m << " k=" << c.k;
+      EXPECT_LT(rel_err(out, d.want), kBf16Tol) << "m=" << m << " k=" << c.k;
       if (m > 1 && m <= 16) {
         expect_rows_batch_invariant(out, m, c.n, [&](int64_t r) {
           auto x1 = make_bf16(cuda(), row_of(x, c.k, r), {1, c.k});
@@ -163,6 +173,54 @@ TEST(CudaFusedOps, LinearAdd) {
           return read_f32(cuda(), r1.t);
         }, "linear_add");
       }
+    }
+  }
+}
+
+// Past the GEMV's rows (M > kGemvMaxM, cuBLASLt): linear_add without a bias adds the residual in cuBLASLt's epilogue
+// (fuses_linear_add). Its kernels may round the product before the add or not (on the H100, 4096 → 4096 gave the
+// composition's bits, 14336 → 4096 at M ≤ 64 did not). Against the CPU (f32) within the bf16 tolerance, and each
+// element within the composition's rounding of the product (half a bf16 step of it) plus half a step of each result;
+// with a bias, and with the epilogue switched off, bitwise the composition.
+TEST(CudaFusedOps, LinearAddInTheGemmEpilogue) {
+  CudaBackend& be = cuda();
+  struct Case {
+    int64_t k, n;
+    bool bias;
+  };
+  for (const Case& c : {Case{4096, 4096, false}, Case{14336, 4096, false}, Case{1000, 200, true}}) {
+    for (int64_t m : {cuda::kGemvMaxM + 1, cuda::kSkinnyGemmMaxM, int64_t{300}}) {
+      ASSERT_TRUE(be.fuses_linear_add(m));
+      const LinearAddData d = linear_add_data(m, c.k, c.n, c.bias);
+      const std::vector<float>& x = d.x, &res = d.res;
+      auto c_x = make_bf16(cuda(), x, {m, c.k}), c_w = make_bf16(cuda(), d.w, {c.n, c.k});
+      auto c_b = make_bf16(cuda(), d.b, {c.n});
+      const Tensor bias = c.bias ? c_b.t : Tensor();
+      auto c_res = make_bf16(cuda(), res, {m, c.n}), c_ref = make_bf16(cuda(), res, {m, c.n});
+      auto c_off = make_bf16(cuda(), res, {m, c.n}), c_scratch = make(cuda(), DType::kBF16, {m, c.n});
+      const std::string what = "m=" + std::to_string(m) + " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n);
+      be.linear_add(c_x.t, c_w.t, bias, c_scratch.t, c_res.t);
+      be.set_gemm_residual(false);
+      EXPECT_FALSE(be.fuses_linear_add(m));
+      be.linear_add(c_x.t, c_w.t, bias, c_scratch.t, c_off.t);
+      be.set_gemm_residual(true);
+      be.linear(c_x.t, c_w.t, bias, c_scratch.t);
+      be.add(c_ref.t, c_scratch.t);
+      const auto out = read_f32(cuda(), c_res.t), ref = read_f32(cuda(), c_ref.t);
+      const auto product = read_f32(cuda(), c_scratch.t);
+      EXPECT_EQ(read_f32(cuda(), c_off.t), ref) << what;
+      EXPECT_LT(rel_err(out, d.want), kBf16Tol) << what;
+      if (c.bias) {
+        EXPECT_EQ(out, ref) << what;
+        continue;
+      }
+      size_t outside = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        const float big = std::max(std::fabs(out[i]), std::fabs(ref[i]));
+        const float bound = 1.001f * (std::ldexp(std::fabs(product[i]), -8) + std::ldexp(big, -7));
+        outside += std::fabs(out[i] - ref[i]) > bound;
+      }
+      EXPECT_EQ(outside, 0u) << what;
     }
   }
 }
@@ -303,12 +361,13 @@ TEST(CudaFusedOps, QkNormRopeKvWriteIntoFp8Cache) {
 }
 
 // A token's bits do not depend on how many tokens share its launch: the q/k norm + RoPE kernel (and with the KV write)
-// runs one warp a head below kQkNormRopeRowsMinTokens tokens and one block a token from there (kernel_config.h). One
-// prefill-sized launch against the same tokens in launches of kQkNormRopeRowsMinTokens - 1: qkv, and the caches'
-// bytes (bf16 or FP8), with skipped slots. cache: 0 none (qk_norm_rope), 1 bf16, 2 FP8.
-void check_rope_forms(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms, int cache) {
-  ASSERT_GE(t, cuda::kQkNormRopeRowsMinTokens);
-  const int64_t bs = 16, num_blocks = t / bs + 2, kv_row = nkv * d, chunk = cuda::kQkNormRopeRowsMinTokens - 1;
+// runs one warp a head below kQkNormRopeRowsMinTokens tokens, one block of 256 threads a token from there and of 128
+// from kQkNormRopeRowsSmallBlockMinTokens (kernel_config.h). One prefill-sized launch against the same tokens in
+// launches of `chunk`: qkv, and the caches' bytes (bf16 or FP8), with skipped slots. cache: 0 none (qk_norm_rope),
+// 1 bf16, 2 FP8.
+void check_rope_forms(int64_t t, int64_t chunk, int64_t nh, int64_t nkv, int64_t d, bool norms, int cache) {
+  ASSERT_GT(t, chunk);
+  const int64_t bs = 16, num_blocks = t / bs + 2, kv_row = nkv * d;
   const QkvLayout l{nh, nkv, d};
   const RopeInputs in = random_rope_inputs(t, l.row(), d);
   const std::vector<float>& qkv = in.qkv;
@@ -345,8 +404,8 @@ void check_rope_forms(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms,
     const std::vector<float> part = run(r0, std::min(chunk, t - r0), k_parts, v_parts);
     parts.insert(parts.end(), part.begin(), part.end());
   }
-  const std::string what = "t=" + std::to_string(t) + " gqa " + std::to_string(nh) + "/" + std::to_string(nkv) +
-                           " d=" + std::to_string(d) + " cache " + std::to_string(cache);
+  const std::string what = "t=" + std::to_string(t) + " in " + std::to_string(chunk) + "s gqa " + std::to_string(nh) +
+                           "/" + std::to_string(nkv) + " d=" + std::to_string(d) + " cache " + std::to_string(cache);
   EXPECT_EQ(all, parts) << what;
   EXPECT_NE(all, qkv) << what;  // it rotated
   if (cache != 0) {
@@ -358,11 +417,21 @@ void check_rope_forms(int64_t t, int64_t nh, int64_t nkv, int64_t d, bool norms,
 
 TEST(CudaFusedOps, QkNormRopeBitsIndependentOfLaunchSize) {
   cuda().set_fused_rope_kv_write(true);
-  for (int cache : {0, 1, 2}) check_rope_forms(1000, 16, 8, 128, true, cache);  // Qwen3-0.6B
-  check_rope_forms(600, 32, 8, 128, false, 1);                                 // Llama-3.1-8B
-  check_rope_forms(700, 6, 2, 80, true, 2);  // a half of 40: lanes without elements
-  check_rope_forms(600, 8, 8, 256, true, 1);
-  check_rope_forms(1100, 5, 1, 64, true, 0);
+  const int64_t warp = cuda::kQkNormRopeRowsMinTokens - 1, b256 = cuda::kQkNormRopeRowsSmallBlockMinTokens - 1;
+  static_assert(cuda::kQkNormRopeRowsSmallBlockMinTokens - 1 >= cuda::kQkNormRopeRowsMinTokens);
+  for (int cache : {0, 1, 2}) check_rope_forms(1000, warp, 16, 8, 128, true, cache);  // Qwen3-0.6B
+  check_rope_forms(600, warp, 32, 8, 128, false, 1);                                 // Llama-3.1-8B
+  check_rope_forms(700, warp, 6, 2, 80, true, 2);  // a half of 40: lanes without elements
+  check_rope_forms(600, warp, 8, 8, 256, true, 1);
+  check_rope_forms(1100, warp, 5, 1, 64, true, 0);
+  // The 128-thread blocks against the warp form and the 256-thread blocks.
+  for (int64_t chunk : {warp, b256}) {
+    for (int cache : {0, 1, 2}) check_rope_forms(2100, chunk, 16, 8, 128, true, cache);
+    check_rope_forms(2100, chunk, 32, 8, 128, false, 1);
+    check_rope_forms(2100, chunk, 6, 2, 80, true, 2);
+    check_rope_forms(2100, chunk, 8, 8, 256, true, 1);
+    check_rope_forms(2100, chunk, 5, 1, 64, true, 0);
+  }
 }
 
 // The RoPE + KV write kernel is on by default without the rest of the fused decode path (CudaBackend's

@@ -48,7 +48,6 @@ void set_norm_prologue(cuda::GemvStreamParams& p, const Tensor& norm_weight, con
   p.eps = np.eps;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The streaming GEMV's parameters for y = x · wᵀ (+ bias) (w: [N, K], or [2N, K] when gated).
 cuda::GemvStreamParams stream_params(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
@@ -131,6 +130,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE"); env != nullptr && std::string(env) == "0") {
     fused_rope_kv_write_ = false;
+  }
+  if (const char* env = std::getenv("RIDGELINE_CUDA_GEMM_RESIDUAL"); env != nullptr && std::string(env) == "0") {
+    gemm_residual_ = false;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_COPY_KERNEL"); env != nullptr && std::string(env) == "0") {
     copy_kernel_ = false;
@@ -455,6 +457,12 @@ bool CudaBackend::fuses_norm_linear(int64_t num_rows) const {
          num_rows <= cuda::kFusedNormLinearMaxM && cuda::gemv_stream_supported(num_rows);
 }
 
+bool CudaBackend::fuses_linear_add(int64_t num_rows) const {
+  // Where linear() takes cuBLASLt for every shape (the skinny GEMM, where on, may take some up to kSkinnyGemmMaxM).
+  return gemm_residual_ && !deterministic_ && num_rows > cuda::kGemvMaxM &&
+         (num_rows > cuda::kSkinnyGemmMaxM || skinny_use_ == cuda::SkinnyGemmUse::kOff);
+}
+
 void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, const NormParams& np, const Tensor& w,
                                   const Tensor& bias, const Tensor& normed, const Tensor& y) {
   const int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
@@ -462,7 +470,7 @@ void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, co
   RL_CHECK(y.dtype == DType::kBF16 || y.dtype == DType::kF32);
   check_param_dtype(norm_weight);
   check_bias(bias, n);
-  if (fuses_norm_linear(m) && cuda::gemv_aligned(bf16_ptr(x), bf16_ptr(w), k) && aligned16(norm_weight.data)) {
+  if (fuses_norm_linear(m) && cuda::gemv_aligned(bf16_ptr(x), bf16_ptr(w), k) && cuda::aligned16(norm_weight.data)) {
     cuda::GemvStreamParams p = stream_params(x, w, bias, y, false);
     set_norm_prologue(p, norm_weight, np);
     cuda::launch_gemv_stream(p, stream_);
@@ -479,7 +487,7 @@ void CudaBackend::rms_norm_linear_silu_mul(const Tensor& x, const Tensor& norm_w
   check_param_dtype(norm_weight);
   check_bias(bias, 2 * n);
   if (fuses_norm_linear(m) && out.dtype == DType::kBF16 && cuda::gemv_aligned(bf16_ptr(x), bf16_ptr(w), k) &&
-      aligned16(norm_weight.data)) {
+      cuda::aligned16(norm_weight.data)) {
     cuda::GemvStreamParams p = stream_params(x, w, bias, out, true);
     set_norm_prologue(p, norm_weight, np);
     cuda::launch_gemv_stream(p, stream_);
@@ -497,6 +505,10 @@ void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bia
     cuda::GemvStreamParams p = stream_params(x, w, bias, residual, false);
     p.residual = bf16_ptr(residual);
     cuda::launch_gemv_stream(p, stream_);
+    return;
+  }
+  if (fuses_linear_add(m) && !bias.data) {  // the residual in cuBLASLt's epilogue: rounded once
+    gemm_->run(bf16_ptr(x), bf16_ptr(w), bf16_ptr(residual), DType::kBF16, m, n, k, stream_, /*accumulate=*/true);
     return;
   }
   Backend::linear_add(x, w, bias, scratch, residual);

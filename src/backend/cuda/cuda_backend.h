@@ -61,6 +61,11 @@ class CudaBackend final : public Backend {
   // The fused decode ops (streaming GEMV prologue / epilogue, RoPE + KV write): M <= kGemvMaxM on sm_90, never in
   // deterministic mode (the invariant GEMM has no such epilogues); otherwise the composition.
   bool fuses_norm_linear(int64_t num_rows) const override;
+  // Where cuBLASLt serves linear (M > kGemvMaxM; kernel_config.h, kGemmResidualEpilogue): linear_add without a bias
+  // adds the residual in the GEMM's epilogue; not in deterministic mode. set_gemm_residual(false): the composition
+  // (A/B; RIDGELINE_CUDA_GEMM_RESIDUAL=0 at creation).
+  bool fuses_linear_add(int64_t num_rows) const override;
+  void set_gemm_residual(bool on) { gemm_residual_ = on; }
   void set_fused_decode(bool on) { fused_decode_ = on; }
   bool fused_decode() const { return fused_decode_; }
   void set_fused_rope_kv_write(bool on) { fused_rope_kv_write_ = on; }
@@ -241,6 +246,7 @@ class CudaBackend final : public Backend {
   // q/k norm + RoPE and the KV write in one kernel (qk_norm_rope_kv_write; bitwise the two ops): on unless
   // RIDGELINE_CUDA_FUSED_ROPE_KV_WRITE=0 (the A/B switch) or the fused decode path is on (which includes it).
   bool fused_rope_kv_write_ = true;
+  bool gemm_residual_ = cuda::kGemmResidualEpilogue;  // set_gemm_residual
   bool fused_rope_attention_ = false;  // set_fused_rope_attention
   bool split_mixed_ = false;           // set_split_mixed
   int64_t chunk_scratch_limit_ = -1;

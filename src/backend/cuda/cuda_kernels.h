@@ -14,6 +14,9 @@
 
 namespace rl::cuda {
 
+// Whether p may be read or written with 16-byte vector accesses.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // out[i, :] = table[ids[i], :]. out: bf16 [n, hidden]; table: [vocab, hidden] bf16 or f32.
 void launch_embedding(const int32_t* ids, int64_t n, const void* table, DType table_dt, int64_t vocab,
                       int64_t hidden, uint16_t* out, cudaStream_t stream);
@@ -44,10 +47,9 @@ struct QkNormRopeArgs {
 };
 // In place on qkv: per (token, q or k head) optional RMSNorm then neox RoPE; with a.k_cache, the KV write too.
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
-// Kernel lab (rl_bench_kernels): the two forms, bitwise equal: one warp a (token, head), or one block a token
-// (kernel_config.h, kQkNormRopeRowsMinTokens); kAuto is launch_qk_norm_rope's choice. kBlockPerTokenLab: the block
-// form with the other block size (128 threads where production has 256, else 256).
-enum class QkNormRopeForm { kAuto, kWarpPerHead, kBlockPerToken, kBlockPerTokenLab };
+// Kernel lab (rl_bench_kernels): the forms, bitwise equal: one warp a (token, head), or one block of 256 or 128
+// threads a token (kernel_config.h, kQkNormRopeRowsMinTokens); kAuto is launch_qk_norm_rope's choice.
+enum class QkNormRopeForm { kAuto, kWarpPerHead, kBlock256, kBlock128 };
 void launch_qk_norm_rope_lab(const QkNormRopeArgs& a, QkNormRopeForm form, cudaStream_t stream);
 // residual[i] = bf16(residual[i] + x[i]), i < n; bf16.
 void launch_add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t stream);

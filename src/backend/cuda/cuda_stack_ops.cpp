@@ -22,12 +22,11 @@ cuda::StackShape shape_of(const DenseStack& s) {
   return sh;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // A linear weight the kernel streams: bf16 [rows, cols], rows starting 16-byte aligned.
 bool streamable(const Tensor& w, int64_t rows, int64_t cols) {
   return w.data && w.dtype == DType::kBF16 && w.ndim == 2 && w.dim(0) == rows && w.dim(1) == cols &&
-         aligned16(w.data);
+         cuda::aligned16(w.data);
 }
 
 bool param_dtype(const Tensor& t) { return t.dtype == DType::kBF16 || t.dtype == DType::kF32; }
@@ -83,7 +82,7 @@ void CudaBackend::dense_stack_decode(const DenseStack& s, const DenseStackStep& 
     RL_CHECK(t->dtype == DType::kI32 && t->numel() >= 1);
   }
   RL_CHECK(step.block_table.dtype == DType::kI32 && step.block_table.ndim == 2 && step.block_table.dim(0) >= 1);
-  RL_CHECK(aligned16(step.residual.data) && aligned16(step.scratch));
+  RL_CHECK(cuda::aligned16(step.residual.data) && cuda::aligned16(step.scratch));
   cuda::StackParams p;
   RL_CHECK(s.layers.size() <= static_cast<size_t>(cuda::kStackMaxLayers));
   p.num_layers = static_cast<int>(s.layers.size());

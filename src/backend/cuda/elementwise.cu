@@ -187,8 +187,8 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
 // instead of once a head, and warp w runs norm_rope_head on heads w, w + warps, ... in shared memory: each lane's
 // arithmetic is qk_norm_rope_kernel's, so the bits are too. The rotated heads go back to qkv, and with the KV write the
 // k and v heads to the caches, with 16-byte stores (8-byte for FP8 codes, pack8_fp8 rounding as f32_to_fp8_bits).
-// kThreads threads a block, at least 1,024 threads an SM: 64 registers a thread (76 unbounded: 3 blocks of 256), no
-// spills.
+// kThreads (256 or 128) threads a block, at least 1,024 threads an SM: 64 registers a thread (76 unbounded: 3 blocks
+// of 256), no spills.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads, 1024 / kThreads) qk_norm_rope_rows_kernel(QkNormRopeArgs a) {
   extern __shared__ uint4 staged4[];
@@ -198,8 +198,9 @@ __global__ void __launch_bounds__(kThreads, 1024 / kThreads) qk_norm_rope_rows_k
   uint16_t* s = reinterpret_cast<uint16_t*>(staged4);
   float* trig = reinterpret_cast<float*>(s + staged);
   const bool norm_f32 = a.norm_dt == DType::kF32;
-  const RopeLane cq = rope_lane(a.q_norm, norm_f32, a.inv_freq, half);
-  const RopeLane ck = rope_lane(a.k_norm, norm_f32, a.inv_freq, half);
+  // The norm weights only: the angles come from the token's table (trig), not from a lane's frequencies.
+  const RopeLane cq = rope_lane(a.q_norm, norm_f32, nullptr, half);
+  const RopeLane ck = rope_lane(a.k_norm, norm_f32, nullptr, half);
   pdl_wait();  // launched with PDL (cuda_launch.cuh)
   pdl_launch_dependents();
   const int64_t tok = blockIdx.x;
@@ -489,18 +490,17 @@ void launch_qk_norm_rope_lab(const QkNormRopeArgs& a, QkNormRopeForm form, cudaS
   if (tasks == 0) return;
   const int64_t smem = qk_norm_rope_rows_smem(a);
   if (form == QkNormRopeForm::kAuto) {
-    form = a.num_tokens >= kQkNormRopeRowsMinTokens && smem > 0 ? QkNormRopeForm::kBlockPerToken
-                                                                 : QkNormRopeForm::kWarpPerHead;
+    form = a.num_tokens < kQkNormRopeRowsMinTokens || smem == 0      ? QkNormRopeForm::kWarpPerHead
+           : a.num_tokens < kQkNormRopeRowsSmallBlockMinTokens ? QkNormRopeForm::kBlock256
+                                                                     : QkNormRopeForm::kBlock128;
   }
-  if (form == QkNormRopeForm::kBlockPerToken || form == QkNormRopeForm::kBlockPerTokenLab) {
+  if (form != QkNormRopeForm::kWarpPerHead) {
     RL_CHECK_MSG(smem > 0, "qk_norm_rope: the block-per-token form does not take this shape or alignment");
     const dim3 grid(static_cast<unsigned int>(a.num_tokens));
-    if (form == QkNormRopeForm::kBlockPerToken) {
-      launch_pdl(qk_norm_rope_rows_kernel<kQkNormRopeRowsThreads>, grid, dim3(kQkNormRopeRowsThreads),
-                 static_cast<size_t>(smem), stream, a);
+    if (form == QkNormRopeForm::kBlock256) {
+      launch_pdl(qk_norm_rope_rows_kernel<256>, grid, dim3(256), static_cast<size_t>(smem), stream, a);
     } else {
-      constexpr int kLab = kQkNormRopeRowsThreads == 256 ? 128 : 256;
-      launch_pdl(qk_norm_rope_rows_kernel<kLab>, grid, dim3(kLab), static_cast<size_t>(smem), stream, a);
+      launch_pdl(qk_norm_rope_rows_kernel<128>, grid, dim3(128), static_cast<size_t>(smem), stream, a);
     }
   } else {
     constexpr int kWarps = 4;
@@ -515,8 +515,7 @@ void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
 
 void launch_add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  const bool vec = n % 8 == 0 && reinterpret_cast<uintptr_t>(residual) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const bool vec = n % 8 == 0 && aligned16(residual) && aligned16(x);
   launch_pdl(add_kernel, dim3(grid_for(vec ? n / 8 : n)), dim3(kElementwiseThreads), 0, stream, residual, x, n, vec);
   RL_CUDA_CHECK_LAUNCH();
 }
@@ -538,8 +537,7 @@ void launch_kv_write(const uint16_t* qkv, int64_t num_tokens, int64_t row, int64
 
 void launch_silu_mul(const uint16_t* gate_up, uint16_t* out, int64_t rows, int64_t inter, cudaStream_t stream) {
   if (rows * inter == 0) return;
-  const bool vec = inter % 8 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool vec = inter % 8 == 0 && aligned16(gate_up) && aligned16(out);
   if (vec) {
     const int64_t per_block = int64_t(kSiluMulChunks) * kElementwiseThreads;
     RL_CHECK_MSG(rows < (int64_t(1) << 31) && inter / 8 <= 65535 * per_block,

@@ -176,7 +176,7 @@ void launch_gemm_invariant(const uint16_t* x, const uint16_t* w, const void* bia
 
 void launch_gemm_invariant_lab(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
                                DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int config) {
-  RL_CHECK(k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
+  RL_CHECK(k % 8 == 0 && aligned16(x) && aligned16(w));
   const bool bf = bias_dt == DType::kF32, yf = y_dt == DType::kF32;
   if (config == 0) config = m <= 8 ? 1 : m <= 16 ? 6 : m <= 32 ? 3 : m <= kSkinnyMaxM ? 4 : 5;
   // Configurations and their reasons: kernel_config.h ("Batch-invariant mode").

@@ -131,9 +131,10 @@ LtGemm::TuneReport LtGemm::report(int64_t m, int64_t n, int64_t k, DType y_dt) c
 }
 
 void LtGemm::run(const void* x, const void* w, void* y, DType y_dt, int64_t m, int64_t n, int64_t k,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, bool accumulate) {
   Plan& p = plan_for(m, n, k, y_dt);
-  if (tuning_ && p.tune.chosen < 0 && m <= kGemmTuneMaxM) {
+  // Tuning rewrites y with each candidate: never where y holds the addend.
+  if (tuning_ && !accumulate && p.tune.chosen < 0 && m <= kGemmTuneMaxM) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     RL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture == cudaStreamCaptureStatusNone) {
@@ -152,7 +153,7 @@ void LtGemm::run(const void* x, const void* w, void* y, DType y_dt, int64_t m, i
       }
     }
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   RL_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo,
                                  workspace_, workspace_bytes_, stream));
 }

@@ -142,7 +142,7 @@ void launch_mma_variant(int variant, const uint16_t* x, const uint16_t* w, const
 }  // namespace
 
 bool gemv_aligned(const uint16_t* x, const uint16_t* w, int64_t k) {
-  return k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  return k % 8 == 0 && aligned16(x) && aligned16(w);
 }
 
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,

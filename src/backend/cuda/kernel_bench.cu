@@ -989,7 +989,7 @@ void bench_elementwise(CudaBackend& be) {
   std::vector<float> f(d / 2);
   for (int64_t i = 0; i < d / 2; ++i) f[i] = std::pow(500000.0f, -2.0f * static_cast<float>(i) / d);
   be.upload(inv.data(), f.data(), f.size() * 4);
-  for (int64_t t : {64, 256, 512, 1024, 4096, 32000}) {
+  for (int64_t t : {64, 256, 512, 1024, 2048, 4096, 32000}) {
     cuda::QkNormRopeArgs a;
     a.qkv = static_cast<uint16_t*>(qkv.data());
     a.positions = static_cast<const int32_t*>(pos.data());
@@ -1007,8 +1007,8 @@ void bench_elementwise(CudaBackend& be) {
     // qkv read, q and k written back, k and v written to the caches.
     const double bytes = static_cast<double>(t) * (row + (nh + nkv) * d + 2 * kv_row) * 2;
     for (const auto& form : {std::make_pair("warp_per_head", cuda::QkNormRopeForm::kWarpPerHead),
-                             std::make_pair("block_per_token", cuda::QkNormRopeForm::kBlockPerToken),
-                             std::make_pair("block_per_token_lab", cuda::QkNormRopeForm::kBlockPerTokenLab),
+                             std::make_pair("block_256", cuda::QkNormRopeForm::kBlock256),
+                             std::make_pair("block_128", cuda::QkNormRopeForm::kBlock128),
                              std::make_pair("production", cuda::QkNormRopeForm::kAuto)}) {
       const double ms = time_ms(be, [&](int) { cuda::launch_qk_norm_rope_lab(a, form.second, be.stream()); });
       result("qk_norm_rope_kv", std::to_string(t) + "x32q8kv_d128_" + form.first, bytes / (ms * 1e-3) / 1e12, "TB/s");
@@ -1037,6 +1037,13 @@ void bench_elementwise(CudaBackend& be) {
                             DType::kBF16, static_cast<uint16_t*>(out.data()), rows, hidden, 1e-5f, be.stream());
     }, 10);
     result("add_rms_norm", "32000x4096", 4.0 * rows * hidden * 2 / (ms * 1e-3) / 1e12, "TB/s");
+    result("add_rms_norm_ms", "32000x4096", ms, "ms");
+    const double plain_ms = time_ms(be, [&](int) {
+      cuda::launch_rms_norm(nullptr, static_cast<const uint16_t*>(res.data()), w.data(), DType::kBF16,
+                            static_cast<uint16_t*>(out.data()), rows, hidden, 1e-5f, be.stream());
+    }, 10);
+    result("rms_norm", "32000x4096", 2.0 * rows * hidden * 2 / (plain_ms * 1e-3) / 1e12, "TB/s");
+    result("rms_norm_ms", "32000x4096", plain_ms, "ms");
   }
 }
 

@@ -38,10 +38,12 @@ constexpr int kRowThreads = 256;
 // (scripts/device/prefill_elementwise.sh). Lab (QkNormRopeForm::kBlockPerTokenLab, the other block size): blocks of
 // 128 threads against 256 (H100, session 25, two processes, with every chunk loaded before the first shared store):
 // 512 tokens 0.830 / 0.854 against 0.914 / 0.922 (the warp form 0.845), 4,096 1.700 / 1.716 against 1.648 / 1.623,
-// 32,000 2.294 / 2.289 against 1.988 / 1.982 (copy 3.01). 128 threads from 1,024 tokens is the next form to try; it
-// needs its op tests on a device first (no device time was left to run them).
+// 32,000 2.294 / 2.289 against 1.988 / 1.982 (copy 3.01). Session 26 (H100, one call, 128 / 256 threads): 512 tokens
+// 0.908 / 0.991, 1,024 1.385 / 1.348, 2,048 1.775 / 1.672, 4,096 1.805 / 1.723, 32,000 2.400 / 2.087. So from
+// kQkNormRopeRowsSmallBlockMinTokens tokens the block form runs 128 threads a block (more blocks resident an SM,
+// shorter tails), below it 256.
 constexpr int64_t kQkNormRopeRowsMinTokens = 512;
-constexpr int kQkNormRopeRowsThreads = 256;
+constexpr int64_t kQkNormRopeRowsSmallBlockMinTokens = 1024;
 constexpr int64_t kQkNormRopeRowsMaxSmem = 48 * 1024;
 // 16-byte chunks of the row a thread of that form loads before it stores them to shared memory (Llama-3.1-8B's 6,144
 // q/k/v elements: 3 a thread).
@@ -152,6 +154,16 @@ inline int gemv_stream_splits(int64_t tiles, int64_t k, int chunk, int num_sms, 
 // tok/s against 5,644 / 5,838 with cuBLASLt, batch 64 9,503 / 9,531 against 9,878 / 9,897 (without programmatic
 // dependent launch it was slower still: 5,383 / 9,316).
 constexpr int64_t kSkinnyGemmMaxM = 64;
+// o_proj / down_proj wherever cuBLASLt serves them (M > kGemvMaxM, and M > kSkinnyGemmMaxM where the skinny GEMM is
+// on), without a bias, not in deterministic mode: cuBLASLt adds the residual in its epilogue (beta = 1, C = D = the
+// residual stream; Backend::fuses_linear_add), so the next pre-norm is rms_norm (one read and one write of
+// [M, hidden]) instead of add_rms_norm (two of each) and the projection's output is not written and read back.
+// cuBLASLt's kernels may round the product to bf16 before adding (CudaFusedOps.LinearAddInTheGemmEpilogue: the
+// composition's bits at 4096 → 4096, not at 14336 → 4096 with M ≤ 64). Measured (H100, session 26,
+// scripts/device/prefill_elementwise.sh, the 32k prompt on the Llama-3.1-8B shape, against
+// RIDGELINE_CUDA_GEMM_RESIDUAL=0 in the same call): TTFT 1,154.3 / 1,161.8 ms against 1,162.6 / 1,163.5; over two
+// prefills' traces RMSNorm 25.1 against 44.0 ms, the GEMMs +11.1 ms (the epilogue reads the residual).
+constexpr bool kGemmResidualEpilogue = true;
 // Which linears the skinny GEMM takes from cuBLASLt (CudaBackend::set_skinny_gemm_use; RIDGELINE_CUDA_SKINNY_GEMM=
 // 1|all|long): none (production), all, or only the long-K and wide-N shapes (kLong, lab). Why kLong (H200, session
 // 18, `rl_bench_kernels skinny`, alone, M = 64, TB/s cuBLASLt / skinny): where cuBLASLt splits K and sums in a second

@@ -143,7 +143,7 @@ void launch_probe(const Source& src, int tiles, float* out, const RingProbeOptio
 void launch_ring_handoff_probe(const uint16_t* w, int tiles, float* out, const RingProbeOptions& o,
                                cudaStream_t stream) {
   RL_CHECK_MSG(device_is_sm90(), "the ring hand-off probe needs compute capability 9.0");
-  RL_CHECK(tiles > 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
+  RL_CHECK(tiles > 0 && aligned16(w));
   if (o.large_params) {
     ProbeSourceTable t;
     for (const uint16_t*& p : t.w) p = w;

@@ -10,8 +10,9 @@
 
 namespace rl::cuda {
 
-// The model constants a lane needs: its norm weights (1 without a norm) and inverse frequencies. Read from memory no
-// kernel of a step writes, so a kernel may load them before pdl_wait().
+// The model constants a lane needs: its norm weights (1 without a norm) and inverse frequencies (0 where inv_freq is
+// null: a kernel that passes norm_rope_head a trig table needs none). Read from memory no kernel of a step writes, so
+// a kernel may load them before pdl_wait().
 struct RopeLane {
   float w_lo[4], w_hi[4], freq[4];
 };
@@ -23,7 +24,7 @@ __device__ __forceinline__ RopeLane rope_lane(const void* norm_w, bool norm_f32,
     const int64_t i = lane + 32 * j;
     r.w_lo[j] = norm_w && i < half ? load_param(norm_w, norm_f32, i) : 1.0f;
     r.w_hi[j] = norm_w && i < half ? load_param(norm_w, norm_f32, i + half) : 1.0f;
-    r.freq[j] = i < half ? inv_freq[i] : 0.0f;
+    r.freq[j] = inv_freq && i < half ? inv_freq[i] : 0.0f;
   }
   return r;
 }

@@ -143,6 +143,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what, bool v3) {
       p.total += e * h + experts + shared + (hp->sigmoid ? e : 0);
       p.layer_linear += e * h + experts + shared;
       p.active_matmul += e * h + hp->top_k * 3 * h * mi + shared;
+      p.last_ffn_matmul = e * h + hp->top_k * 3 * h * mi + shared;  // the last layer's stays
       p.expert_params += experts;
       ++p.num_moe_layers;
     } else {
@@ -150,6 +151,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what, bool v3) {
       p.total += mlp;
       p.layer_linear += mlp;
       p.active_matmul += mlp;
+      p.last_ffn_matmul = mlp;
     }
     KvLayerSpec k;
     k.kind = KvKind::kLatent;
@@ -161,6 +163,9 @@ Result<ModelConfig> parse(const Json& j, const std::string& what, bool v3) {
     const int64_t i = c.num_hidden_layers + k;
     hp->mtp_sparse.push_back(i >= first_dense && i % freq == 0);
   }
+  // MTP modules read every row's final hidden state, so a model with them computes the last layer for every row
+  // (Decoder::forward; a checkpoint without them loads none, and then the roofline counts high).
+  if (hp->num_mtp_layers > 0) p.last_ffn_matmul = 0;
   p.num_experts = e;
   p.experts_per_tok = hp->top_k;
   // Absorbed attention per key and head: q · [c, k_r] over lat, then Σ p c over kv_lora_rank.

@@ -55,6 +55,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
   if (!c.tie_word_embeddings) c.params.total += c.vocab_size * h;
   c.params.layer_linear = layers * linear;
   c.params.active_matmul = layers * linear + c.vocab_size * h;
+  c.params.last_ffn_matmul = 2 * h * in;
   c.attention_flops_per_key = layers * c.num_attention_heads * 4 * c.head_dim;
   for (int64_t i = 0; i < layers; ++i) {
     KvLayerSpec k;

@@ -171,6 +171,8 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
   // RMS pre-norms fold into the projection after them, so a dense Llama-style layer runs no norm kernel. pending:
   // a layer output not yet added into residual (unfused path, MLA, MoE); the next norm adds it.
   // Not under tensor parallelism: a rank's o_proj / down_proj output is a partial sum, all-reduced before the add.
+  // At prefill sizes a backend may still add bias-free projections into the residual stream
+  // (Backend::fuses_linear_add): the norms then run plain.
   const bool fuse = !tp_ && be.fuses_norm_linear(t);
   const Tensor* pending = nullptr;
   auto pre_norm = [&](const Norm& norm) {
@@ -182,8 +184,13 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
     pending = nullptr;
   };
   auto fused_input = [&](const Norm& norm) { return fuse && !pending && norm.kind == Norm::Kind::kRms; };
-  ResidualFusion add_out;
-  if (fuse) add_out.residual = residual;
+  const bool fuse_add = !tp_ && (fuse || be.fuses_linear_add(t));
+  // The residual add of a projection with that bias (null data: none) inside it, or not.
+  auto add_into = [&](const Tensor& bias) {
+    ResidualFusion f;
+    if (fuse || (fuse_add && !bias.data)) f.residual = residual;
+    return f;
+  };
   // Batch-1 decode through the backend's dense stack: every layer in one kernel, the residual stream complete
   // afterwards. Only up to the backend's context bound (short_decode_context), not in deterministic mode (its
   // reductions differ from the batched kernels'), and over a bf16 cache or, where the backend has the stack for it,
@@ -202,7 +209,14 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
     st.kv = kv.data();
     be.dense_stack_decode(*stack_, st);
   }
-  for (size_t i = 0; i < (stack ? 0 : blocks.size()); ++i) {
+  // The last layer's feed-forward runs on the logits rows only where a step wants fewer rows than it computes
+  // (prefill): nothing after it reads the other rows, whose K/V for that layer are already written. Not with
+  // multi-token-prediction modules, which read every row's final hidden state.
+  const size_t num_layers = stack ? 0 : blocks.size();
+  const bool prune = n < t && mtp.empty();
+  int64_t rows = t;      // rows the layers compute: t, then n for the last feed-forward when pruned
+  Tensor kept_pending;  // pruned: the logits rows of a layer output not yet added (pending)
+  for (size_t i = 0; i < num_layers; ++i) {
     const DecoderBlock& L = blocks[i];
     const QkvLayout& lay = L.attn.layout;
     if (L.mla) {
@@ -210,7 +224,7 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
       L.mla->forward(be, b, normed, kv[i], inv_freq, ws + p.mla, proj);
       pending = &proj;
     } else {
-      ResidualFusion f = add_out;
+      ResidualFusion f = add_into(L.attn.o_bias);
       if (fused_input(L.attn_norm)) {
         f.in_norm = &L.attn_norm;
         f.normed = normed;
@@ -219,20 +233,34 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
       }
       L.attn.forward(be, b, f.in_norm ? residual : normed, kv[i], inv_freq, act(p.qkv, t, lay.row()),
                      act(p.attn, t, lay.num_heads * lay.head_dim), proj, f);
-      pending = fuse ? nullptr : &proj;
+      pending = f.residual.data ? nullptr : &proj;
     }
     if (tp_) all_reduce(proj);  // the heads' partial o_proj sums; the next norm adds them into the residual
+    if (prune && i + 1 == num_layers) {
+      if (n == 0) return Tensor(ws + p.logits_f32, DType::kF32, {0, config_.vocab_size});  // no logits wanted
+      Tensor kept = act(p.last, n, h);
+      be.gather_rows(residual, b.logits_indices, kept);
+      if (pending) {  // the attention output, in proj: its rows into ffn's room, which the norm reads first
+        kept_pending = act(p.ffn, n, h);
+        be.gather_rows(*pending, b.logits_indices, kept_pending);
+        pending = &kept_pending;
+      }
+      residual = kept;
+      normed = act(p.normed, n, h);
+      ffn = act(p.ffn, n, h);
+      rows = n;
+    }
     if (L.mlp) {
-      ResidualFusion f = add_out;
+      ResidualFusion f = add_into(L.mlp->down_bias);
       if (fused_input(L.ffn_norm) && L.mlp->act.kind == Activation::kSiluGated) {
         f.in_norm = &L.ffn_norm;
         f.normed = normed;
       } else {
         pre_norm(L.ffn_norm);
       }
-      L.mlp->forward(be, f.in_norm ? residual : normed, act(p.gate_up, t, L.mlp->gate_up.dim(0)),
-                     act(p.inter, t, L.mlp->inter), ffn, f);
-      pending = fuse ? nullptr : &ffn;
+      L.mlp->forward(be, f.in_norm ? residual : normed, act(p.gate_up, rows, L.mlp->gate_up.dim(0)),
+                     act(p.inter, rows, L.mlp->inter), ffn, f);
+      pending = f.residual.data ? nullptr : &ffn;
     } else {
       pre_norm(L.ffn_norm);
       L.moe->forward(be, normed, ws + p.moe, ffn);
@@ -241,10 +269,11 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
     if (tp_) all_reduce(ffn);  // the intermediate columns' partial down_proj sums
   }
   pre_norm(final_norm);
-  // The logits rows are strictly increasing token rows (ModelRunner::stage), so n == t means every row in order
-  // (decode steps): the gather would copy normed onto itself, and is one kernel less a step without it.
-  Tensor last = n == t ? normed : act(p.last, n, h);
-  if (n != t) be.gather_rows(normed, b.logits_indices, last);
+  // The logits rows are strictly increasing token rows (ModelRunner::stage), so n == rows means every row in order
+  // (decode steps, or the rows a pruned last layer kept): the gather would copy normed onto itself, and is one
+  // kernel less a step without it.
+  Tensor last = n == rows ? normed : act(p.last, n, h);
+  if (n != rows) be.gather_rows(normed, b.logits_indices, last);
   Tensor logits_f32(ws + p.logits_f32, DType::kF32, {n, config_.vocab_size});
   if (tp_) {
     // Vocab-parallel lm_head: this rank's [n, vocab / N] slice, gathered rank after rank, then put back in

@@ -22,7 +22,8 @@ struct Norm {
   void add_apply(Backend& be, const Tensor& residual, const Tensor& x, const Tensor& out) const;
 };
 
-// How a layer meets the residual stream on the fused decode path (Backend::fuses_norm_linear). in_norm set: the
+// How a layer meets the residual stream on the fused decode path (Backend::fuses_norm_linear), or at prefill sizes
+// with residual only (Backend::fuses_linear_add). in_norm set: the
 // layer's input x is the residual stream itself and in_norm (an RMSNorm) is folded into the layer's first
 // projection (normed: [T, hidden] scratch for a backend that composes it). residual set: the layer's last
 // projection is added into it (Backend::linear_add) and the layer's out is scratch. Default: neither.
