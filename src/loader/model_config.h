@@ -54,10 +54,12 @@ struct ParamCounts {
   // Per token: every weight a token multiplies — attention, dense MLPs, the router, top_k experts (+ shared),
   // lm_head. Equals `total` minus the embeddings for dense models.
   int64_t active_matmul = 0;
-  // Of those, the last layer's feed-forward (its dense MLP, or router + top_k experts + shared experts). A prefill
-  // multiplies it, as lm_head, only for the rows whose logits it returns (the model drops the other rows after the
-  // last layer's attention: Decoder::forward).
-  int64_t last_ffn_matmul = 0;
+  // Of those, the last layer's weights after its KV write: o_proj and the feed-forward (dense MLP, or router +
+  // top_k experts + shared experts); MLA's the feed-forward only. A prefill multiplies them, as lm_head, only for
+  // the rows whose logits it returns (Decoder::forward runs the rest of the last layer on those rows).
+  int64_t last_rows_matmul = 0;
+  // Whether that layer's attention, too, runs for those rows only (not MLA's).
+  bool last_attention_rows = false;
   // Weights of the decoder layers' matmuls (the part a weight precision applies to), all experts included.
   int64_t layer_linear = 0;
   // Routed-expert weights of all MoE layers (part of layer_linear), and the shape of their routing.

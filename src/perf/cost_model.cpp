@@ -41,17 +41,22 @@ double ModelCost::step_weight_bytes(int64_t batch) const {
 }
 
 double ModelCost::prefill_flops(int64_t num_tokens) const {
-  // Token i (1-based) attends to min(i, W) keys in a window layer, i in a full one.
+  // Token i (1-based) attends to min(i, W) keys in a window layer, i in a full one; in the last layer only the last
+  // token where last_attention_rows.
   double n = static_cast<double>(num_tokens), keys = 0;
-  for (int64_t w : layer_windows) {
-    if (w > 0 && w < num_tokens) {
-      const double wd = static_cast<double>(w);
+  for (size_t l = 0; l < layer_windows.size(); ++l) {
+    const int64_t w = layer_windows[l];
+    const bool windowed = w > 0 && w < num_tokens;
+    const double wd = static_cast<double>(w);
+    if (last_attention_rows && l + 1 == layer_windows.size()) {
+      keys += windowed ? wd : n;
+    } else if (windowed) {
       keys += wd * (wd + 1) / 2 + (n - wd) * wd;
     } else {
       keys += n * (n + 1) / 2;
     }
   }
-  const double last_only = 2.0 * static_cast<double>(logits_params + last_ffn_params);
+  const double last_only = 2.0 * static_cast<double>(logits_params + last_rows_params);
   return n * (matmul_flops_per_token() - last_only) + last_only +
          static_cast<double>(layer_attention_flops_per_key) * keys;
 }
@@ -62,7 +67,8 @@ ModelCost make_model_cost(const ModelConfig& c, Precision weights, Precision kv)
   m.num_params = p.total;
   m.matmul_params = p.active_matmul;
   m.logits_params = c.vocab_size * c.hidden_size;
-  m.last_ffn_params = p.last_ffn_matmul;
+  m.last_rows_params = p.last_rows_matmul;
+  m.last_attention_rows = p.last_attention_rows && p.last_rows_matmul > 0;
   // Decoder-layer matmul weights at the weight precision; embeddings, lm_head, norms and biases stay bf16.
   m.weight_bytes = p.layer_linear * precision_bytes(weights) + (p.total - p.layer_linear) * 2;
   m.expert_bytes = p.expert_params * precision_bytes(weights);

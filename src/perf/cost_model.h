@@ -25,10 +25,12 @@ struct ModelCost {
   int64_t num_params = 0;     // as transformers counts them (tied embeddings once)
   // Weights multiplied per token: attention, dense MLPs, routers, the top_k experts a token visits, lm_head.
   int64_t matmul_params = 0;
-  // Of those, lm_head's (vocab × hidden) and the last layer's feed-forward (ParamCounts::last_ffn_matmul). A prefill
-  // multiplies them for the rows whose logits it returns (one: the prompt's last token), not for every prompt token.
+  // Of those, lm_head's (vocab × hidden) and the last layer's after its KV write (ParamCounts::last_rows_matmul). A
+  // prefill multiplies them for the rows whose logits it returns (one: the prompt's last token), not for every
+  // prompt token; and where last_attention_rows, the last layer's attention runs for that row alone.
   int64_t logits_params = 0;
-  int64_t last_ffn_params = 0;
+  int64_t last_rows_params = 0;
+  bool last_attention_rows = false;
   // Every parameter once: the decoder layers' linear weights at the weight precision; embeddings, lm_head,
   // norms and biases stay bf16 (as fp8 checkpoints keep them).
   int64_t weight_bytes = 0;
@@ -74,7 +76,7 @@ struct ModelCost {
   double decode_flops_per_token(int64_t context) const { return matmul_flops_per_token() + attention_flops(context); }
   // A causal prefill of `num_tokens` tokens: token i (1-based) attends to i keys, so attention sums to
   // attention_flops_per_key * n (n + 1) / 2. The layers' matmuls run for every token, lm_head and the last layer's
-  // feed-forward for the last one only.
+  // after its KV write (and its attention, last_attention_rows) for the last one only.
   double prefill_flops(int64_t num_tokens) const;
 };
 

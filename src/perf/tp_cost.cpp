@@ -24,7 +24,7 @@ ModelCost tp_rank_cost(const ModelCost& whole, const ModelConfig& c, int32_t n) 
   r.expert_bytes = whole.expert_bytes / n;
   r.matmul_params = whole.matmul_params / n;
   r.logits_params = whole.logits_params / n;  // the vocab-parallel lm_head
-  r.last_ffn_params = whole.last_ffn_params / n;
+  r.last_rows_params = whole.last_rows_params / n;
   r.attention_flops_per_key = whole.attention_flops_per_key / n;
   r.layer_attention_flops_per_key = whole.layer_attention_flops_per_key / n;
   // KV: the rank's heads of each layer.

@@ -21,7 +21,8 @@ ModelRunner::ModelRunner(Model* model, KvStorage* kv, const RunnerLimits& limits
   off_.cu = (2 + g) * t;
   off_.lens = off_.cu + s + 1;
   off_.logit_idx = off_.lens + s;
-  off_.tables = off_.logit_idx + std::max(limits_.max_num_logits, s);
+  off_.logit_cu = off_.logit_idx + std::max(limits_.max_num_logits, s);
+  off_.tables = off_.logit_cu + s + 1;
   off_.total = off_.tables + s * g * limits_.max_blocks_per_seq;
   Backend& be = model->backend();
   for (int32_t*& h : h_staging_) {
@@ -46,6 +47,24 @@ int64_t leading_decodes(const std::vector<SeqStep>& seqs) {
   while (n < static_cast<int64_t>(seqs.size()) && seqs[static_cast<size_t>(n)].num_new_tokens == 1) ++n;
   return n;
 }
+
+// Logits rows of a sequence in a step: every new token's, its last token's, or none (stage() stages the same).
+int64_t logits_rows(const SeqStep& s) { return s.all_logits ? s.num_new_tokens : s.want_logits ? 1 : 0; }
+
+// The host's view of the logits rows as attention queries (ForwardBatch::logits_q; stage() stages cu_seqlens_q).
+void set_logits_queries(const std::vector<SeqStep>& seqs, ForwardBatch::LogitsQueries* q) {
+  q->max_seqlen_q = 0;
+  q->all_decode = true;
+  q->num_leading_decodes = 0;
+  bool leading = true;
+  for (const SeqStep& s : seqs) {
+    const int64_t rows = logits_rows(s);
+    q->max_seqlen_q = std::max(q->max_seqlen_q, rows);
+    q->all_decode = q->all_decode && rows == 1;
+    leading = leading && rows == 1;
+    if (leading) ++q->num_leading_decodes;
+  }
+}
 }  // namespace
 
 ModelRunner::~ModelRunner() {
@@ -62,6 +81,7 @@ int64_t ModelRunner::stage(int32_t* h, const std::vector<SeqStep>& seqs, int64_t
   *max_k = 0;
   *all_decode = true;
   h[off_.cu] = 0;
+  h[off_.logit_cu] = 0;
   std::fill(h + off_.tables, h + off_.tables + num_rows * row, 0);
   for (size_t i = 0; i < seqs.size(); ++i) {
     const SeqStep& s = seqs[i];
@@ -109,6 +129,7 @@ int64_t ModelRunner::stage(int32_t* h, const std::vector<SeqStep>& seqs, int64_t
       RL_CHECK(n < limits_.max_num_logits);
       h[off_.logit_idx + n++] = static_cast<int32_t>(t - 1);
     }
+    h[off_.logit_cu + static_cast<int64_t>(i) + 1] = static_cast<int32_t>(n);
     *max_q = std::max(*max_q, s.num_new_tokens);
     *max_k = std::max(*max_k, len);
     *all_decode = *all_decode && s.num_new_tokens == 1;
@@ -122,6 +143,7 @@ int64_t ModelRunner::stage(int32_t* h, const std::vector<SeqStep>& seqs, int64_t
     h[off_.logit_idx + i] = static_cast<int32_t>(t);
     ++t;
     h[off_.cu + i + 1] = static_cast<int32_t>(t);
+    h[off_.logit_cu + i + 1] = static_cast<int32_t>(i + 1);  // a graph's rows: one logits row each
     h[off_.lens + i] = 1;
   }
   *num_logits = n;
@@ -142,6 +164,7 @@ ForwardBatch ModelRunner::make_batch(int64_t t, int64_t num_seqs, int64_t n, int
   b.logits_indices = field(off_.logit_idx, {n});
   const ModelConfig& c = model_->config();
   b.attn.cu_seqlens_q = field(off_.cu, {num_seqs + 1});
+  b.logits_q.cu_seqlens_q = field(off_.logit_cu, {num_seqs + 1});
   b.attn.seq_lens_k = field(off_.lens, {num_seqs});
   // Group g's tables start g * max_blocks_per_seq into each row; the row stride covers every group's.
   const int64_t num_groups = kv_->num_groups(), mb = limits_.max_blocks_per_seq;
@@ -176,6 +199,7 @@ void ModelRunner::step(const std::vector<SeqStep>& seqs, std::vector<float>* log
   be.upload_async(d_staging_.data(), h_staging_[0], upload_bytes(num_seqs));
   ForwardBatch b = make_batch(t, num_seqs, n, max_q, max_k, all_decode);
   b.attn.num_leading_decodes = leading_decodes(seqs);
+  set_logits_queries(seqs, &b.logits_q);
   Tensor logits = model_->forward(b, kv_->layers());
   logits_out->resize(static_cast<size_t>(n * model_->config().vocab_size));
   if (n > 0) be.download(logits_out->data(), logits.data, logits_out->size() * sizeof(float));
@@ -234,6 +258,7 @@ int64_t ModelRunner::launch(const std::vector<SeqStep>& seqs, std::span<const Sa
     if (any_pending) be.resolve_pending_ids(ids, prev);
     ForwardBatch b = make_batch(t, num_seqs, n, max_q, max_k, all_decode);
     b.attn.num_leading_decodes = leading_decodes(seqs);
+    set_logits_queries(seqs, &b.logits_q);
     Tensor logits = model_->forward(b, kv_->layers());
     if (n > 0) sampler->sample(logits, n);
   }

@@ -76,7 +76,7 @@ class ModelRunner {
  private:
   // Element offsets of the staging fields (the same on host and device).
   struct Offsets {
-    int64_t ids, pos, slots, cu, lens, logit_idx, tables, total;
+    int64_t ids, pos, slots, cu, lens, logit_idx, logit_cu, tables, total;
     int64_t token_stride;  // elements between the slot mappings of consecutive groups
   };
   // Fills the host staging for seqs padded to num_rows sequences (num_rows == seqs.size() when not padding).

@@ -82,7 +82,7 @@ std::pair<const char*, size_t> batch_extent(const ForwardBatch& b) {
     hi = hi ? std::max(hi, p + t.nbytes()) : p + t.nbytes();
   };
   for (const Tensor* t : {&b.input_ids, &b.positions, &b.slot_mapping, &b.logits_indices, &b.attn.cu_seqlens_q,
-                          &b.attn.seq_lens_k, &b.attn.block_tables}) {
+                          &b.attn.seq_lens_k, &b.attn.block_tables, &b.logits_q.cu_seqlens_q}) {
     cover(*t);
   }
   for (const Tensor& t : b.window_slot_mapping) cover(t);
@@ -231,7 +231,7 @@ ForwardBatch TpModel::rank_batch(int32_t r, const ForwardBatch& b) {
   };
   ForwardBatch out = b;
   for (Tensor* t : {&out.input_ids, &out.positions, &out.slot_mapping, &out.logits_indices, &out.attn.cu_seqlens_q,
-                    &out.attn.seq_lens_k, &out.attn.block_tables}) {
+                    &out.attn.seq_lens_k, &out.attn.block_tables, &out.logits_q.cu_seqlens_q}) {
     move(*t);
   }
   for (Tensor& t : out.window_slot_mapping) move(t);

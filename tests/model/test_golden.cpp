@@ -113,8 +113,9 @@ struct Harness {
   }
 
   // Two sequences in one step from nothing computed: tokens[0, a) through block_table and all of tokens through
-  // other block tables; their logits (every row with `all`, else each one's last).
-  std::vector<float> feed_two(const std::vector<int32_t>& tokens, int64_t a, bool all) {
+  // other block tables; their logits (every row of the first with `all`, of the second with `all_second`, else
+  // each one's last).
+  std::vector<float> feed_two(const std::vector<int32_t>& tokens, int64_t a, bool all, bool all_second = true) {
     const std::vector<int32_t> other_table = {5, 9, 1, 14}, other_window_table = {3, 6, 12, 20};
     SeqStep s1, s2;
     s1.token_ids = tokens.data();
@@ -125,6 +126,7 @@ struct Harness {
     if (!window_table.empty()) s1.window_tables[0] = window_table.data();
     s2 = s1;
     s2.num_new_tokens = static_cast<int64_t>(tokens.size());
+    s2.all_logits = all && all_second;
     s2.block_table = other_table.data();
     if (!window_table.empty()) s2.window_tables[0] = other_window_table.data();
     std::vector<float> logits;
@@ -185,10 +187,11 @@ TEST_P(GoldenTest, BatchedSequencesGiveTheirOwnLogits) {
   EXPECT_LE(max_abs_diff(logits.data() + a * g.vocab, g.logits.data(), static_cast<size_t>(n * g.vocab)), 1e-4f);
 }
 
-// A prefill step that wants fewer logits rows than it computes runs the last layer's feed-forward on those rows
-// alone (Decoder::forward). Two sequences wanting their last rows (a 20-token prefill and the whole 36 tokens): each
-// row matches transformers. Then a step that wants no logits (a chunk of 10 tokens) and one that wants the last row
-// of the remaining chunk: its row matches too, so the first chunk's K/V were all written.
+// A prefill step that wants fewer logits rows than it computes runs its last layer's attention (MLA: from o_proj),
+// o_proj and feed-forward on those rows alone (Decoder::forward). Two sequences wanting their last rows (a 20-token
+// prefill and the whole 36 tokens), then every row of the first and the last of the second: each row matches
+// transformers. Then a step that wants no logits (a chunk of 10 tokens) and one that wants the last row of the
+// remaining chunk: its row matches too, so the first chunk's K/V were all written.
 TEST_P(GoldenTest, PrefillComputesTheLastLayerForTheLogitsRowsOnly) {
   const std::string dir = kGoldenDir + GetParam();
   Golden g = load_golden(dir);
@@ -200,6 +203,10 @@ TEST_P(GoldenTest, PrefillComputesTheLastLayerForTheLogitsRowsOnly) {
   ASSERT_EQ(static_cast<int64_t>(logits.size()), 2 * v);
   EXPECT_LE(max_abs_diff(logits.data(), g.logits.data() + (a - 1) * v, static_cast<size_t>(v)), 1e-4f);
   EXPECT_LE(max_abs_diff(logits.data() + v, g.logits.data() + (n - 1) * v, static_cast<size_t>(v)), 1e-4f);
+  logits = h.feed_two(seq, a, /*all=*/true, /*all_second=*/false);
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), (a + 1) * v);
+  EXPECT_LE(max_abs_diff(logits.data(), g.logits.data(), static_cast<size_t>(a * v)), 1e-4f);
+  EXPECT_LE(max_abs_diff(logits.data() + a * v, g.logits.data() + (n - 1) * v, static_cast<size_t>(v)), 1e-4f);
 
   SeqStep chunk;
   chunk.token_ids = seq.data();

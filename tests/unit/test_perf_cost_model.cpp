@@ -39,12 +39,14 @@ TEST(PerfCostModel, Llama31_8B_ByHand) {
   // Decode at context 1024: 2*7,504,658,432 + 524,288*1024 = 15,009,316,864 + 536,870,912.
   EXPECT_DOUBLE_EQ(m.decode_flops_per_token(1024), 15546187776.0);
   EXPECT_DOUBLE_EQ(m.attention_flops(1024), 536870912.0);
-  // Prefill of 512 (causal), lm_head (525,336,576) and the last layer's MLP (3*4096*14336 = 176,160,768) for the
-  // last token only: 512*2*(7,504,658,432 - 701,497,344) + 2*701,497,344 + 524,288 * 512*513/2
-  // = 6,966,436,954,112 + 1,402,994,688 + 68,853,694,464.
+  // Prefill of 512 (causal), lm_head (525,336,576) and the last layer's o_proj and MLP (16,777,216 + 3*4096*14336
+  // = 192,937,984) for the last token only, and that layer's attention for it alone: 512*2*(7,504,658,432 -
+  // 718,274,560) + 2*718,274,560 + 16,384 * (31 * 512*513/2 + 512) = 6,949,257,084,928 + 1,436,549,120
+  // + 66,710,405,120.
   EXPECT_EQ(m.logits_params, 525336576);
-  EXPECT_EQ(m.last_ffn_params, 176160768);
-  EXPECT_DOUBLE_EQ(m.prefill_flops(512), 7036693643264.0);
+  EXPECT_EQ(m.last_rows_params, 192937984);
+  EXPECT_TRUE(m.last_attention_rows);
+  EXPECT_DOUBLE_EQ(m.prefill_flops(512), 7017404039168.0);
   // Its bytes: the weights, 512 tokens' K/V, the layers' activations of 512 tokens and one logits row.
   const StepCost p = prefill_step(m, h200(), 512);
   EXPECT_DOUBLE_EQ(p.bytes, 2.0 * 8030261248 + 512.0 * 131072 + 512.0 * 1048576 + 513024);
@@ -121,10 +123,10 @@ TEST(PerfCostModel, DecodeBatch1IsBandwidthOverBytes) {
 TEST(PerfCostModel, PrefillTtftIsComputeBound) {
   ModelCost m = make_model_cost(load("Llama-3.1-8B"), Precision::kBf16, Precision::kBf16);
   StepCost p = prefill_step(m, h200(), 512);
-  // 7,036,693,643,264 FLOPs / 756e12 = 9.308 ms, against 16.67 GB / 4.25 TB/s = 3.92 ms of bytes.
+  // 7,017,404,039,168 FLOPs / 756e12 = 9.282 ms, against 16.67 GB / 4.25 TB/s = 3.92 ms of bytes.
   EXPECT_TRUE(p.compute_bound);
-  EXPECT_NEAR(p.time_s, 7036693643264.0 / 756e12, 1e-12);
-  EXPECT_NEAR(p.time_s * 1e3, 9.308, 1e-3);
+  EXPECT_NEAR(p.time_s, 7017404039168.0 / 756e12, 1e-12);
+  EXPECT_NEAR(p.time_s * 1e3, 9.282, 1e-3);
   // A 1-token "prefill" is a batch-1 decode over its own key: memory-bound, weights / bandwidth.
   StepCost one = prefill_step(m, h200(), 1);
   EXPECT_FALSE(one.compute_bound);

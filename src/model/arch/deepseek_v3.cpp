@@ -143,7 +143,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what, bool v3) {
       p.total += e * h + experts + shared + (hp->sigmoid ? e : 0);
       p.layer_linear += e * h + experts + shared;
       p.active_matmul += e * h + hp->top_k * 3 * h * mi + shared;
-      p.last_ffn_matmul = e * h + hp->top_k * 3 * h * mi + shared;  // the last layer's stays
+      p.last_rows_matmul = e * h + hp->top_k * 3 * h * mi + shared;  // the last layer's stays (MLA: no o_proj here)
       p.expert_params += experts;
       ++p.num_moe_layers;
     } else {
@@ -151,7 +151,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what, bool v3) {
       p.total += mlp;
       p.layer_linear += mlp;
       p.active_matmul += mlp;
-      p.last_ffn_matmul = mlp;
+      p.last_rows_matmul = mlp;
     }
     KvLayerSpec k;
     k.kind = KvKind::kLatent;
@@ -165,7 +165,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what, bool v3) {
   }
   // MTP modules read every row's final hidden state, so a model with them computes the last layer for every row
   // (Decoder::forward; a checkpoint without them loads none, and then the roofline counts high).
-  if (hp->num_mtp_layers > 0) p.last_ffn_matmul = 0;
+  if (hp->num_mtp_layers > 0) p.last_rows_matmul = 0;
   p.num_experts = e;
   p.experts_per_tok = hp->top_k;
   // Absorbed attention per key and head: q · [c, k_r] over lat, then Σ p c over kv_lora_rank.

@@ -55,7 +55,8 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
   if (!c.tie_word_embeddings) c.params.total += c.vocab_size * h;
   c.params.layer_linear = layers * linear;
   c.params.active_matmul = layers * linear + c.vocab_size * h;
-  c.params.last_ffn_matmul = 2 * h * in;
+  c.params.last_rows_matmul = h * h + 2 * h * in;  // c_proj and the MLP
+  c.params.last_attention_rows = true;
   c.attention_flops_per_key = layers * c.num_attention_heads * 4 * c.head_dim;
   for (int64_t i = 0; i < layers; ++i) {
     KvLayerSpec k;

@@ -77,7 +77,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
   c.params.total += c.num_hidden_layers * per_layer;
   c.params.layer_linear += c.num_hidden_layers * (e * h + experts);
   c.params.active_matmul += c.num_hidden_layers * (e * h + hp->top_k * 3 * h * in);
-  c.params.last_ffn_matmul = e * h + hp->top_k * 3 * h * in;
+  c.params.last_rows_matmul += e * h + hp->top_k * 3 * h * in;
   c.params.expert_params = c.num_hidden_layers * experts;
   c.params.num_moe_layers = c.num_hidden_layers;
   c.params.num_experts = e;

@@ -46,7 +46,7 @@ Result<ModelConfig> parse_dense(const Json& j, const std::string& what, DenseFla
   c.params.total += c.num_hidden_layers * (mlp + (c.mlp_bias ? 2 * c.intermediate_size + c.hidden_size : 0));
   c.params.layer_linear += c.num_hidden_layers * mlp;
   c.params.active_matmul += c.num_hidden_layers * mlp;
-  c.params.last_ffn_matmul = mlp;
+  c.params.last_rows_matmul += mlp;
   return c;
 }
 

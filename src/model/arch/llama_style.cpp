@@ -27,6 +27,8 @@ void llama_base_counts(ModelConfig& c, const std::vector<int64_t>& windows, bool
   if (!c.tie_word_embeddings) p.total += c.vocab_size * h;
   p.layer_linear = layers * llama_attention_linear(c);
   p.active_matmul = p.layer_linear + c.vocab_size * h;
+  p.last_rows_matmul = c.num_attention_heads * c.head_dim * h;  // o_proj; each arch adds its feed-forward
+  p.last_attention_rows = true;
   c.attention_flops_per_key = layers * c.num_attention_heads * 4 * c.head_dim;
   c.kv_spec.clear();
   for (int64_t i = 0; i < layers; ++i) {

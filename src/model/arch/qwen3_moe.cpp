@@ -58,7 +58,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
       c.params.total += e * h + experts;
       c.params.layer_linear += e * h + experts;
       c.params.active_matmul += e * h + hp->top_k * 3 * h * mi;
-      c.params.last_ffn_matmul = e * h + hp->top_k * 3 * h * mi;  // the last layer's stays
+      if (i + 1 == c.num_hidden_layers) c.params.last_rows_matmul += e * h + hp->top_k * 3 * h * mi;
       c.params.expert_params += experts;
       ++c.params.num_moe_layers;
     } else {
@@ -66,7 +66,7 @@ Result<ModelConfig> parse(const Json& j, const std::string& what) {
       c.params.total += mlp;
       c.params.layer_linear += mlp;
       c.params.active_matmul += mlp;
-      c.params.last_ffn_matmul = mlp;
+      if (i + 1 == c.num_hidden_layers) c.params.last_rows_matmul += mlp;
     }
   }
   c.params.num_experts = e;

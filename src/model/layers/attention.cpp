@@ -54,8 +54,8 @@ KvLayerSpec Attention::kv_spec() const {
 }
 
 void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, const KvLayer& kv, const float* inv_freq,
-                        const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out,
-                        const ResidualFusion& fusion) const {
+                        const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out, const ResidualFusion& fusion,
+                        const QueryRows* rows) const {
   if (fusion.in_norm) {
     RL_CHECK(fusion.in_norm->kind == Norm::Kind::kRms);
     be.rms_norm_linear(x, fusion.in_norm->weight, fusion.in_norm->params, qkv, qkv_bias, fusion.normed, qkv_buf);
@@ -68,11 +68,25 @@ void Attention::forward(Backend& be, const ForwardBatch& b, const Tensor& x, con
   meta.scale = spec.scale;
   meta.sliding_window = spec.window;
   meta.sinks = spec.sinks ? static_cast<const float*>(sinks.data) : nullptr;
-  if (spec.rope || spec.qk_norm) {
-    RopeParams rope;
-    rope.layout = layout;
-    rope.inv_freq = inv_freq;
-    RL_CHECK_MSG(spec.rope, "q/k norm without RoPE is not implemented");
+  RopeParams rope;
+  rope.layout = layout;
+  rope.inv_freq = inv_freq;
+  RL_CHECK_MSG(spec.rope || !spec.qk_norm, "q/k norm without RoPE is not implemented");
+  if (rows) {
+    if (spec.rope) {
+      be.qk_norm_rope_kv_write(qkv_buf, q_norm, k_norm, b.positions, rope, NormParams{spec.norm_eps},
+                               b.slots(kv.group), kv);
+    } else {
+      be.kv_write(qkv_buf, layout, b.slots(kv.group), kv);
+    }
+    if (rows->qkv.rows() == 0) return;  // no row wanted: the KV write was all
+    be.gather_rows(qkv_buf, *rows->indices, rows->qkv);
+    meta.cu_seqlens_q = rows->queries->cu_seqlens_q;
+    meta.max_seqlen_q = rows->queries->max_seqlen_q;
+    meta.all_decode = rows->queries->all_decode;
+    meta.num_leading_decodes = rows->queries->num_leading_decodes;
+    be.attention(rows->qkv, kv, meta, attn_buf);
+  } else if (spec.rope) {
     be.rope_kv_write_attention(qkv_buf, q_norm, k_norm, b.positions, rope, NormParams{spec.norm_eps},
                                b.slots(kv.group), kv, meta, attn_buf);
   } else {

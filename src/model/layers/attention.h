@@ -28,6 +28,15 @@ struct AttentionSpec {
   float norm_eps = 1e-6f;
 };
 
+// Attention of some rows alone (the last layer of a prefill, Decoder::forward): the qkv projection, RoPE and the KV
+// write run for every row, then only these rows' q attend over the cache (queries: their cu_seqlens_q etc.) and
+// o_proj runs on them. qkv: [rows, qkv row] scratch for their q.
+struct QueryRows {
+  const Tensor* indices = nullptr;  // i32 [rows]: the rows, strictly increasing
+  const ForwardBatch::LogitsQueries* queries = nullptr;
+  Tensor qkv;
+};
+
 class Attention {
  public:
   AttentionSpec spec;
@@ -48,10 +57,10 @@ class Attention {
   int64_t workspace_per_token() const { return layout.row() + layout.num_heads * layout.head_dim; }
   // x: [T, hidden] normed input → out: [T, hidden]; qkv_buf [T, row], attn_buf [T, q] are workspace. With
   // fusion (norm.h): x un-normed and fusion.in_norm folded into the qkv projection, and/or the output
-  // projection added into fusion.residual.
+  // projection added into fusion.residual. With rows: attn_buf, out and fusion.residual hold those rows only.
   void forward(Backend& be, const ForwardBatch& b, const Tensor& x, const KvLayer& kv, const float* inv_freq,
-               const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out,
-               const ResidualFusion& fusion = {}) const;
+               const Tensor& qkv_buf, const Tensor& attn_buf, const Tensor& out, const ResidualFusion& fusion = {},
+               const QueryRows* rows = nullptr) const;
 
  private:
   DeviceBuffer sinks_f32_;

@@ -12,10 +12,11 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 // Workspace layout: [T, H] residual, normed, attention output, feed-forward output; [T, widest qkv row],
 // [T, widest attention output]; [T, widest gate_up], [T, widest I]; the largest MoE workspace; the largest MLA
-// workspace; [N, H] last hidden, [N, vocab] logits (act dtype and f32).
+// workspace; [N, H] last hidden, [N, widest qkv row] (the last layer's query rows), [N, vocab] logits (act dtype
+// and f32).
 struct Decoder::Plan {
-  size_t residual, normed, proj, ffn, qkv, attn, gate_up, inter, moe, mla, last, logits_act, logits_f32, gathered,
-      total;
+  size_t residual, normed, proj, ffn, qkv, attn, gate_up, inter, moe, mla, last, last_qkv, logits_act, logits_f32,
+      gathered, total;
   int64_t qkv_row = 0, attn_width = 0, gu_width = 0, inter_width = 0;
 };
 
@@ -52,6 +53,7 @@ Decoder::Plan Decoder::plan(int64_t max_tokens, int64_t max_logits) const {
   p.moe = take(moe_bytes);
   p.mla = take(mla_bytes);
   p.last = take(n * h * es);
+  p.last_qkv = take(n * static_cast<size_t>(p.qkv_row) * es);
   p.logits_act = take(n * v * es);
   p.logits_f32 = take(n * v * 4);
   // Tensor parallelism: every rank's vocabulary slice of the logits, rank after rank ([N, n, vocab / N]).
@@ -209,16 +211,18 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
     st.kv = kv.data();
     be.dense_stack_decode(*stack_, st);
   }
-  // The last layer's feed-forward runs on the logits rows only where a step wants fewer rows than it computes
-  // (prefill): nothing after it reads the other rows, whose K/V for that layer are already written. Not with
+  // The last layer runs on the logits rows only where a step wants fewer rows than it computes (prefill): its qkv
+  // projection and KV write run for every row, then attention (not MLA's: there the rows are dropped after it),
+  // o_proj and the feed-forward for the logits rows, since nothing after the layer reads the others. Not with
   // multi-token-prediction modules, which read every row's final hidden state.
   const size_t num_layers = stack ? 0 : blocks.size();
   const bool prune = n < t && mtp.empty();
-  int64_t rows = t;      // rows the layers compute: t, then n for the last feed-forward when pruned
-  Tensor kept_pending;  // pruned: the logits rows of a layer output not yet added (pending)
+  int64_t rows = t;      // rows the layers compute: t, then n from where the last layer drops the others
+  Tensor kept_pending;  // pruned after MLA: the logits rows of its output, not yet added (pending)
   for (size_t i = 0; i < num_layers; ++i) {
     const DecoderBlock& L = blocks[i];
     const QkvLayout& lay = L.attn.layout;
+    const bool last = prune && i + 1 == num_layers;
     if (L.mla) {
       pre_norm(L.attn_norm);
       L.mla->forward(be, b, normed, kv[i], inv_freq, ws + p.mla, proj);
@@ -231,13 +235,23 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
       } else {
         pre_norm(L.attn_norm);
       }
-      L.attn.forward(be, b, f.in_norm ? residual : normed, kv[i], inv_freq, act(p.qkv, t, lay.row()),
-                     act(p.attn, t, lay.num_heads * lay.head_dim), proj, f);
+      const Tensor x = f.in_norm ? residual : normed;  // every row: the qkv projection's input
+      QueryRows kept_rows{&b.logits_indices, &b.logits_q, act(p.last_qkv, n, lay.row())};
+      if (last) {  // the residual stream's logits rows, which o_proj then adds into (or the next norm adds it to)
+        Tensor kept = act(p.last, n, h);
+        if (n > 0) be.gather_rows(residual, b.logits_indices, kept);
+        if (f.residual.data) f.residual = kept;
+        residual = kept;
+        proj = act(p.proj, n, h);
+        rows = n;
+      }
+      L.attn.forward(be, b, x, kv[i], inv_freq, act(p.qkv, t, lay.row()),
+                     act(p.attn, rows, lay.num_heads * lay.head_dim), proj, f, last ? &kept_rows : nullptr);
       pending = f.residual.data ? nullptr : &proj;
     }
+    if (last && n == 0) return Tensor(ws + p.logits_f32, DType::kF32, {0, config_.vocab_size});  // none wanted
     if (tp_) all_reduce(proj);  // the heads' partial o_proj sums; the next norm adds them into the residual
-    if (prune && i + 1 == num_layers) {
-      if (n == 0) return Tensor(ws + p.logits_f32, DType::kF32, {0, config_.vocab_size});  // no logits wanted
+    if (last && L.mla) {
       Tensor kept = act(p.last, n, h);
       be.gather_rows(residual, b.logits_indices, kept);
       if (pending) {  // the attention output, in proj: its rows into ffn's room, which the norm reads first
@@ -246,9 +260,11 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
         pending = &kept_pending;
       }
       residual = kept;
+      rows = n;
+    }
+    if (last) {
       normed = act(p.normed, n, h);
       ffn = act(p.ffn, n, h);
-      rows = n;
     }
     if (L.mlp) {
       ResidualFusion f = add_into(L.mlp->down_bias);
