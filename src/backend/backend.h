@@ -138,7 +138,7 @@ class Backend {
     linear_silu_mul(normed, w, bias, gate_up, out);
   }
   // residual += x · wᵀ (+ bias), the projection rounded to the activation dtype before the add (as linear, then
-  // add), except on a backend's fuses_linear_add path, which rounds the sum once. x: [M, K]; w: [N, K]; scratch,
+  // add), except on a backend's fuses_linear_add path, which may round only the sum. x: [M, K]; w: [N, K]; scratch,
   // residual: [M, N].
   virtual void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
                           const Tensor& residual) {

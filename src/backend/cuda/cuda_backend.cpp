@@ -48,7 +48,6 @@ void set_norm_prologue(cuda::GemvStreamParams& p, const Tensor& norm_weight, con
   p.eps = np.eps;
 }
 
-
 // The streaming GEMV's parameters for y = x · wᵀ (+ bias) (w: [N, K], or [2N, K] when gated).
 cuda::GemvStreamParams stream_params(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                                      bool gated) {
@@ -507,7 +506,7 @@ void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bia
     cuda::launch_gemv_stream(p, stream_);
     return;
   }
-  if (fuses_linear_add(m) && !bias.data) {  // the residual in cuBLASLt's epilogue: rounded once
+  if (fuses_linear_add(m) && !bias.data) {  // the residual added in cuBLASLt's epilogue
     gemm_->run(bf16_ptr(x), bf16_ptr(w), bf16_ptr(residual), DType::kBF16, m, n, k, stream_, /*accumulate=*/true);
     return;
   }

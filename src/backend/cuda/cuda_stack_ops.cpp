@@ -22,7 +22,6 @@ cuda::StackShape shape_of(const DenseStack& s) {
   return sh;
 }
 
-
 // A linear weight the kernel streams: bf16 [rows, cols], rows starting 16-byte aligned.
 bool streamable(const Tensor& w, int64_t rows, int64_t cols) {
   return w.data && w.dtype == DType::kBF16 && w.ndim == 2 && w.dim(0) == rows && w.dim(1) == cols &&

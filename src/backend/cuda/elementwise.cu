@@ -489,10 +489,10 @@ void launch_qk_norm_rope_lab(const QkNormRopeArgs& a, QkNormRopeForm form, cudaS
   const int64_t tasks = a.num_tokens * (a.num_heads + a.num_kv_heads + (a.k_cache ? a.num_kv_heads : 0));
   if (tasks == 0) return;
   const int64_t smem = qk_norm_rope_rows_smem(a);
-  if (form == QkNormRopeForm::kAuto) {
-    form = a.num_tokens < kQkNormRopeRowsMinTokens || smem == 0      ? QkNormRopeForm::kWarpPerHead
-           : a.num_tokens < kQkNormRopeRowsSmallBlockMinTokens ? QkNormRopeForm::kBlock256
-                                                                     : QkNormRopeForm::kBlock128;
+  if (form == QkNormRopeForm::kAuto && (a.num_tokens < kQkNormRopeRowsMinTokens || smem == 0)) {
+    form = QkNormRopeForm::kWarpPerHead;
+  } else if (form == QkNormRopeForm::kAuto) {
+    form = a.num_tokens < kQkNormRopeRowsSmallBlockMinTokens ? QkNormRopeForm::kBlock256 : QkNormRopeForm::kBlock128;
   }
   if (form != QkNormRopeForm::kWarpPerHead) {
     RL_CHECK_MSG(smem > 0, "qk_norm_rope: the block-per-token form does not take this shape or alignment");

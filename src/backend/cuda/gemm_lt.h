@@ -24,8 +24,8 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // y[m, n] (bf16 or f32, row-major) = x[m, k] · w[n, k]ᵀ; x, w bf16 row-major. accumulate: y += x · wᵀ instead, the
-  // f32 product and y summed in the epilogue and rounded once (beta = 1 with C = D = y, in place).
+  // y[m, n] (bf16 or f32, row-major) = x[m, k] · w[n, k]ᵀ; x, w bf16 row-major. accumulate: y += x · wᵀ instead, y
+  // added in the epilogue (beta = 1 with C = D = y, in place; cuBLASLt's kernels may round the product first).
   void run(const void* x, const void* w, void* y, DType y_dt, int64_t m, int64_t n, int64_t k, cudaStream_t stream,
            bool accumulate = false);
 

@@ -143,7 +143,8 @@ Result<ModelConfig> parse(const Json& j, const std::string& what, bool v3) {
       p.total += e * h + experts + shared + (hp->sigmoid ? e : 0);
       p.layer_linear += e * h + experts + shared;
       p.active_matmul += e * h + hp->top_k * 3 * h * mi + shared;
-      p.last_rows_matmul = e * h + hp->top_k * 3 * h * mi + shared;  // the last layer's stays (MLA: no o_proj here)
+      // The last layer's feed-forward stays; its MLA attention and o_proj run for every row.
+      p.last_rows_matmul = e * h + hp->top_k * 3 * h * mi + shared;
       p.expert_params += experts;
       ++p.num_moe_layers;
     } else {
