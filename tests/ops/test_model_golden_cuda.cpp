@@ -231,18 +231,34 @@ TEST_P(CudaGolden, TeacherForcedLogitsWithinBf16Tolerance) {
   expect_teacher_forced_close(g, logits, h.vocab());
 }
 
-// A 100-token prefill, where bias-free o_proj / down_proj add the residual in
-// cuBLASLt's epilogue and the pre-norms run plain (Backend::fuses_linear_add): the golden tokens then filler tokens
-// in one prefill. The golden positions' logits depend on the golden tokens only (causal), so they are checked against
-// transformers as above; every position within bf16 rounding of the composed path (set_gemm_residual(false)).
+// The golden prompt and greedy tokens, then as many of them again (from the start) as make len tokens.
+std::vector<int32_t> golden_tokens(const Golden& g, size_t len) {
+  std::vector<int32_t> seq = g.prompt;
+  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const size_t golden_len = seq.size();
+  for (size_t i = 0; seq.size() < len; ++i) seq.push_back(seq[i % golden_len]);
+  return seq;
+}
+
+// ‖a − b‖ / ‖b‖ over n values.
+double rel_rms(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// A 100-token prefill, where bias-free o_proj / down_proj add the residual in cuBLASLt's epilogue and the pre-norms
+// run plain (Backend::fuses_linear_add): the golden tokens then filler tokens in one prefill. The golden positions'
+// logits depend on the golden tokens only (causal), so they are checked against transformers as above; every
+// position within bf16 rounding of the composed path (set_gemm_residual(false)).
 TEST_P(CudaGolden, LongPrefillWithTheResidualInTheGemmEpilogue) {
   const std::string dir = kSourceDir + "/tests/data/golden/" + GetParam();
   const Golden g = load_golden(dir);
   Harness h(dir, /*enforce_eager=*/true);
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
-  const size_t golden_len = seq.size();
-  for (size_t i = 0; seq.size() < 100; ++i) seq.push_back(seq[i % golden_len]);
+  const std::vector<int32_t> seq = golden_tokens(g, 100);
   auto& cuda = dynamic_cast<CudaBackend&>(cuda_backend());
   ASSERT_TRUE(cuda.fuses_linear_add(static_cast<int64_t>(seq.size())));
   const std::vector<float> fused = h.all_logits(seq);
@@ -251,12 +267,7 @@ TEST_P(CudaGolden, LongPrefillWithTheResidualInTheGemmEpilogue) {
   const std::vector<float> composed = h.all_logits(seq);
   cuda.set_gemm_residual(true);
   ASSERT_EQ(fused.size(), composed.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < fused.size(); ++i) {
-    num += (fused[i] - composed[i]) * (fused[i] - composed[i]);
-    den += static_cast<double>(composed[i]) * composed[i];
-  }
-  EXPECT_LT(std::sqrt(num / den), 2e-2);
+  EXPECT_LT(rel_rms(fused.data(), composed.data(), fused.size()), 2e-2);
 }
 
 // A prefill that wants its last row only runs the last layer's attention (one query row: the decode kernel), o_proj
@@ -268,23 +279,14 @@ TEST_P(CudaGolden, LastRowPrefillMatchesTheAllRowsPrefill) {
   const std::string dir = kSourceDir + "/tests/data/golden/" + GetParam();
   const Golden g = load_golden(dir);
   Harness h(dir, /*enforce_eager=*/true);
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
-  const size_t golden_len = seq.size();
-  const size_t v = static_cast<size_t>(h.vocab());
+  const size_t golden_len = g.prompt.size() + g.greedy.size(), v = static_cast<size_t>(h.vocab());
   for (size_t len : {golden_len, size_t{100}}) {
     if (len == golden_len ? !g.routing_clear(len - 1) : !g.routing_margins.empty()) continue;
-    while (seq.size() < len) seq.push_back(seq[seq.size() % golden_len]);
+    const std::vector<int32_t> seq = golden_tokens(g, len);
     const std::vector<float> all = h.all_logits(seq), last = h.all_logits(seq, /*all=*/false);
     ASSERT_EQ(all.size(), len * v);
     ASSERT_EQ(last.size(), v);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < v; ++i) {
-      const double want = all[(len - 1) * v + i];
-      num += (last[i] - want) * (last[i] - want);
-      den += want * want;
-    }
-    EXPECT_LT(std::sqrt(num / den), 2e-2) << len << " tokens";
+    EXPECT_LT(rel_rms(last.data(), all.data() + (len - 1) * v, v), 2e-2) << len << " tokens";
   }
 }
 
