@@ -16,8 +16,6 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
-t0=$(date +%s)
-stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
 [ "${ONLY_NCU:-0}" = 1 ] && NCU=1
 main() {
 timeout 240 "$bin/rl_tests_ops" --gtest_filter='CudaAttention.*:CudaFusedOps.*:CudaRacecheckProbe.*' \

@@ -18,8 +18,6 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
-t0=$(date +%s)
-stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
 # attention_levers.sh runs the Hopper prefill's layout test (every lab form against the CPU: the longest).
 # LAT_ONLY=1: only the op tests that gate the variants, no kernel rows and no RoPE ids (a call that times variants).
 if [ "${LAT_ONLY:-0}" = 1 ]; then

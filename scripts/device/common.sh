@@ -5,6 +5,7 @@
 #                               source path to this checkout (the test binaries read fixtures from it).
 #   lat NAME ARGS...            `ridgeline bench latency ARGS --json $L/lat_NAME.json`, 90 s at most.
 #   gtest_summary LOG           the PASSED / FAILED lines of a googletest log.
+#   stamp MSG                   MSG and the seconds since device_env ran.
 #   LLAMA8B, QWEN06B            arrays: the dummy-weight model arguments for bench latency.
 device_env() {
   root="$(cd "$(dirname "${BASH_SOURCE[1]}")/../.." && pwd)"
@@ -18,7 +19,9 @@ device_env() {
   final_out="${OUT:-/tmp/rl_device}"
   mkdir -p "$final_out"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$L/gpu.txt"
+  t0=$(date +%s)
 }
+stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
 lat() {
   local t=$1
   shift

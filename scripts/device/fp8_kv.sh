@@ -20,8 +20,6 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
-t0=$(date +%s)
-stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
 
 fp8_ok=1
 touch "$L/tests.txt" "$L/model_tests.txt" "$L/bench_decode.txt" "$L/bench_prefill.txt"

@@ -10,8 +10,6 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
-t0=$(date +%s)
-stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
 timeout 240 "$bin/rl_tests_ops" --gtest_filter="${TEST_FILTER:-CudaOps.*:CudaFusedOps.*}" --gtest_color=no \
   > "$L/tests.txt" 2>&1
 stamp "op tests rc=$?"

@@ -12,8 +12,6 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
-t0=$(date +%s)
-stamp() { echo "$1 ($(( $(date +%s) - t0 )) s)"; }
 timeout 90 "$bin/rl_tests_ops" --gtest_filter='CudaCopy.*:CudaFusedOps.*:CudaSampling*' --gtest_color=no \
   > "$L/tests.txt" 2>&1
 stamp "copy tests rc=$?"

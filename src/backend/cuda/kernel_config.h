@@ -28,14 +28,14 @@ constexpr unsigned int kCopyKernelMaxBlocks = 16;
 // Per-row kernels (norms, gathers): one block per row; 256 threads cover hidden 4096 with one 16 B vector each
 // per two passes, and rows are many enough at prefill to fill the chip.
 constexpr int kRowThreads = 256;
-// q/k norm + RoPE (+ KV write): one warp a (token, head), or from kQkNormRopeRowsMinTokens tokens on one block of
-// kQkNormRopeRowsThreads a token, its row staged in shared memory (at most kQkNormRopeRowsMaxSmem bytes with the
+// q/k norm + RoPE (+ KV write): one warp a (token, head), or from kQkNormRopeRowsMinTokens tokens on one block (256
+// or 128 threads, below) a token, its row staged in shared memory (at most kQkNormRopeRowsMaxSmem bytes with the
 // token's cos / sin table). The warp form moves 256 B a warp in 2-byte accesses and computes every head's angles
 // again. Both forms give the same bits, so the threshold changes no output. Measured (H100, session 25,
 // `rl_bench_kernels elementwise`, Llama-3.1-8B shape with q/k norms and the KV write, TB/s warp / block form, copy
 // 3.02): 64 tokens 0.195 / 0.146, 256 0.555 / 0.545, 1,024 1.03 / 1.28, 4,096 1.16 / 1.48, 32,000 1.27 / 1.78, and
 // in a second call 512 tokens 0.770 / 0.880; the 32k prompt's trace 23.8 -> 14.3 ms a prefill
-// (scripts/device/prefill_elementwise.sh). Lab (QkNormRopeForm::kBlockPerTokenLab, the other block size): blocks of
+// (scripts/device/prefill_elementwise.sh). Then a lab form (QkNormRopeForm::kBlock128 now): blocks of
 // 128 threads against 256 (H100, session 25, two processes, with every chunk loaded before the first shared store):
 // 512 tokens 0.830 / 0.854 against 0.914 / 0.922 (the warp form 0.845), 4,096 1.700 / 1.716 against 1.648 / 1.623,
 // 32,000 2.294 / 2.289 against 1.988 / 1.982 (copy 3.01). Session 26 (H100, one call, 128 / 256 threads): 512 tokens
