@@ -496,8 +496,11 @@ void check_rope_attention(const RopeAttnCase& c, const std::vector<int32_t>& ctx
   struct Run {
     std::vector<float> qkv, k, v, out;
   };
+  // The composed ops' attention through the tensor-core walk the fused kernel takes (production at small batches is
+  // the staged kernel, whose split count and page order give other bits).
   auto run = [&](bool fused) {
     cuda().set_fused_rope_attention(fused);
+    cuda().set_attention_impl(fused ? CudaBackend::AttentionImpl::kAuto : CudaBackend::AttentionImpl::kDecodeMma);
     auto q = make_bf16(cuda(), qkv, {b, l.row()});
     auto k = make_bf16(cuda(), kc, {num_blocks, bs, c.nkv, c.d});
     auto v = make_bf16(cuda(), vc, {num_blocks, bs, c.nkv, c.d});
@@ -505,6 +508,7 @@ void check_rope_attention(const RopeAttnCase& c, const std::vector<int32_t>& ctx
     poison(out.t);
     cuda().rope_kv_write_attention(q.t, qnt, knt, c_pos.t, rope, NormParams{1e-6f}, c_slots.t, KvLayer{k.t, v.t},
                                    meta, out.t);
+    cuda().set_attention_impl(CudaBackend::AttentionImpl::kAuto);
     return Run{read_f32(cuda(), q.t), read_f32(cuda(), k.t), read_f32(cuda(), v.t), read_f32(cuda(), out.t)};
   };
   const bool before = cuda().fused_rope_attention();

@@ -99,15 +99,20 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_STACK_LAB")) stack_lab_ = std::atoi(env);
   // End-to-end A/B of the decode attention kernels (kernel_config.h, kDecodeMmaKernel): simt, mma, mma_prefetch,
-  // mma_early. Unset: the production choice.
+  // mma_early, staged, staged_early, staged8. Unset: the production choice.
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_KERNEL")) {
     const std::string k = env;
     decode_kernel_ = k == "simt"           ? cuda::DecodeKernel::kSimt
                      : k == "mma"          ? cuda::DecodeKernel::kMma
                      : k == "mma_prefetch" ? cuda::DecodeKernel::kMmaPrefetch
                      : k == "mma_early"    ? cuda::DecodeKernel::kMmaEarly
+                     : k == "staged"       ? cuda::DecodeKernel::kStaged
+                     : k == "staged_early" ? cuda::DecodeKernel::kStagedEarly
+                     : k == "staged8"      ? cuda::DecodeKernel::kStaged8
                                            : cuda::DecodeKernel::kAuto;
   }
+  // End-to-end A/B of the decode split count (kernel_config.h decode_num_splits, decode_staged_num_splits).
+  if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_SPLITS")) decode_splits_ = std::atoll(env);
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the
   // form before session 18, "continuous_v3_lazy" production, "continuous_v3" its eager rescale); "0" turns the kernel
@@ -354,8 +359,12 @@ void CudaBackend::launch_decode(const cuda::AttentionArgs& a) {
                : attention_impl_ == AttentionImpl::kDecodeMma         ? cuda::DecodeKernel::kMma
                : attention_impl_ == AttentionImpl::kDecodeMmaPrefetch ? cuda::DecodeKernel::kMmaPrefetch
                : attention_impl_ == AttentionImpl::kDecodeMmaEarly    ? cuda::DecodeKernel::kMmaEarly
+               : attention_impl_ == AttentionImpl::kDecodeStaged      ? cuda::DecodeKernel::kStaged
+               : attention_impl_ == AttentionImpl::kDecodeStagedEarly ? cuda::DecodeKernel::kStagedEarly
+               : attention_impl_ == AttentionImpl::kDecodeStaged8     ? cuda::DecodeKernel::kStaged8
                                                                       : decode_kernel_;
-  if (lab.kernel == cuda::DecodeKernel::kAuto) {
+  lab.num_splits = decode_splits_;
+  if (lab.kernel == cuda::DecodeKernel::kAuto && lab.num_splits == 0) {
     cuda::launch_decode_attention(a, ws, num_sms_, stream_);
   } else {
     cuda::launch_decode_attention_lab(a, ws, num_sms_, stream_, lab);  // tests and end-to-end A/B

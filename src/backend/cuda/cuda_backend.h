@@ -164,7 +164,7 @@ class CudaBackend final : public Backend {
   // where the Hopper one serves; kHopperPacked: the Hopper prefill with GQA-packed blocks (tests and the lab).
   // kDecode*: decode batches through that split-KV decode kernel where the shape allows it (tests of every kernel).
   enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch,
-                             kDecodeMmaEarly };
+                             kDecodeMmaEarly, kDecodeStaged, kDecodeStagedEarly, kDecodeStaged8 };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
   // A mixed batch's leading decode rows (AttentionMetadata::num_leading_decodes) through the decode kernel and the
   // rest through the prefill kernel (kernel_config.h kSplitMixedDecodeRows; RIDGELINE_CUDA_SPLIT_MIXED=1|0).
@@ -214,6 +214,7 @@ class CudaBackend final : public Backend {
   int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
   cuda::SkinnyWorkspace skinny_ws_;   // split partials and per-tile counters of the skinny GEMM
   cuda::DecodeKernel decode_kernel_ = cuda::DecodeKernel::kAuto;  // RIDGELINE_CUDA_DECODE_KERNEL (lab A/B)
+  int64_t decode_splits_ = 0;  // RIDGELINE_CUDA_DECODE_SPLITS (lab A/B): the split count forced, 0 = the heuristic
   bool prefill_continuous_ = true;  // set_prefill_sm90_lab (the constructor: kernel_config.h)
   int prefill_v_stages_ = 3;
   bool prefill_lazy_ = true;

@@ -30,6 +30,8 @@
 #include "backend/cuda/kernel_config.h"
 #include "backend/cuda/mma_sm80.cuh"
 #include "backend/cuda/rope.cuh"
+#include "backend/cuda/sm90.cuh"
+#include "backend/cuda/tma_map.h"
 
 namespace rl::cuda {
 namespace {
@@ -60,26 +62,26 @@ __device__ __forceinline__ SplitPages split_pages(const DecodeParams& p, int seq
   return {(num_pages + per_split - 1) / per_split, begin, min(begin + per_split, num_pages)};
 }
 
-// Shared memory of the block merge: each warp's (m, l, o) per head of the chunk, then the split weights.
-template <int D, int GM>
+// Shared memory of the block merge: each of the W warps' (m, l, o) per head of the chunk, then the split weights.
+template <int D, int GM, int W = kDecodeWarps>
 struct MergeSmem {
-  float m[kDecodeWarps][GM], l[kDecodeWarps][GM];
-  float acc[kDecodeWarps][GM][D];
+  float m[W][GM], l[W][GM];
+  float acc[W][GM][D];
   float weight[GM][kDecodeMaxSplits];
   bool is_last;
 };
 
 // The block's warps merged for head g, column c of the chunk: the normalized output, and in *lse its log-sum-exp
 // (-inf where no warp saw a key; the output is then 0).
-template <int D, int GM>
-__device__ __forceinline__ float merge_warps(const MergeSmem<D, GM>& sm, int g, int c, float* lse) {
+template <int D, int GM, int W>
+__device__ __forceinline__ float merge_warps(const MergeSmem<D, GM, W>& sm, int g, int c, float* lse) {
   float mx = -INFINITY;
 #pragma unroll
-  for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, sm.m[w][g]);
+  for (int w = 0; w < W; ++w) mx = fmaxf(mx, sm.m[w][g]);
   float sum_l = 0.0f, o = 0.0f;
   if (mx != -INFINITY) {
 #pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) {
+    for (int w = 0; w < W; ++w) {
       const float f = exp2f(sm.m[w][g] - mx);
       sum_l += sm.l[w][g] * f;
       o += sm.acc[w][g][c] * f;
@@ -93,8 +95,8 @@ __device__ __forceinline__ float merge_warps(const MergeSmem<D, GM>& sm, int g, 
 // Where a block of a (sequence, head chunk, split) goes once its warps have stored their (m, l, o) of the chunk's
 // gh heads in sm: merges the warps, writes the output (one active split) or its partial, and the last active
 // split to finish merges every split's partial (log-sum-exp) into the output, so no second kernel is launched.
-template <int D, int GM>
-__device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, GM>& sm, int s, int64_t tok,
+template <int D, int GM, int W = kDecodeWarps>
+__device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, GM, W>& sm, int s, int64_t tok,
                                             int64_t h0, int gh, int split, int num_active) {
   const AttentionArgs& a = p.a;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -147,9 +149,9 @@ __device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, 
       if (j < num_active) batch[j] = __ldcg(po + j * (D / 4));
     }
   }
-  // Split weights: warp w normalizes heads w, w + 4, ... (every active split holds at least one valid key, so
+  // Split weights: warp w normalizes heads w, w + W, ... (every active split holds at least one valid key, so
   // each lse is finite).
-  for (int g = warp; g < gh; g += kDecodeWarps) {
+  for (int g = warp; g < gh; g += W) {
     const float* lse = p.partial_lse + r0 + static_cast<int64_t>(g) * p.num_splits;
     float mx = -INFINITY;
     for (int i = lane; i < num_active; i += 32) {
@@ -513,6 +515,56 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t x) {
   return pack_f16x2(clamp(__uint_as_float(x << 16)), clamp(__uint_as_float(x & 0xffff0000u)));
 }
 
+// Qᵀ's B fragments of the tensor-core kernels from a lane's query head at q (valid: head gi is in the chunk; zero
+// columns past it), in the permuted k order of the K loads; f16 for kFp8.
+template <int D, bool kFp8>
+__device__ __forceinline__ void load_q_fragments(const uint16_t* q, bool valid, int qi, uint32_t (&qf)[D / 16][2]) {
+  constexpr bool kWide = kWideFp8<D, kFp8>;
+#pragma unroll
+  for (int t = 0; t < D / 32; ++t) {
+    uint4 v = valid ? *reinterpret_cast<const uint4*>(q + k_group_dim<kWide>(t, qi)) : make_uint4(0, 0, 0, 0);
+    if constexpr (kFp8) {
+      v = make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
+    }
+    qf[2 * t][0] = v.x;
+    qf[2 * t][1] = v.y;
+    qf[2 * t + 1][0] = v.z;
+    qf[2 * t + 1][1] = v.w;
+  }
+}
+
+// The end of a tensor-core kernel's block: each warp's (m, l, Oᵀ) of the chunk's gh heads into sm (l summed over
+// the warp's lanes first), then merge_block.
+template <int D, bool kWide, int W = kDecodeWarps>
+__device__ __forceinline__ void finish_mma_warp(const DecodeParams& p, MergeSmem<D, kDecodeMaxGroup, W>& sm,
+                                                const float (&acc)[D / 16][4], const float (&m)[2], float (&l)[2],
+                                                int s, int64_t tok, int64_t h0, int gh, int split, int num_active) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int gi = lane / 4, qi = lane % 4;
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    l[0] += __shfl_xor_sync(0xffffffffu, l[0], o);
+    l[1] += __shfl_xor_sync(0xffffffffu, l[1], o);
+  }
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int h = 2 * qi + c;
+    if (h < gh) {
+#pragma unroll
+      for (int mt = 0; mt < D / 16; ++mt) {
+        const int d = v_group_dim<kWide>(mt / 4, gi) + 2 * (mt % 4);
+        sm.acc[warp][h][d] = acc[mt][c];
+        sm.acc[warp][h][d + 1] = acc[mt][2 + c];
+      }
+      if (gi == 0) {
+        sm.m[warp][h] = m[c];
+        sm.l[warp][h] = l[c];
+      }
+    }
+  }
+  merge_block<D, kDecodeMaxGroup, W>(p, sm, s, tok, h0, gh, split, num_active);
+}
+
 // How a warp of the tensor-core kernel walks its pages.
 enum MmaMode : int {
   kMmaPlain = 0,     // load a page, fold it, load the next
@@ -593,21 +645,10 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
     __syncthreads();  // q_rot, and the new K/V row in global memory, visible to every warp of the block
   }
 
-  // Qᵀ's B fragments, in the permuted k order of the K loads (head gi of the chunk; zero past it); f16 for kFp8.
   constexpr bool kWide = kWideFp8<D, kFp8>;
   uint32_t qf[D / 16][2];
-#pragma unroll
-  for (int t = 0; t < D / 32; ++t) {
-    const uint16_t* q_src = kMode == kMmaRope ? &q_rot[gi < gh ? gi : 0][0] : a.qkv + tok * a.row + (h0 + gi) * D;
-    uint4 v = gi < gh ? *reinterpret_cast<const uint4*>(q_src + k_group_dim<kWide>(t, qi)) : make_uint4(0, 0, 0, 0);
-    if constexpr (kFp8) {
-      v = make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
-    }
-    qf[2 * t][0] = v.x;
-    qf[2 * t][1] = v.y;
-    qf[2 * t + 1][0] = v.z;
-    qf[2 * t + 1][1] = v.w;
-  }
+  load_q_fragments<D, kFp8>(kMode == kMmaRope ? &q_rot[gi < gh ? gi : 0][0] : a.qkv + tok * a.row + (h0 + gi) * D,
+                            gi < gh, qi, qf);
   float acc[D / 16][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int mt = 0; mt < D / 16; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
@@ -644,29 +685,8 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
       fold_kv_page<D, kFp8>(pg, qf, acc, m, l, page * kDecodePageSize, seq_len, scale_log2, gi, qi);
     }
   }
-#pragma unroll
-  for (int o = 4; o < 32; o <<= 1) {
-    l[0] += __shfl_xor_sync(0xffffffffu, l[0], o);
-    l[1] += __shfl_xor_sync(0xffffffffu, l[1], o);
-  }
   __shared__ MergeSmem<D, kDecodeMaxGroup> sm;
-#pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int h = 2 * qi + c;
-    if (h < gh) {
-#pragma unroll
-      for (int mt = 0; mt < D / 16; ++mt) {
-        const int d = v_group_dim<kWide>(mt / 4, gi) + 2 * (mt % 4);
-        sm.acc[warp][h][d] = acc[mt][c];
-        sm.acc[warp][h][d + 1] = acc[mt][2 + c];
-      }
-      if (gi == 0) {
-        sm.m[warp][h] = m[c];
-        sm.l[warp][h] = l[c];
-      }
-    }
-  }
-  merge_block<D, kDecodeMaxGroup>(p, sm, s, tok, h0, gh, split, num_active);
+  finish_mma_warp<D, kWide>(p, sm, acc, m, l, s, tok, h0, gh, split, num_active);
 }
 
 template <int D, int kMode, bool kFp8>
@@ -683,6 +703,151 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 template <int D>
 __global__ void __launch_bounds__(kDecodeWarps * 32, D == 64 ? 6 : 4) decode_attention_mma_early_kernel(DecodeParams p) {
   decode_attention_mma<D, kMmaEarlyFirst, false>(p, DecodeRope{});
+}
+
+// The staged tensor-core kernel (DecodeKernel::kStaged, compute capability 9.0, bf16 cache, head_dim 64 / 128): the
+// same split, fold and merge as decode_attention_mma, but a page reaches the warp through shared memory. Each warp
+// owns kDecodeStagePages / kDecodeWarps page buffers and keeps all of them loading: one TMA box per 64 head dims of
+// K and of V (16 keys × 128 bytes, 128-byte swizzle) completing on the buffer's full barrier, the next page of the
+// warp requested into a buffer as soon as every lane has read it into registers (an empty barrier of 32 arrivals:
+// the reads are ordered before the copy that overwrites them). So every page of a split is in flight at once where
+// the register walk (decode_attention_mma) has one page per warp: at batch 1 the block-table read, the page loads
+// and the folds of a warp's pages no longer run one after another. The warp's block-table entries come from one
+// load per lane (32 pages at a time). kEarly: the pages that no kernel of the step writes (all but the one holding
+// the new key, as kMmaEarlyFirst) are requested before pdl_wait(), while the step's RoPE + KV-write kernel runs.
+// Lanes read a page as load_kv_page does (the same fragments); the swizzle spreads a K read over two rows per bank
+// group and a V read over none.
+template <int D>
+struct StagedPage {
+  static constexpr int kHalves = D / 64;                  // TMA boxes of 64 dims per row
+  static constexpr int kBoxBytes = kDecodePageSize * 128;  // 16 keys × 64 bf16
+  static constexpr int kBytes = 2 * kHalves * kBoxBytes;  // K boxes, then V boxes
+  static constexpr int kSmemBytes = kDecodeStagePages * kBytes + 1024;  // + the swizzle's 1024-byte alignment
+};
+
+#if RL_SM90_ENABLED
+// The 16 bytes of row `row`, 16-byte chunk `chunk` of a 128-byte-swizzled TMA box at box (1024-byte aligned).
+__device__ __forceinline__ uint4 lds_box(const uint8_t* box, int row, int chunk) {
+  return *reinterpret_cast<const uint4*>(box + row * 128 + ((chunk ^ (row & 7)) << 4));
+}
+#endif
+
+template <int D, bool kEarly, int W>
+__global__ void __launch_bounds__(W * 32, 1)
+    decode_attention_staged_kernel(const __grid_constant__ DecodeParams p, const __grid_constant__ CUtensorMap tm_k,
+                                   const __grid_constant__ CUtensorMap tm_v) {
+#if RL_SM90_ENABLED
+  using namespace sm90;
+  using Layout = StagedPage<D>;
+  constexpr int kPerWarp = kDecodeStagePages / W;  // buffers a warp keeps loading
+  static_assert(kPerWarp * W == kDecodeStagePages && (kPerWarp & (kPerWarp - 1)) == 0, "page buffers");
+  extern __shared__ uint8_t staged_raw[];
+  uint8_t* stage = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(staged_raw) + 1023) & ~uintptr_t(1023));
+  __shared__ __align__(8) uint64_t full[kDecodeStagePages], empty[kDecodeStagePages];
+  __shared__ MergeSmem<D, kDecodeMaxGroup, W> sm;
+  const AttentionArgs& a = p.a;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int gi = lane / 4, qi = lane % 4;
+  const int split = blockIdx.x, s = blockIdx.z;
+  const int kvh = blockIdx.y / p.num_chunks;
+  const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
+  const int gh = group / p.num_chunks;
+  const int64_t h0 = static_cast<int64_t>(kvh) * group + (blockIdx.y % p.num_chunks) * gh;
+  if (!kEarly) {
+    pdl_wait();
+    pdl_launch_dependents();
+  }
+  const int seq_len = a.seq_lens_k[s];
+  const int64_t tok = a.cu_seqlens_q[s];
+  const SplitPages sp = split_pages(p, seq_len, split);
+  const int num_active = sp.num_active;
+  if (split >= num_active) return;  // block-uniform; an exiting block counts as having triggered its dependents
+  if (lane == 0) {
+    for (int i = 0; i < kPerWarp; ++i) {
+      mbar_init(smem_addr(&full[warp * kPerWarp + i]), 1);
+      mbar_init(smem_addr(&empty[warp * kPerWarp + i]), 32);
+    }
+    mbar_init_fence();
+  }
+  __syncwarp();
+  // The warp's pages: sp.begin + warp + W · k for k < n; page k goes to buffer k % kPerWarp.
+  const int n = max(0, (sp.end - sp.begin - warp + W - 1) / W);
+  const int new_key_page = (seq_len - 1) / kDecodePageSize;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks;
+  const auto warp_page = [&](int k) { return sp.begin + warp + W * k; };
+  int32_t entries = lane < n ? table[warp_page(lane)] : 0;  // pages 32c .. 32c + 31 of the warp
+  int entries_chunk = 0;
+  const auto buffer = [&](int k) { return warp * kPerWarp + (k & (kPerWarp - 1)); };
+  // Requests page k of the warp (warp-uniform call; lane 0 issues).
+  const auto request = [&](int k) {
+    if (k / 32 != entries_chunk) {
+      entries_chunk = k / 32;
+      const int kk = 32 * entries_chunk + lane;
+      entries = kk < n ? table[warp_page(kk)] : 0;
+    }
+    const int32_t blk = __shfl_sync(0xffffffffu, entries, k & 31);
+    if (lane == 0) {
+      const int b = buffer(k);
+      const uint32_t dst = smem_addr(stage + b * Layout::kBytes), bar = smem_addr(&full[b]);
+      const int slot = blk * kDecodePageSize;
+      mbar_arrive_expect_tx(bar, Layout::kBytes);
+#pragma unroll
+      for (int h = 0; h < Layout::kHalves; ++h) {
+        tma_load_3d(dst + h * Layout::kBoxBytes, &tm_k, 64 * h, kvh, slot, bar);
+        tma_load_3d(dst + (Layout::kHalves + h) * Layout::kBoxBytes, &tm_v, 64 * h, kvh, slot, bar);
+      }
+    }
+  };
+  const int first = min(n, kPerWarp);
+  unsigned requested = 0;  // bit k: page k (k < kPerWarp) already requested
+  if constexpr (kEarly) {
+    for (int k = 0; k < first; ++k) {
+      if (warp_page(k) != new_key_page) {
+        request(k);
+        requested |= 1u << k;
+      }
+    }
+    pdl_wait();  // q and the new key's page are written by the previous kernel
+    pdl_launch_dependents();
+  }
+  for (int k = 0; k < first; ++k) {
+    if (!(requested >> k & 1)) request(k);
+  }
+
+  uint32_t qf[D / 16][2];
+  load_q_fragments<D, false>(a.qkv + tok * a.row + (h0 + gi) * D, gi < gh, qi, qf);
+  float acc[D / 16][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int mt = 0; mt < D / 16; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
+  const float scale_log2 = a.scale * kLog2e;
+  for (int k = 0; k < n; ++k) {
+    const int b = buffer(k);
+    const uint32_t phase = static_cast<uint32_t>(k / kPerWarp) & 1u;
+    mbar_wait(smem_addr(&full[b]), phase);
+    const uint8_t* buf = stage + b * Layout::kBytes;
+    KvPage<D> pg;
+#pragma unroll
+    for (int t = 0; t < D / 32; ++t) {
+      const uint8_t* box = buf + (t / 2) * Layout::kBoxBytes;
+      pg.k[0][t] = lds_box(box, gi, qi + 4 * (t & 1));
+      pg.k[1][t] = lds_box(box, gi + 8, qi + 4 * (t & 1));
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int key = 2 * qi + (j & 1) + 8 * (j >> 1);
+#pragma unroll
+      for (int u = 0; u < D / 64; ++u) pg.v[j][u] = lds_box(buf + (Layout::kHalves + u) * Layout::kBoxBytes, key, gi);
+    }
+    mbar_arrive(smem_addr(&empty[b]));  // release: this lane's reads of the buffer come before it
+    if (k + kPerWarp < n) {
+      if (lane == 0) mbar_wait(smem_addr(&empty[b]), phase);
+      __syncwarp();
+      request(k + kPerWarp);
+    }
+    fold_kv_page<D, false>(pg, qf, acc, m, l, warp_page(k) * kDecodePageSize, seq_len, scale_log2, gi, qi);
+  }
+  finish_mma_warp<D, false, W>(p, sm, acc, m, l, s, tok, h0, gh, split, num_active);
+#endif
 }
 
 template <int D, int G>
@@ -702,6 +867,60 @@ void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
   } else {
     launch_dg<D, 1>(p, stream);
   }
+}
+
+bool is_staged(DecodeKernel k) {
+  return k == DecodeKernel::kStaged || k == DecodeKernel::kStagedEarly || k == DecodeKernel::kStaged8;
+}
+// Warps a block of the staged form has.
+int staged_warps(DecodeKernel k) { return k == DecodeKernel::kStaged8 ? 8 : kDecodeWarps; }
+
+template <int D, bool kEarly, int W>
+constexpr auto staged_kernel = decode_attention_staged_kernel<D, kEarly, W>;
+// The staged instance of a plan's kernel at head_dim d (set up for its shared memory on first use).
+using StagedFn = void (*)(DecodeParams, CUtensorMap, CUtensorMap);
+template <int D>
+StagedFn staged_instance(DecodeKernel k) {
+  const StagedFn fn = k == DecodeKernel::kStaged        ? staged_kernel<D, false, kDecodeWarps>
+                      : k == DecodeKernel::kStagedEarly ? staged_kernel<D, true, kDecodeWarps>
+                                                        : staged_kernel<D, true, 8>;
+  static bool configured[3] = {};
+  bool& c = configured[k == DecodeKernel::kStaged ? 0 : k == DecodeKernel::kStagedEarly ? 1 : 2];
+  if (!c) {
+    RL_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, StagedPage<D>::kSmemBytes));
+    c = true;
+  }
+  return fn;
+}
+
+template <int D>
+void launch_staged(const DecodeParams& p, DecodeKernel k, cudaStream_t stream) {
+  // K and V as (head dim, kv head, slot); a box is 64 dims of one head over one page's 16 slots.
+  const AttentionArgs& a = p.a;
+  const uint64_t dims[3] = {static_cast<uint64_t>(D), static_cast<uint64_t>(a.num_kv_heads),
+                            static_cast<uint64_t>(a.kv_slots)};
+  const uint64_t strides[2] = {D * 2, static_cast<uint64_t>(a.num_kv_heads) * D * 2};
+  const uint32_t box[3] = {64, 1, kDecodePageSize};
+  const CUtensorMap tk = make_bf16_tensor_map(a.k_cache, 3, dims, strides, box);
+  const CUtensorMap tv = make_bf16_tensor_map(a.v_cache, 3, dims, strides, box);
+  const dim3 grid(p.num_splits, static_cast<unsigned int>(a.num_kv_heads * p.num_chunks),
+                  static_cast<unsigned int>(a.num_seqs));
+  launch_pdl(staged_instance<D>(k), grid, dim3(staged_warps(k) * 32), StagedPage<D>::kSmemBytes, stream, p, tk, tv);
+}
+
+// Resident blocks per SM of a staged instance (its shared memory bounds it), queried once per instance.
+int staged_blocks_per_sm(int64_t d, DecodeKernel k) {
+  static int cached[2][3] = {};
+  int& n = cached[d == 64 ? 0 : 1][k == DecodeKernel::kStaged ? 0 : k == DecodeKernel::kStagedEarly ? 1 : 2];
+  if (n == 0) {
+    const void* fn = d == 64 ? reinterpret_cast<const void*>(staged_instance<64>(k))
+                             : reinterpret_cast<const void*>(staged_instance<128>(k));
+    const int smem = d == 64 ? StagedPage<64>::kSmemBytes : StagedPage<128>::kSmemBytes;
+    RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, staged_warps(k) * 32, smem));
+    n = std::max(n, 1);
+  }
+  return n;
 }
 
 int mma_mode(DecodeKernel k) {
@@ -761,6 +980,8 @@ DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool mma_ok = (a.head_dim == 64 || a.head_dim == 128) && (group <= kDecodeMaxGroup || group % kDecodeMaxGroup == 0);
   if (want == DecodeKernel::kAuto) want = mma_ok ? kDecodeMmaKernel : DecodeKernel::kSimt;
+  // The staged kernel reads bf16 pages by TMA (sm_90a): elsewhere the plain tensor-core walk serves.
+  if (is_staged(want) && (a.kv_fp8 || a.kv_slots <= 0 || !device_is_sm90())) want = DecodeKernel::kMma;
   if (want != DecodeKernel::kSimt && mma_ok) {
     return {want, static_cast<int>(std::min<int64_t>(group, kDecodeMaxGroup))};
   }
@@ -795,22 +1016,38 @@ int blocks_per_sm(int64_t d, const DecodePlan& plan, int mode, bool fp8) {
 void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sms, cudaStream_t stream,
                    const DecodeLab& lab, const DecodeRope* rope) {
   const int64_t group = a.num_heads / a.num_kv_heads;
-  const DecodePlan plan = plan_for(a, rope ? DecodeKernel::kMma : lab.kernel);
+  DecodePlan plan = plan_for(a, rope ? DecodeKernel::kMma : lab.kernel);
+  // Production: the staged kernel where its sequences' (kv head, chunk) blocks fit one wave (kDecodeStagedKernel).
+  if (!rope && lab.kernel == DecodeKernel::kAuto && plan.kernel == DecodeKernel::kMma &&
+      kDecodeStagedKernel != DecodeKernel::kMma) {
+    const DecodePlan staged = plan_for(a, kDecodeStagedKernel);
+    if (staged.kernel == kDecodeStagedKernel &&
+        a.num_seqs * a.num_kv_heads * (group / staged.heads_per_chunk) <=
+            static_cast<int64_t>(staged_blocks_per_sm(a.head_dim, kDecodeStagedKernel)) * num_sms) {
+      plan = staged;
+    }
+  }
   RL_CHECK_MSG(!rope || plan.kernel == DecodeKernel::kMma, "decode attention with RoPE: not a tensor-core shape");
   RL_CHECK_MSG(!rope || !a.kv_fp8, "decode attention with RoPE: an fp8 KV cache (the fused KV write stores bf16)");
   DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / plan.heads_per_chunk),
                  lab.min_pages > 0 ? lab.min_pages : kDecodeWarps};
   const int mode = rope ? kMmaRope : mma_mode(plan.kernel);
+  const bool staged = is_staged(plan.kernel);
+  if (staged && lab.min_pages <= 0) p.min_pages = staged_warps(plan.kernel);
   int64_t splits =
-      lab.num_splits > 0
-          ? std::min<int64_t>(lab.num_splits, kDecodeMaxSplits)
-          : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads, a.head_dim,
-                              static_cast<int64_t>(blocks_per_sm(a.head_dim, plan, mode, a.kv_fp8)) * num_sms);
+      lab.num_splits > 0 ? std::min<int64_t>(lab.num_splits, kDecodeMaxSplits)
+      : staged ? decode_staged_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k,
+                                          static_cast<int64_t>(staged_blocks_per_sm(a.head_dim, plan.kernel)) * num_sms)
+               : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
+                                   a.head_dim,
+                                   static_cast<int64_t>(blocks_per_sm(a.head_dim, plan, mode, a.kv_fp8)) * num_sms);
   // ws.capacity_rows counts partial rows of head_dim 128 (a wider row takes the room of several).
   const int64_t capacity = ws.capacity_rows * 128 / std::max<int64_t>(a.head_dim, 128);
   if (a.num_seqs * a.num_heads * splits > capacity) splits = 1;
   p.num_splits = static_cast<int>(splits);
-  if (plan.kernel != DecodeKernel::kSimt) {
+  if (staged) {
+    a.head_dim == 64 ? launch_staged<64>(p, plan.kernel, stream) : launch_staged<128>(p, plan.kernel, stream);
+  } else if (plan.kernel != DecodeKernel::kSimt) {
     if (a.head_dim == 64) {
       launch_mma<64>(p, mode, rope, stream);
     } else {

@@ -431,7 +431,9 @@ __global__ void empty_kernel() {}
 
 const std::vector<std::pair<std::string, cuda::DecodeKernel>> kDecodeKernels = {
     {"simt", cuda::DecodeKernel::kSimt}, {"mma", cuda::DecodeKernel::kMma},
-    {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}, {"mma_early", cuda::DecodeKernel::kMmaEarly}};
+    {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}, {"mma_early", cuda::DecodeKernel::kMmaEarly},
+    {"staged", cuda::DecodeKernel::kStaged}, {"staged_early", cuda::DecodeKernel::kStagedEarly},
+    {"staged8", cuda::DecodeKernel::kStaged8}};
 
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
@@ -495,8 +497,8 @@ void bench_decode(CudaBackend& be) {
     const int64_t rows = (int64_t(1) << 26) / 4 / (d + 1);
     cuda::DecodeWorkspace ws{static_cast<float*>(partials.data()), static_cast<float*>(partials.data()) + rows * d,
                              static_cast<int*>(counters.data()), rows};
-    // Each kernel at the production split count. At batch 1 also 20 launches in one CUDA graph: a lone launch has
-    // no kernel before it, so what a kernel does before its PDL wait (mma_early's first page) overlaps nothing there.
+    // Each kernel at the production split count, and 20 launches in one CUDA graph: a lone launch has no kernel
+    // before it, so what a kernel does before its PDL wait (mma_early's first page) overlaps nothing there.
     for (const auto& k : kDecodeKernels) {
       auto launch = [&](int i) {
         cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], b, 1, ctx, heads, kv_heads, d), ws,
@@ -504,11 +506,9 @@ void bench_decode(CudaBackend& be) {
       };
       const std::string shape = "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_" + k.first;
       result("decode_kernel", shape, kv_bytes / (time_ms(be, launch, 50) * 1e-3) / 1e12, "TB/s");
-      if (b == 1) {
-        const double g_ms = graph_ms_per_launch(be, 20, launch);
-        result("decode_kernel_graph", shape, kv_bytes / (g_ms * 1e-3) / 1e12, "TB/s");
-        result("decode_kernel_graph_us", shape, g_ms * 1e3, "us");
-      }
+      const double g_ms = graph_ms_per_launch(be, 20, launch);
+      result("decode_kernel_graph", shape, kv_bytes / (g_ms * 1e-3) / 1e12, "TB/s");
+      result("decode_kernel_graph_us", shape, g_ms * 1e3, "us");
     }
     const std::vector<int64_t> split_list =
         b == 1 ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{1, 2, 3, 4, 6, 8};
@@ -577,6 +577,26 @@ void bench_decode(CudaBackend& be) {
     long_meta.max_seqlen_k = 131072;
     const double long_ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, long_meta, p.out); }, 50);
     result("decode_lab", "B1_S4096_grid_for_128k", kv_bytes / (long_ms * 1e-3) / 1e12, "TB/s");
+    for (const auto& k : kDecodeKernels) {
+      if (k.second != cuda::DecodeKernel::kStagedEarly && k.second != cuda::DecodeKernel::kStaged8) continue;
+      auto launch = [&](int i) {
+        cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], 1, 1, 131072, heads, kv_heads, d), ws,
+                                          be.num_sms(), be.stream(), {0, 0, k.second});
+      };
+      const double g_ms = graph_ms_per_launch(be, 20, launch);
+      result("decode_kernel_graph", "B1_S4096_grid_for_128k_" + k.first, kv_bytes / (g_ms * 1e-3) / 1e12, "TB/s");
+      // Fewer splits than the production 16 (a split's 16 pages in one fill): longer splits refill their buffers,
+      // and the merge reads fewer partials.
+      for (int64_t splits : {4, 8, 12}) {
+        auto lab = [&](int i) {
+          cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], 1, 1, ctx, heads, kv_heads, d), ws,
+                                            be.num_sms(), be.stream(), {splits, 0, k.second});
+        };
+        const double s_ms = graph_ms_per_launch(be, 20, lab);
+        result("decode_kernel_graph", "B1_S4096_splits" + std::to_string(splits) + "_" + k.first,
+               kv_bytes / (s_ms * 1e-3) / 1e12, "TB/s");
+      }
+    }
   }
   // head_dim 256 (16 query / 8 kv heads): the split-KV decode kernel (production) against the prefill kernel that
   // served these decode steps before it took head_dim 256.
