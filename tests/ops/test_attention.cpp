@@ -143,8 +143,6 @@ const char* impl_name(Impl impl) {
     case Impl::kDecodeMmaPrefetch: return "decode mma prefetch";
     case Impl::kDecodeMmaEarly: return "decode mma early first page";
     case Impl::kDecodeStaged: return "decode staged (TMA page buffers)";
-    case Impl::kDecodeStagedEarly: return "decode staged, pages before the PDL wait";
-    case Impl::kDecodeStaged8: return "decode staged, 8 warps";
     case Impl::kFlash2: return "flash2";
     default: return "auto";
   }
@@ -154,7 +152,7 @@ const char* impl_name(Impl impl) {
 void check_all_impls(const std::vector<SeqSpec>& seqs, const char* what) {
   for (const Shape& s : kShapes) {
     for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
-                      Impl::kDecodeMmaEarly, Impl::kDecodeStaged, Impl::kDecodeStagedEarly, Impl::kDecodeStaged8}) {
+                      Impl::kDecodeMmaEarly, Impl::kDecodeStaged}) {
       const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl);
       EXPECT_LT(e, kBf16Tol) << what << ": heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                              << " " << impl_name(impl);
@@ -175,8 +173,8 @@ TEST(CudaAttention, DecodeGridSizedForLongerContext) {
   const std::vector<SeqSpec> seqs = {{1, 1}, {1, 17}, {1, 384}, {1, 4097}, {1, 64}};
   for (const Shape& s : kShapes) {
     for (int64_t max_k : {int64_t(8192), int64_t(131072)}) {
-      for (auto impl : {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMmaPrefetch, Impl::kDecodeMmaEarly,
-                        Impl::kDecodeStaged, Impl::kDecodeStagedEarly, Impl::kDecodeStaged8}) {
+      for (auto impl : {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
+                        Impl::kDecodeMmaEarly, Impl::kDecodeStaged}) {
         const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl, max_k);
         EXPECT_LT(e, kBf16Tol) << "heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                                << " grid for " << max_k << " " << impl_name(impl);

@@ -30,6 +30,24 @@ TEST(DecodeSplits, StaysWithinLimits) {
   EXPECT_GE(decode_num_splits(1, 1, 4096, 1, 64, 0), 1);
 }
 
+// The staged kernel (one block per SM: 132 slots on the H100 / H200): splits of at most kDecodeStagePages pages for
+// the longest context, within half the SMs.
+TEST(DecodeStagedSplits, HalfTheSmsAtBatchOne) {
+  // Batch 1, 8 kv heads, 4k keys: 16 splits would hold a split's pages in one fill; half the SMs allow 8 (measured
+  // end to end: 8 splits 174.9 tok/s, 16 173.9).
+  EXPECT_EQ(decode_staged_num_splits(1, 8, 4096, 132), 8);
+  // A short context needs fewer: 512 keys are 32 pages, two fills of 16.
+  EXPECT_EQ(decode_staged_num_splits(1, 8, 512, 132), 2);
+  EXPECT_EQ(decode_staged_num_splits(1, 8, 100, 132), 1);
+  // A grid sized for 128k keys stays within half the SMs (longer splits refill their buffers).
+  EXPECT_EQ(decode_staged_num_splits(1, 8, 131072, 132), 8);
+  // Batch 16 × 8 kv heads already takes 128 blocks: one split; so does anything past half the SMs.
+  EXPECT_EQ(decode_staged_num_splits(16, 8, 32768, 132), 1);
+  EXPECT_EQ(decode_staged_num_splits(64, 8, 4096, 132), 1);
+  EXPECT_EQ(decode_staged_num_splits(1, 1, 1 << 24, 1 << 20), kDecodeMaxSplits);
+  EXPECT_GE(decode_staged_num_splits(1, 8, 4096, 0), 1);
+}
+
 TEST(AttentionCoverage, FastShapesAreEmptyAndSlowOnesSaySo) {
   EXPECT_EQ(attention_slow_path(128, 32, 8, 16), "");
   EXPECT_EQ(attention_slow_path(64, 16, 16, 16), "");

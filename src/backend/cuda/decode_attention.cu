@@ -706,15 +706,16 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, D == 64 ? 6 : 4) decode_att
 }
 
 // The staged tensor-core kernel (DecodeKernel::kStaged, compute capability 9.0, bf16 cache, head_dim 64 / 128): the
-// same split, fold and merge as decode_attention_mma, but a page reaches the warp through shared memory. Each warp
-// owns kDecodeStagePages / kDecodeWarps page buffers and keeps all of them loading: one TMA box per 64 head dims of
-// K and of V (16 keys × 128 bytes, 128-byte swizzle) completing on the buffer's full barrier, the next page of the
+// same split, fold and merge as decode_attention_mma, but a page reaches the warp through shared memory. Each of the
+// block's kDecodeStagedWarps warps owns kDecodeStagePages / kDecodeStagedWarps page buffers and keeps all of them
+// loading: one TMA box per 64 head dims of K and of V (16 keys × 128 bytes, 128-byte swizzle) completing on the
+// buffer's full barrier, the next page of the
 // warp requested into a buffer as soon as every lane has read it into registers (an empty barrier of 32 arrivals:
 // the reads are ordered before the copy that overwrites them). So every page of a split is in flight at once where
 // the register walk (decode_attention_mma) has one page per warp: at batch 1 the block-table read, the page loads
 // and the folds of a warp's pages no longer run one after another. The warp's block-table entries come from one
-// load per lane (32 pages at a time). kEarly: the pages that no kernel of the step writes (all but the one holding
-// the new key, as kMmaEarlyFirst) are requested before pdl_wait(), while the step's RoPE + KV-write kernel runs.
+// load per lane (32 pages at a time). The pages that no kernel of the step writes (all but the one holding the new
+// key, as kMmaEarlyFirst) are requested before pdl_wait(), while the step's RoPE + KV-write kernel runs.
 // Lanes read a page as load_kv_page does (the same fragments); the swizzle spreads a K read over two rows per bank
 // group and a V read over none.
 template <int D>
@@ -732,13 +733,14 @@ __device__ __forceinline__ uint4 lds_box(const uint8_t* box, int row, int chunk)
 }
 #endif
 
-template <int D, bool kEarly, int W>
-__global__ void __launch_bounds__(W * 32, 1)
+template <int D>
+__global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
     decode_attention_staged_kernel(const __grid_constant__ DecodeParams p, const __grid_constant__ CUtensorMap tm_k,
                                    const __grid_constant__ CUtensorMap tm_v) {
 #if RL_SM90_ENABLED
   using namespace sm90;
   using Layout = StagedPage<D>;
+  constexpr int W = kDecodeStagedWarps;
   constexpr int kPerWarp = kDecodeStagePages / W;  // buffers a warp keeps loading
   static_assert(kPerWarp * W == kDecodeStagePages && (kPerWarp & (kPerWarp - 1)) == 0, "page buffers");
   extern __shared__ uint8_t staged_raw[];
@@ -753,11 +755,7 @@ __global__ void __launch_bounds__(W * 32, 1)
   const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
   const int gh = group / p.num_chunks;
   const int64_t h0 = static_cast<int64_t>(kvh) * group + (blockIdx.y % p.num_chunks) * gh;
-  if (!kEarly) {
-    pdl_wait();
-    pdl_launch_dependents();
-  }
-  const int seq_len = a.seq_lens_k[s];
+  const int seq_len = a.seq_lens_k[s];  // (the step's upload: no kernel of the step writes it)
   const int64_t tok = a.cu_seqlens_q[s];
   const SplitPages sp = split_pages(p, seq_len, split);
   const int num_active = sp.num_active;
@@ -799,19 +797,13 @@ __global__ void __launch_bounds__(W * 32, 1)
     }
   };
   const int first = min(n, kPerWarp);
-  unsigned requested = 0;  // bit k: page k (k < kPerWarp) already requested
-  if constexpr (kEarly) {
-    for (int k = 0; k < first; ++k) {
-      if (warp_page(k) != new_key_page) {
-        request(k);
-        requested |= 1u << k;
-      }
-    }
-    pdl_wait();  // q and the new key's page are written by the previous kernel
-    pdl_launch_dependents();
-  }
   for (int k = 0; k < first; ++k) {
-    if (!(requested >> k & 1)) request(k);
+    if (warp_page(k) != new_key_page) request(k);
+  }
+  pdl_wait();  // q and the new key's page are written by the previous kernel
+  pdl_launch_dependents();
+  for (int k = 0; k < first; ++k) {
+    if (warp_page(k) == new_key_page) request(k);
   }
 
   uint32_t qf[D / 16][2];
@@ -869,33 +861,20 @@ void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
   }
 }
 
-bool is_staged(DecodeKernel k) {
-  return k == DecodeKernel::kStaged || k == DecodeKernel::kStagedEarly || k == DecodeKernel::kStaged8;
-}
-// Warps a block of the staged form has.
-int staged_warps(DecodeKernel k) { return k == DecodeKernel::kStaged8 ? 8 : kDecodeWarps; }
-
-template <int D, bool kEarly, int W>
-constexpr auto staged_kernel = decode_attention_staged_kernel<D, kEarly, W>;
-// The staged instance of a plan's kernel at head_dim d (set up for its shared memory on first use).
-using StagedFn = void (*)(DecodeParams, CUtensorMap, CUtensorMap);
+// The staged kernel's instance at head_dim D, set up for its shared memory on first use.
 template <int D>
-StagedFn staged_instance(DecodeKernel k) {
-  const StagedFn fn = k == DecodeKernel::kStaged        ? staged_kernel<D, false, kDecodeWarps>
-                      : k == DecodeKernel::kStagedEarly ? staged_kernel<D, true, kDecodeWarps>
-                                                        : staged_kernel<D, true, 8>;
-  static bool configured[3] = {};
-  bool& c = configured[k == DecodeKernel::kStaged ? 0 : k == DecodeKernel::kStagedEarly ? 1 : 2];
-  if (!c) {
-    RL_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, StagedPage<D>::kSmemBytes));
-    c = true;
-  }
+const void* staged_instance() {
+  static const void* fn = [] {
+    const void* f = reinterpret_cast<const void*>(decode_attention_staged_kernel<D>);
+    RL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, StagedPage<D>::kSmemBytes));
+    return f;
+  }();
   return fn;
 }
 
 template <int D>
-void launch_staged(const DecodeParams& p, DecodeKernel k, cudaStream_t stream) {
+void launch_staged(const DecodeParams& p, cudaStream_t stream) {
+  staged_instance<D>();
   // K and V as (head dim, kv head, slot); a box is 64 dims of one head over one page's 16 slots.
   const AttentionArgs& a = p.a;
   const uint64_t dims[3] = {static_cast<uint64_t>(D), static_cast<uint64_t>(a.num_kv_heads),
@@ -906,18 +885,18 @@ void launch_staged(const DecodeParams& p, DecodeKernel k, cudaStream_t stream) {
   const CUtensorMap tv = make_bf16_tensor_map(a.v_cache, 3, dims, strides, box);
   const dim3 grid(p.num_splits, static_cast<unsigned int>(a.num_kv_heads * p.num_chunks),
                   static_cast<unsigned int>(a.num_seqs));
-  launch_pdl(staged_instance<D>(k), grid, dim3(staged_warps(k) * 32), StagedPage<D>::kSmemBytes, stream, p, tk, tv);
+  launch_pdl(decode_attention_staged_kernel<D>, grid, dim3(kDecodeStagedWarps * 32), StagedPage<D>::kSmemBytes,
+             stream, p, tk, tv);
 }
 
-// Resident blocks per SM of a staged instance (its shared memory bounds it), queried once per instance.
-int staged_blocks_per_sm(int64_t d, DecodeKernel k) {
-  static int cached[2][3] = {};
-  int& n = cached[d == 64 ? 0 : 1][k == DecodeKernel::kStaged ? 0 : k == DecodeKernel::kStagedEarly ? 1 : 2];
+// Resident blocks per SM of the staged kernel at head_dim d (its shared memory bounds it), queried once.
+int staged_blocks_per_sm(int64_t d) {
+  static int cached[2] = {};
+  int& n = cached[d == 64 ? 0 : 1];
   if (n == 0) {
-    const void* fn = d == 64 ? reinterpret_cast<const void*>(staged_instance<64>(k))
-                             : reinterpret_cast<const void*>(staged_instance<128>(k));
+    const void* fn = d == 64 ? staged_instance<64>() : staged_instance<128>();
     const int smem = d == 64 ? StagedPage<64>::kSmemBytes : StagedPage<128>::kSmemBytes;
-    RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, staged_warps(k) * 32, smem));
+    RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kDecodeStagedWarps * 32, smem));
     n = std::max(n, 1);
   }
   return n;
@@ -981,7 +960,7 @@ DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
   const bool mma_ok = (a.head_dim == 64 || a.head_dim == 128) && (group <= kDecodeMaxGroup || group % kDecodeMaxGroup == 0);
   if (want == DecodeKernel::kAuto) want = mma_ok ? kDecodeMmaKernel : DecodeKernel::kSimt;
   // The staged kernel reads bf16 pages by TMA (sm_90a): elsewhere the plain tensor-core walk serves.
-  if (is_staged(want) && (a.kv_fp8 || a.kv_slots <= 0 || !device_is_sm90())) want = DecodeKernel::kMma;
+  if (want == DecodeKernel::kStaged && (a.kv_fp8 || a.kv_slots <= 0 || !device_is_sm90())) want = DecodeKernel::kMma;
   if (want != DecodeKernel::kSimt && mma_ok) {
     return {want, static_cast<int>(std::min<int64_t>(group, kDecodeMaxGroup))};
   }
@@ -1023,7 +1002,7 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
     const DecodePlan staged = plan_for(a, kDecodeStagedKernel);
     if (staged.kernel == kDecodeStagedKernel &&
         a.num_seqs * a.num_kv_heads * (group / staged.heads_per_chunk) <=
-            static_cast<int64_t>(staged_blocks_per_sm(a.head_dim, kDecodeStagedKernel)) * num_sms) {
+            static_cast<int64_t>(staged_blocks_per_sm(a.head_dim)) * num_sms) {
       plan = staged;
     }
   }
@@ -1032,12 +1011,12 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / plan.heads_per_chunk),
                  lab.min_pages > 0 ? lab.min_pages : kDecodeWarps};
   const int mode = rope ? kMmaRope : mma_mode(plan.kernel);
-  const bool staged = is_staged(plan.kernel);
-  if (staged && lab.min_pages <= 0) p.min_pages = staged_warps(plan.kernel);
+  const bool staged = plan.kernel == DecodeKernel::kStaged;
+  if (staged && lab.min_pages <= 0) p.min_pages = kDecodeStagedWarps;
   int64_t splits =
       lab.num_splits > 0 ? std::min<int64_t>(lab.num_splits, kDecodeMaxSplits)
       : staged ? decode_staged_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k,
-                                          static_cast<int64_t>(staged_blocks_per_sm(a.head_dim, plan.kernel)) * num_sms)
+                                          static_cast<int64_t>(staged_blocks_per_sm(a.head_dim)) * num_sms)
                : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
                                    a.head_dim,
                                    static_cast<int64_t>(blocks_per_sm(a.head_dim, plan, mode, a.kv_fp8)) * num_sms);
@@ -1046,7 +1025,7 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   if (a.num_seqs * a.num_heads * splits > capacity) splits = 1;
   p.num_splits = static_cast<int>(splits);
   if (staged) {
-    a.head_dim == 64 ? launch_staged<64>(p, plan.kernel, stream) : launch_staged<128>(p, plan.kernel, stream);
+    a.head_dim == 64 ? launch_staged<64>(p, stream) : launch_staged<128>(p, stream);
   } else if (plan.kernel != DecodeKernel::kSimt) {
     if (a.head_dim == 64) {
       launch_mma<64>(p, mode, rope, stream);

@@ -432,8 +432,7 @@ __global__ void empty_kernel() {}
 const std::vector<std::pair<std::string, cuda::DecodeKernel>> kDecodeKernels = {
     {"simt", cuda::DecodeKernel::kSimt}, {"mma", cuda::DecodeKernel::kMma},
     {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}, {"mma_early", cuda::DecodeKernel::kMmaEarly},
-    {"staged", cuda::DecodeKernel::kStaged}, {"staged_early", cuda::DecodeKernel::kStagedEarly},
-    {"staged8", cuda::DecodeKernel::kStaged8}};
+    {"staged", cuda::DecodeKernel::kStaged}};
 
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
@@ -578,16 +577,16 @@ void bench_decode(CudaBackend& be) {
     const double long_ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, long_meta, p.out); }, 50);
     result("decode_lab", "B1_S4096_grid_for_128k", kv_bytes / (long_ms * 1e-3) / 1e12, "TB/s");
     for (const auto& k : kDecodeKernels) {
-      if (k.second != cuda::DecodeKernel::kStagedEarly && k.second != cuda::DecodeKernel::kStaged8) continue;
+      if (k.second != cuda::DecodeKernel::kStaged) continue;
       auto launch = [&](int i) {
         cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], 1, 1, 131072, heads, kv_heads, d), ws,
                                           be.num_sms(), be.stream(), {0, 0, k.second});
       };
       const double g_ms = graph_ms_per_launch(be, 20, launch);
       result("decode_kernel_graph", "B1_S4096_grid_for_128k_" + k.first, kv_bytes / (g_ms * 1e-3) / 1e12, "TB/s");
-      // Fewer splits than the production 16 (a split's 16 pages in one fill): longer splits refill their buffers,
-      // and the merge reads fewer partials.
-      for (int64_t splits : {4, 8, 12}) {
+      // Other split counts than production's 8 (16: a split's pages in one fill; fewer: longer splits refill their
+      // buffers, and the merge reads fewer partials).
+      for (int64_t splits : {4, 12, 16}) {
         auto lab = [&](int i) {
           cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], 1, 1, ctx, heads, kv_heads, d), ws,
                                             be.num_sms(), be.stream(), {splits, 0, k.second});
