@@ -255,7 +255,11 @@ constexpr int kDecodeStagedWarps = 8;
 // the plain kernel's 3 blocks per SM win.
 constexpr DecodeKernel kDecodeStagedKernel = DecodeKernel::kStaged;
 // Page buffers a block of the staged decode kernel (kStaged) keeps loading: 16 pages of K and V, 128 KB at head_dim
-// 128 (one block per SM), 64 KB at 64; 2 a warp.
+// 128 (one block per SM), 64 KB at 64; 2 a warp. The block merge's shared memory (41.7 KB) lies beside them.
+// Measured and dropped (H100, session 27, Llama-3.1-8B batch 1 at ~4k keys, tok/s, each against the form before it
+// in one call): the merge's shared memory in the buffers' place once they are folded (129 KB a block, a barrier
+// more) 174.1 / 174.1 against 174.5 / 174.5; with it, 24 buffers (193 KB; a 4k split in one fill from 11 splits)
+// 173.9 / 173.8 against 16 buffers' 174.4 / 174.4, and 173.5-173.9 at 8, 11, 12 or 16 splits.
 constexpr int kDecodeStagePages = 16;
 // Decode steps: q/k norm + RoPE and the KV write inside the tensor-core decode attention kernel (DecodeRope) instead
 // of a kernel before it: one kernel fewer a layer. Off until measured (session 17, no GPU). Why: at batch 64 the
