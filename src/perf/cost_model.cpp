@@ -145,6 +145,12 @@ StepCost prefill_step(const ModelCost& cost, const Roof& roof, int64_t prompt) {
   return finish(s, roof);
 }
 
+double batch_mean_ttft_s(const StepCost& prompt, const Roof& roof, int64_t batch) {
+  RL_CHECK(batch >= 1);
+  return std::max(0.5 * static_cast<double>(batch + 1) * prompt.flops / roof.peak_flops_per_s,
+                  prompt.bytes / roof.bandwidth_bytes_per_s);
+}
+
 std::optional<int64_t> compute_bound_batch(const ModelCost& cost, const Roof& roof, int64_t context) {
   // B * (F / peak - K / BW) >= W / BW, with F and K the per-sequence FLOPs and bytes.
   double per_seq_bytes = cost.kv_bytes(context) + static_cast<double>(cost.activation_bytes_per_token);

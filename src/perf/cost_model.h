@@ -117,6 +117,12 @@ StepCost decode_step(const ModelCost& cost, const Roof& roof, int64_t batch, int
 // bytes = weights + P (kv_bytes_per_token + activations without the logits row) + one logits row (the KV is written
 // once).
 StepCost prefill_step(const ModelCost& cost, const Roof& roof, int64_t prompt);
+// The least mean TTFT of `batch` prompts of equal length submitted at once, each prefill_step `prompt`: the GPU's
+// compute is one queue, so serving the prompts one after another is the order with the least mean time to a first
+// token: prompt i's comes after i + 1 prompts' FLOPs, a mean of (batch + 1) / 2 prompts' (prefilling all of them
+// together gives every prompt the whole batch's time). The weights stream at least once:
+// max((batch + 1) / 2 · prompt.flops / peak, prompt.bytes / bandwidth).
+double batch_mean_ttft_s(const StepCost& prompt, const Roof& roof, int64_t batch);
 
 // Smallest batch whose decode step at `context` is compute-bound; nullopt when no batch ever is (the KV read
 // per sequence then costs more time than that sequence's FLOPs, as with long contexts). With context 0 it is

@@ -133,6 +133,18 @@ TEST(PerfCostModel, PrefillTtftIsComputeBound) {
   EXPECT_NEAR(one.time_s, (16060522496.0 + 131072 + 1561600) / 4.25e12, 1e-12);
 }
 
+// bench latency's TTFT is a mean over requests submitted at once: its bound is the prompts served one after another.
+TEST(PerfCostModel, BatchMeanTtftServesPromptsOneAfterAnother) {
+  ModelCost m = make_model_cost(load("Llama-3.1-8B"), Precision::kBf16, Precision::kBf16);
+  const StepCost p = prefill_step(m, h200(), 512);
+  EXPECT_NEAR(batch_mean_ttft_s(p, h200(), 1), p.time_s, 1e-12);
+  // 16 prompts: a mean of 8.5 prompts' FLOPs (9.282 ms each), not the whole batch's 16.
+  EXPECT_NEAR(batch_mean_ttft_s(p, h200(), 16), 8.5 * 7017404039168.0 / 756e12, 1e-12);
+  // Short prompts are bandwidth-bound: the weights stream at least once, whatever the batch.
+  const StepCost one = prefill_step(m, h200(), 1);
+  EXPECT_NEAR(batch_mean_ttft_s(one, h200(), 4), one.bytes / 4.25e12, 1e-12);
+}
+
 TEST(PerfCostModel, ComputeBoundBatch) {
   ModelCost llama = make_model_cost(load("Llama-3.1-8B"), Precision::kBf16, Precision::kBf16);
   // Matmuls alone: B * (15,009,316,864 / 756e12 - 1,561,600 / 4.25e12) >= 16,060,522,496 / 4.25e12
