@@ -4,8 +4,8 @@
 # libraries). The copy bandwidth, the decode attention op tests (every kernel against the CPU; TEST_FILTER widens
 # them), the decode kernel rows (each kernel lone and 20 in a CUDA graph at B1 S4k, B64 S4k, B16 S32k), and
 # Llama-3.1-8B decode end to end with each of KERNELS (RIDGELINE_CUDA_DECODE_KERNEL; "auto" = production) at batch 1
-# and ~4k keys and at batch 16 and ~2k keys, then production at batch 1 with each of SPLITS forced
-# (RIDGELINE_CUDA_DECODE_SPLITS), ROUNDS rounds alternating.
+# and ~4k keys and at batch 16 and ~2k keys (FP8=1: batch 1 over an fp8 cache too), then production at batch 1 with
+# each of SPLITS forced (RIDGELINE_CUDA_DECODE_SPLITS), ROUNDS rounds alternating.
 # SOURCE_LINK=/path: the test binaries read fixtures from that compiled source path (made a link to this checkout).
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -30,6 +30,11 @@ for r in $(seq 1 "$ROUNDS"); do
     RIDGELINE_CUDA_DECODE_KERNEL=$env_k lat "b1_4k_${k}_$r" "${LONG[@]}" --batch 1 --input-len 4000 --output-len 128
     RIDGELINE_CUDA_DECODE_KERNEL=$env_k lat "b16_2k_${k}_$r" "${LONG[@]}" --batch 16 --input-len 2000 --output-len 128
     runs+=("b1_4k_${k}_$r" "b16_2k_${k}_$r")
+    if [ -n "${FP8:-}" ]; then
+      RIDGELINE_CUDA_DECODE_KERNEL=$env_k lat "b1_4k_fp8_${k}_$r" "${LONG[@]}" --kv-cache-dtype fp8 --batch 1 \
+        --input-len 4000 --output-len 128
+      runs+=("b1_4k_fp8_${k}_$r")
+    fi
   done
   for n in $SPLITS; do
     RIDGELINE_CUDA_DECODE_SPLITS=$n lat "b1_4k_splits${n}_$r" "${LONG[@]}" --batch 1 --input-len 4000 --output-len 128

@@ -315,7 +315,7 @@ TEST(CudaAttention, Fp8CacheEveryKernel) {
   for (size_t b = 0; b < std::size(batches); ++b) {
     for (const Shape& s : kShapes) {
       for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
-                        Impl::kFlash2}) {
+                        Impl::kDecodeStaged, Impl::kFlash2}) {
         const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, 16, 0,
                                   /*fp8=*/true);
         EXPECT_LT(e, kBf16Tol) << "fp8 batch " << b << ": heads " << s.num_heads << "/" << s.num_kv_heads

@@ -375,6 +375,12 @@ struct KvPage {
 // for caches no kernel writes while this one runs. kFp8: e4m3 codes at the same element offsets (byte i is element
 // i), widened to f16 in the slots bf16 fill, in the same element order: 8 bytes a load, or 16 at head_dim 128 (each
 // widened into two groups).
+// 16 e4m3 codes as two groups of 8 f16 values (exact).
+__device__ __forceinline__ void widen_fp8x16(uint4 c, uint4& lo, uint4& hi) {
+  lo = fp8x8_to_f16x8(make_uint2(c.x, c.y));
+  hi = fp8x8_to_f16x8(make_uint2(c.z, c.w));
+}
+
 template <int D, bool kCoherent = false, bool kFp8 = false>
 __device__ __forceinline__ void load_kv_page(KvPage<D>& pg, const AttentionArgs& a, int64_t base, int gi, int qi) {
   static_assert(!(kCoherent && kFp8), "the fp8 cache is never written by the kernel that reads it");
@@ -382,10 +388,7 @@ __device__ __forceinline__ void load_kv_page(KvPage<D>& pg, const AttentionArgs&
   if constexpr (kWideFp8<D, kFp8>) {
     const uint8_t* kc = reinterpret_cast<const uint8_t*>(a.k_cache) + base;
     const uint8_t* vc = reinterpret_cast<const uint8_t*>(a.v_cache) + base;
-    const auto widen = [](uint4 c, uint4& lo, uint4& hi) {
-      lo = fp8x8_to_f16x8(make_uint2(c.x, c.y));
-      hi = fp8x8_to_f16x8(make_uint2(c.z, c.w));
-    };
+    const auto widen = widen_fp8x16;
     uint4 kr[2][D / 64], vr[4];  // every load issued before any conversion
 #pragma unroll
     for (int t = 0; t < D / 64; ++t) {
@@ -705,24 +708,27 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, D == 64 ? 6 : 4) decode_att
   decode_attention_mma<D, kMmaEarlyFirst, false>(p, DecodeRope{});
 }
 
-// The staged tensor-core kernel (DecodeKernel::kStaged, compute capability 9.0, bf16 cache, head_dim 64 / 128): the
-// same split, fold and merge as decode_attention_mma, but a page reaches the warp through shared memory. Each of the
-// block's kDecodeStagedWarps warps owns kDecodeStagePages / kDecodeStagedWarps page buffers and keeps all of them
-// loading: one TMA box per 64 head dims of K and of V (16 keys × 128 bytes, 128-byte swizzle) completing on the
-// buffer's full barrier, the next page of the
-// warp requested into a buffer as soon as every lane has read it into registers (an empty barrier of 32 arrivals:
-// the reads are ordered before the copy that overwrites them). So every page of a split is in flight at once where
-// the register walk (decode_attention_mma) has one page per warp: at batch 1 the block-table read, the page loads
-// and the folds of a warp's pages no longer run one after another. The warp's block-table entries come from one
-// load per lane (32 pages at a time). The pages that no kernel of the step writes (all but the one holding the new
-// key, as kMmaEarlyFirst) are requested before pdl_wait(), while the step's RoPE + KV-write kernel runs.
-// Lanes read a page as load_kv_page does (the same fragments); the swizzle spreads a K read over two rows per bank
-// group and a V read over none.
-template <int D>
+// The staged tensor-core kernel (DecodeKernel::kStaged, compute capability 9.0; head_dim 64 / 128 over a bf16 cache,
+// 128 over fp8): the same split, fold and merge as decode_attention_mma, but a page reaches the warp through shared
+// memory. Each of the block's kDecodeStagedWarps warps owns kDecodeStagePages / kDecodeStagedWarps page buffers and
+// keeps all of them loading: one TMA box per 128 bytes of a row of K and of V (16 keys × 128 bytes, 128-byte
+// swizzle) completing on the buffer's full barrier, the warp's next page requested into a buffer as soon as every
+// lane has read it into registers (an empty barrier of 32 arrivals: the reads are ordered before the copy that
+// overwrites them). So every page of a split (up to kDecodeStagePages) is in flight at once where the register walk
+// (decode_attention_mma) has one page per warp: at batch 1 the block-table read, the page loads and the folds of a
+// warp's pages no longer run one after another. The warp's block-table entries come from one load per lane (32 pages
+// at a time). The pages that no kernel of the step writes (all but the one holding the new key, as kMmaEarlyFirst)
+// are requested before pdl_wait(), while the step's RoPE + KV-write kernel runs.
+// Lanes read a page into the fragments load_kv_page fills; with the swizzle a K read meets two rows in a bank group
+// (a 2-way conflict) and a V read none. kFp8 (head_dim 128): a row's 128 codes are one box, read 16 codes a lane as
+// load_kv_page's wide fp8 walk does and widened to f16.
+template <int D, bool kFp8>
 struct StagedPage {
-  static constexpr int kHalves = D / 64;                  // TMA boxes of 64 dims per row
-  static constexpr int kBoxBytes = kDecodePageSize * 128;  // 16 keys × 64 bf16
-  static constexpr int kBytes = 2 * kHalves * kBoxBytes;  // K boxes, then V boxes
+  static_assert(!kFp8 || D == 128, "the staged kernel reads an fp8 cache at head_dim 128");
+  static constexpr int kBoxes = kFp8 ? 1 : D / 64;         // TMA boxes of 128 bytes per row (64 bf16, 128 codes)
+  static constexpr int kBoxBytes = kDecodePageSize * 128;  // 16 keys × 128 bytes
+  static constexpr int kBoxCols = kFp8 ? 128 : 64;         // elements a box row holds
+  static constexpr int kBytes = 2 * kBoxes * kBoxBytes;    // K boxes, then V boxes
   static constexpr int kSmemBytes = kDecodeStagePages * kBytes + 1024;  // + the swizzle's 1024-byte alignment
 };
 
@@ -733,13 +739,14 @@ __device__ __forceinline__ uint4 lds_box(const uint8_t* box, int row, int chunk)
 }
 #endif
 
-template <int D>
+template <int D, bool kFp8>
 __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
     decode_attention_staged_kernel(const __grid_constant__ DecodeParams p, const __grid_constant__ CUtensorMap tm_k,
                                    const __grid_constant__ CUtensorMap tm_v) {
 #if RL_SM90_ENABLED
   using namespace sm90;
-  using Layout = StagedPage<D>;
+  using Layout = StagedPage<D, kFp8>;
+  constexpr bool kWide = kWideFp8<D, kFp8>;
   constexpr int W = kDecodeStagedWarps;
   constexpr int kPerWarp = kDecodeStagePages / W;  // buffers a warp keeps loading
   static_assert(kPerWarp * W == kDecodeStagePages && (kPerWarp & (kPerWarp - 1)) == 0, "page buffers");
@@ -790,9 +797,9 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
       const int slot = blk * kDecodePageSize;
       mbar_arrive_expect_tx(bar, Layout::kBytes);
 #pragma unroll
-      for (int h = 0; h < Layout::kHalves; ++h) {
-        tma_load_3d(dst + h * Layout::kBoxBytes, &tm_k, 64 * h, kvh, slot, bar);
-        tma_load_3d(dst + (Layout::kHalves + h) * Layout::kBoxBytes, &tm_v, 64 * h, kvh, slot, bar);
+      for (int h = 0; h < Layout::kBoxes; ++h) {
+        tma_load_3d(dst + h * Layout::kBoxBytes, &tm_k, Layout::kBoxCols * h, kvh, slot, bar);
+        tma_load_3d(dst + (Layout::kBoxes + h) * Layout::kBoxBytes, &tm_v, Layout::kBoxCols * h, kvh, slot, bar);
       }
     }
   };
@@ -807,7 +814,7 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
   }
 
   uint32_t qf[D / 16][2];
-  load_q_fragments<D, false>(a.qkv + tok * a.row + (h0 + gi) * D, gi < gh, qi, qf);
+  load_q_fragments<D, kFp8>(a.qkv + tok * a.row + (h0 + gi) * D, gi < gh, qi, qf);
   float acc[D / 16][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int mt = 0; mt < D / 16; ++mt) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
@@ -818,17 +825,37 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
     mbar_wait(smem_addr(&full[b]), phase);
     const uint8_t* buf = stage + b * Layout::kBytes;
     KvPage<D> pg;
+    if constexpr (kFp8) {
+      // Row r's codes 16c .. 16c + 15 are chunk c: K groups 2t, 2t + 1 of a lane are chunk qi + 4t (dims
+      // 16·qi + 64·t, k_group_dim<true>), V's are chunk gi (v_group_dim<true>).
+      uint4 kr[2][2], vr[4];
 #pragma unroll
-    for (int t = 0; t < D / 32; ++t) {
-      const uint8_t* box = buf + (t / 2) * Layout::kBoxBytes;
-      pg.k[0][t] = lds_box(box, gi, qi + 4 * (t & 1));
-      pg.k[1][t] = lds_box(box, gi + 8, qi + 4 * (t & 1));
-    }
+      for (int t = 0; t < 2; ++t) {
+        kr[0][t] = lds_box(buf, gi, qi + 4 * t);
+        kr[1][t] = lds_box(buf, gi + 8, qi + 4 * t);
+      }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int key = 2 * qi + (j & 1) + 8 * (j >> 1);
+      for (int j = 0; j < 4; ++j) vr[j] = lds_box(buf + Layout::kBoxBytes, 2 * qi + (j & 1) + 8 * (j >> 1), gi);
 #pragma unroll
-      for (int u = 0; u < D / 64; ++u) pg.v[j][u] = lds_box(buf + (Layout::kHalves + u) * Layout::kBoxBytes, key, gi);
+      for (int t = 0; t < 2; ++t) {
+        widen_fp8x16(kr[0][t], pg.k[0][2 * t], pg.k[0][2 * t + 1]);
+        widen_fp8x16(kr[1][t], pg.k[1][2 * t], pg.k[1][2 * t + 1]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) widen_fp8x16(vr[j], pg.v[j][0], pg.v[j][1]);
+    } else {
+#pragma unroll
+      for (int t = 0; t < D / 32; ++t) {
+        const uint8_t* box = buf + (t / 2) * Layout::kBoxBytes;
+        pg.k[0][t] = lds_box(box, gi, qi + 4 * (t & 1));
+        pg.k[1][t] = lds_box(box, gi + 8, qi + 4 * (t & 1));
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int key = 2 * qi + (j & 1) + 8 * (j >> 1);
+#pragma unroll
+        for (int u = 0; u < D / 64; ++u) pg.v[j][u] = lds_box(buf + (Layout::kBoxes + u) * Layout::kBoxBytes, key, gi);
+      }
     }
     mbar_arrive(smem_addr(&empty[b]));  // release: this lane's reads of the buffer come before it
     if (k + kPerWarp < n) {
@@ -836,9 +863,9 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
       __syncwarp();
       request(k + kPerWarp);
     }
-    fold_kv_page<D, false>(pg, qf, acc, m, l, warp_page(k) * kDecodePageSize, seq_len, scale_log2, gi, qi);
+    fold_kv_page<D, kFp8>(pg, qf, acc, m, l, warp_page(k) * kDecodePageSize, seq_len, scale_log2, gi, qi);
   }
-  finish_mma_warp<D, false, W>(p, sm, acc, m, l, s, tok, h0, gh, split, num_active);
+  finish_mma_warp<D, kWide, W>(p, sm, acc, m, l, s, tok, h0, gh, split, num_active);
 #endif
 }
 
@@ -861,45 +888,35 @@ void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
   }
 }
 
-// The staged kernel's instance at head_dim D, set up for its shared memory on first use.
-template <int D>
-const void* staged_instance() {
-  static const void* fn = [] {
-    const void* f = reinterpret_cast<const void*>(decode_attention_staged_kernel<D>);
-    RL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, StagedPage<D>::kSmemBytes));
+// The staged kernel's instance at head_dim D over a bf16 or (kFp8) fp8 cache, set up for its shared memory on first
+// use.
+template <int D, bool kFp8>
+void (*staged_instance())(DecodeParams, CUtensorMap, CUtensorMap) {
+  static const auto fn = [] {
+    const auto f = decode_attention_staged_kernel<D, kFp8>;
+    RL_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(f), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       StagedPage<D, kFp8>::kSmemBytes));
     return f;
   }();
   return fn;
 }
 
-template <int D>
+template <int D, bool kFp8>
 void launch_staged(const DecodeParams& p, cudaStream_t stream) {
-  staged_instance<D>();
-  // K and V as (head dim, kv head, slot); a box is 64 dims of one head over one page's 16 slots.
+  // K and V as (head dim, kv head, slot) of 2-byte or 1-byte elements; a box is 128 bytes of one head's row over
+  // one page's 16 slots.
+  using Layout = StagedPage<D, kFp8>;
   const AttentionArgs& a = p.a;
+  const uint64_t elem = kFp8 ? 1 : 2;
   const uint64_t dims[3] = {static_cast<uint64_t>(D), static_cast<uint64_t>(a.num_kv_heads),
                             static_cast<uint64_t>(a.kv_slots)};
-  const uint64_t strides[2] = {D * 2, static_cast<uint64_t>(a.num_kv_heads) * D * 2};
-  const uint32_t box[3] = {64, 1, kDecodePageSize};
-  const CUtensorMap tk = make_bf16_tensor_map(a.k_cache, 3, dims, strides, box);
-  const CUtensorMap tv = make_bf16_tensor_map(a.v_cache, 3, dims, strides, box);
+  const uint64_t strides[2] = {D * elem, static_cast<uint64_t>(a.num_kv_heads) * D * elem};
+  const uint32_t box[3] = {Layout::kBoxCols, 1, kDecodePageSize};
+  const auto map = kFp8 ? make_u8_tensor_map : make_bf16_tensor_map;
+  const CUtensorMap tk = map(a.k_cache, 3, dims, strides, box), tv = map(a.v_cache, 3, dims, strides, box);
   const dim3 grid(p.num_splits, static_cast<unsigned int>(a.num_kv_heads * p.num_chunks),
                   static_cast<unsigned int>(a.num_seqs));
-  launch_pdl(decode_attention_staged_kernel<D>, grid, dim3(kDecodeStagedWarps * 32), StagedPage<D>::kSmemBytes,
-             stream, p, tk, tv);
-}
-
-// Resident blocks per SM of the staged kernel at head_dim d (its shared memory bounds it), queried once.
-int staged_blocks_per_sm(int64_t d) {
-  static int cached[2] = {};
-  int& n = cached[d == 64 ? 0 : 1];
-  if (n == 0) {
-    const void* fn = d == 64 ? staged_instance<64>() : staged_instance<128>();
-    const int smem = d == 64 ? StagedPage<64>::kSmemBytes : StagedPage<128>::kSmemBytes;
-    RL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kDecodeStagedWarps * 32, smem));
-    n = std::max(n, 1);
-  }
-  return n;
+  launch_pdl(staged_instance<D, kFp8>(), grid, dim3(kDecodeStagedWarps * 32), Layout::kSmemBytes, stream, p, tk, tv);
 }
 
 int mma_mode(DecodeKernel k) {
@@ -959,8 +976,10 @@ DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool mma_ok = (a.head_dim == 64 || a.head_dim == 128) && (group <= kDecodeMaxGroup || group % kDecodeMaxGroup == 0);
   if (want == DecodeKernel::kAuto) want = mma_ok ? kDecodeMmaKernel : DecodeKernel::kSimt;
-  // The staged kernel reads bf16 pages by TMA (sm_90a): elsewhere the plain tensor-core walk serves.
-  if (want == DecodeKernel::kStaged && (a.kv_fp8 || a.kv_slots <= 0 || !device_is_sm90())) want = DecodeKernel::kMma;
+  // The staged kernel reads pages by TMA (sm_90a), fp8 ones at head_dim 128: elsewhere the plain tensor-core walk.
+  if (want == DecodeKernel::kStaged && ((a.kv_fp8 && a.head_dim != 128) || a.kv_slots <= 0 || !device_is_sm90())) {
+    want = DecodeKernel::kMma;
+  }
   if (want != DecodeKernel::kSimt && mma_ok) {
     return {want, static_cast<int>(std::min<int64_t>(group, kDecodeMaxGroup))};
   }
@@ -1001,8 +1020,7 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
       kDecodeStagedKernel != DecodeKernel::kMma) {
     const DecodePlan staged = plan_for(a, kDecodeStagedKernel);
     if (staged.kernel == kDecodeStagedKernel &&
-        a.num_seqs * a.num_kv_heads * (group / staged.heads_per_chunk) <=
-            static_cast<int64_t>(staged_blocks_per_sm(a.head_dim)) * num_sms) {
+        a.num_seqs * a.num_kv_heads * (group / staged.heads_per_chunk) <= num_sms) {
       plan = staged;
     }
   }
@@ -1015,8 +1033,7 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   if (staged && lab.min_pages <= 0) p.min_pages = kDecodeStagedWarps;
   int64_t splits =
       lab.num_splits > 0 ? std::min<int64_t>(lab.num_splits, kDecodeMaxSplits)
-      : staged ? decode_staged_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k,
-                                          static_cast<int64_t>(staged_blocks_per_sm(a.head_dim)) * num_sms)
+      : staged ? decode_staged_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, num_sms)
                : decode_num_splits(a.num_seqs, a.num_kv_heads * p.num_chunks, a.max_seqlen_k, a.num_heads,
                                    a.head_dim,
                                    static_cast<int64_t>(blocks_per_sm(a.head_dim, plan, mode, a.kv_fp8)) * num_sms);
@@ -1025,7 +1042,11 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   if (a.num_seqs * a.num_heads * splits > capacity) splits = 1;
   p.num_splits = static_cast<int>(splits);
   if (staged) {
-    a.head_dim == 64 ? launch_staged<64>(p, stream) : launch_staged<128>(p, stream);
+    if (a.head_dim == 64) {
+      launch_staged<64, false>(p, stream);
+    } else {
+      a.kv_fp8 ? launch_staged<128, true>(p, stream) : launch_staged<128, false>(p, stream);
+    }
   } else if (plan.kernel != DecodeKernel::kSimt) {
     if (a.head_dim == 64) {
       launch_mma<64>(p, mode, rope, stream);

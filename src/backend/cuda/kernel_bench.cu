@@ -488,6 +488,22 @@ void bench_decode(CudaBackend& be) {
           graph_ms_per_launch(be, 20, [&](int j) { be.attention(f.qkv, f.cache, f.metas[j % fp8_copies], f.out); });
       result("decode_attn_graph_fp8", shape, fp8_bytes / (g_ms * 1e-3) / 1e12, "TB/s");
       result("decode_attn_graph_fp8_us", "B" + std::to_string(b) + "_S" + std::to_string(ctx), g_ms * 1e3, "us");
+      // The plain tensor-core walk and the staged kernel forced (production takes one of them by the batch).
+      DeviceBuffer fp8_partials(&be, size_t(1) << 26), fp8_counters(&be, size_t(1) << 20);
+      be.fill_zero(fp8_counters.data(), size_t(1) << 20);
+      const int64_t rows = (int64_t(1) << 26) / 4 / (d + 1);
+      const cuda::DecodeWorkspace fws{static_cast<float*>(fp8_partials.data()),
+                                      static_cast<float*>(fp8_partials.data()) + rows * d,
+                                      static_cast<int*>(fp8_counters.data()), rows};
+      for (const auto& k : {std::make_pair(std::string("mma"), cuda::DecodeKernel::kMma),
+                            std::make_pair(std::string("staged"), cuda::DecodeKernel::kStaged)}) {
+        const double k_ms = graph_ms_per_launch(be, 20, [&](int j) {
+          cuda::launch_decode_attention_lab(attn_args(f, f.metas[j % fp8_copies], b, 1, ctx, heads, kv_heads, d), fws,
+                                            be.num_sms(), be.stream(), {0, 0, k.second});
+        });
+        result("decode_kernel_graph_fp8_us", "B" + std::to_string(b) + "_S" + std::to_string(ctx) + "_" + k.first,
+               k_ms * 1e3, "us");
+      }
     }
     // Kernel lab: split slots (own workspace); at B = 1 also a grid sized for a 128k context (as a CUDA graph
     // captured at max_model_len launches it) serving this 4k one.

@@ -236,12 +236,12 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // lab until then. A cluster-merged form (splits merging through distributed shared memory) lost too (session 18:
 // B1 S4k 1.32 TB/s in a graph against 1.43, B64 S4k at 16 / 8 heads 2.57 against 4.28) and was removed
 // (docs/benchmarks.md).
-// kStaged (session 27; compute capability 9.0, bf16 cache, head_dim 64 / 128): the tensor-core kernel with every
-// page of a split loading at once into shared memory by TMA (kDecodeStagePages buffers a block of kDecodeStagedWarps
-// warps, each warp refilling its own as it reads them; the pages no step kernel writes requested before pdl_wait()),
-// one block per SM, the split count from decode_staged_num_splits. Why: at batch 1 the plain kernel's warps load
-// their pages one after another (block table, page, fold, next page), 44.8 % of copy at S = 4k in a CUDA graph on
-// the H100 (session 20); issue 21.2 asks 60 %. Measured and dropped (H100, session 27, B1 S4k, 20 launches in a CUDA
+// kStaged (session 27; compute capability 9.0, head_dim 64 / 128 over bf16, 128 over fp8): the tensor-core kernel
+// with every page of a split loading at once into shared memory by TMA (kDecodeStagePages buffers a block of
+// kDecodeStagedWarps warps, each warp refilling its own as it reads them; the pages no step kernel writes requested
+// before pdl_wait()), one block per SM, the split count from decode_staged_num_splits. Why: at batch 1 the plain
+// kernel's warps load their pages one after another (block table, page, fold, next page), 44.8 % of copy at S = 4k
+// in a CUDA graph on the H100 (session 20); issue 21.2 asks 60 %. Measured and dropped (H100, session 27, B1 S4k, 20 launches in a CUDA
 // graph, 16 splits, µs a launch): the same kernel with 4 warps a block 11.17-11.18 against 10.09-10.15 with 8 (a
 // warp folds its 4 pages one after another), and with 4 warps requesting every page after pdl_wait() 13.26-13.27
 // (the plain kernel: 12.32; the early requests overlap the previous kernel's tail).
@@ -250,7 +250,8 @@ constexpr int kDecodeStagedWarps = 8;
 // Production (session 27, H100): kStaged where a launch's (sequence, kv head, chunk) blocks fit one wave of the
 // staged kernel (one block per SM), else kDecodeMmaKernel. Measured (rl_bench_kernels decode, 20 launches in a CUDA
 // graph, µs a launch, against the plain kernel): B1 S4k 10.15 against 12.32, B64 S4k 349.1 against 358.8, B16 S32k
-// 688.5 against 715.6; Llama-3.1-8B batch 1 at ~4k keys 169.2 / 169.3 tok/s against 164.4 / 164.3. At batch 64 and
+// 688.5 against 715.6; Llama-3.1-8B batch 1 at ~4k keys 169.2 / 169.3 tok/s against 164.4 / 164.3; over an fp8
+// cache (one round) B1 S4k 8.79 µs against 10.45, batch 1 at 4k keys 170.7 tok/s against 167.4. At batch 64 and
 // 192 keys (h16 kv8, one lone launch) the staged kernel read 1.48 TB/s against 1.72: where blocks take several waves
 // the plain kernel's 3 blocks per SM win.
 constexpr DecodeKernel kDecodeStagedKernel = DecodeKernel::kStaged;
@@ -334,7 +335,7 @@ inline int64_t decode_num_splits(int64_t num_seqs, int64_t num_kv_blocks_per_seq
 }
 
 // The staged decode kernel's split count (DecodeKernel::kStaged): enough splits that a split of the longest context
-// fits the block's kDecodeStagePages buffers, within half a wave of `slots` resident blocks (longer splits refill
+// fits the block's kDecodeStagePages buffers, within half of `slots` (the SMs: one block each) (longer splits refill
 // their buffers as they go), at most kDecodeMaxSplits. Why half (H100, session 27, Llama-3.1-8B batch 1 at ~4k keys,
 // two rounds, RIDGELINE_CUDA_DECODE_SPLITS): 8 splits (64 blocks) 174.9 / 175.0 tok/s, 12 174.6 / 174.6, 16 (one
 // block per SM) 173.9 / 174.0. A block takes a whole SM's shared memory, and the SMs it leaves free take the next

@@ -33,8 +33,10 @@ bool device_is_sm90() {
   return yes;
 }
 
-CUtensorMap make_bf16_tensor_map(const void* base, int rank, const uint64_t* dims, const uint64_t* byte_strides,
-                                 const uint32_t* box) {
+namespace {
+
+CUtensorMap encode(CUtensorMapDataType type, const void* base, int rank, const uint64_t* dims,
+                   const uint64_t* byte_strides, const uint32_t* box) {
   RL_CHECK(rank == 2 || rank == 3);
   CUtensorMap m;
   cuuint64_t d[3], st[2];
@@ -44,12 +46,23 @@ CUtensorMap make_bf16_tensor_map(const void* base, int rank, const uint64_t* dim
     b[i] = box[i];
   }
   for (int i = 0; i + 1 < rank; ++i) st[i] = byte_strides[i];
-  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank),
-                                          const_cast<void*>(base), d, st, b, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = tensor_map_encoder()(&m, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), d, st, b,
+                                          es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   RL_CHECK_MSG(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (%d)", static_cast<int>(r));
   return m;
+}
+
+}  // namespace
+
+CUtensorMap make_bf16_tensor_map(const void* base, int rank, const uint64_t* dims, const uint64_t* byte_strides,
+                                 const uint32_t* box) {
+  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, rank, dims, byte_strides, box);
+}
+
+CUtensorMap make_u8_tensor_map(const void* base, int rank, const uint64_t* dims, const uint64_t* byte_strides,
+                               const uint32_t* box) {
+  return encode(CU_TENSOR_MAP_DATA_TYPE_UINT8, base, rank, dims, byte_strides, box);
 }
 
 }  // namespace rl::cuda

@@ -15,5 +15,8 @@ bool device_is_sm90();
 // the box copied per load. Elements outside the tensor read as zero.
 CUtensorMap make_bf16_tensor_map(const void* base, int rank, const uint64_t* dims, const uint64_t* byte_strides,
                                  const uint32_t* box);
+// The same over bytes (an FP8 e4m3 KV cache).
+CUtensorMap make_u8_tensor_map(const void* base, int rank, const uint64_t* dims, const uint64_t* byte_strides,
+                               const uint32_t* box);
 
 }  // namespace rl::cuda
