@@ -568,6 +568,20 @@ __device__ __forceinline__ void finish_mma_warp(const DecodeParams& p, MergeSmem
   merge_block<D, kDecodeMaxGroup, W>(p, sm, s, tok, h0, gh, split, num_active);
 }
 
+// Where a thread of a tensor-core kernel's block stands: its warp and lane (MMA group gi, quad index qi), the block's
+// split, sequence s and kv head, and its head chunk (gh query heads from h0; ≤ 8).
+struct MmaBlock {
+  int warp, lane, gi, qi, split, s, kvh, gh;
+  int64_t h0;
+  __device__ explicit MmaBlock(const DecodeParams& p)
+      : warp(threadIdx.x / 32), lane(threadIdx.x & 31), gi(lane / 4), qi(lane % 4), split(blockIdx.x), s(blockIdx.z),
+        kvh(blockIdx.y / p.num_chunks) {
+    const int group = static_cast<int>(p.a.num_heads / p.a.num_kv_heads);
+    gh = group / p.num_chunks;
+    h0 = static_cast<int64_t>(kvh) * group + (blockIdx.y % p.num_chunks) * gh;
+  }
+};
+
 // How a warp of the tensor-core kernel walks its pages.
 enum MmaMode : int {
   kMmaPlain = 0,     // load a page, fold it, load the next
@@ -591,13 +605,10 @@ __device__ __forceinline__ void decode_attention_mma(const DecodeParams& p, cons
   static_assert(D == 64 || D == 128, "the MMA decode kernel serves head_dim 64 and 128");
   static_assert(!kFp8 || kMode == kMmaPlain, "the fp8 cache is read by the plain walk only");
   const AttentionArgs& a = p.a;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int gi = lane / 4, qi = lane % 4;
-  const int split = blockIdx.x, s = blockIdx.z;
-  const int kvh = blockIdx.y / p.num_chunks;
-  const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
-  const int gh = group / p.num_chunks;  // heads of this chunk (≤ 8)
-  const int64_t h0 = static_cast<int64_t>(kvh) * group + (blockIdx.y % p.num_chunks) * gh;
+  const MmaBlock blk(p);
+  const int warp = blk.warp, lane = blk.lane, gi = blk.gi, qi = blk.qi, split = blk.split, s = blk.s, kvh = blk.kvh;
+  const int gh = blk.gh;
+  const int64_t h0 = blk.h0;
   const int64_t tok = a.cu_seqlens_q[s];
   const int seq_len = a.seq_lens_k[s];
   const SplitPages sp = split_pages(p, seq_len, split);
@@ -755,13 +766,10 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
   __shared__ __align__(8) uint64_t full[kDecodeStagePages], empty[kDecodeStagePages];
   __shared__ MergeSmem<D, kDecodeMaxGroup, W> sm;
   const AttentionArgs& a = p.a;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int gi = lane / 4, qi = lane % 4;
-  const int split = blockIdx.x, s = blockIdx.z;
-  const int kvh = blockIdx.y / p.num_chunks;
-  const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
-  const int gh = group / p.num_chunks;
-  const int64_t h0 = static_cast<int64_t>(kvh) * group + (blockIdx.y % p.num_chunks) * gh;
+  const MmaBlock blk(p);
+  const int warp = blk.warp, lane = blk.lane, gi = blk.gi, qi = blk.qi, split = blk.split, s = blk.s, kvh = blk.kvh;
+  const int gh = blk.gh;
+  const int64_t h0 = blk.h0;
   const int seq_len = a.seq_lens_k[s];  // (the step's upload: no kernel of the step writes it)
   const int64_t tok = a.cu_seqlens_q[s];
   const SplitPages sp = split_pages(p, seq_len, split);
