@@ -36,7 +36,7 @@ TEST(DecodeStagedSplits, HalfTheSmsAtBatchOne) {
   // Batch 1, 8 kv heads, 4k keys: 16 splits would hold a split's pages in one fill; half the SMs allow 8 (measured
   // end to end: 8 splits 174.9 tok/s, 16 173.9).
   EXPECT_EQ(decode_staged_num_splits(1, 8, 4096, 132), 8);
-  // A short context needs fewer: 512 keys are 32 pages, two fills of 16.
+  // A short context needs fewer: 512 keys are 32 pages, two splits of 16.
   EXPECT_EQ(decode_staged_num_splits(1, 8, 512, 132), 2);
   EXPECT_EQ(decode_staged_num_splits(1, 8, 100, 132), 1);
   // A grid sized for 128k keys stays within half the SMs (longer splits refill their buffers).

@@ -388,7 +388,6 @@ __device__ __forceinline__ void load_kv_page(KvPage<D>& pg, const AttentionArgs&
   if constexpr (kWideFp8<D, kFp8>) {
     const uint8_t* kc = reinterpret_cast<const uint8_t*>(a.k_cache) + base;
     const uint8_t* vc = reinterpret_cast<const uint8_t*>(a.v_cache) + base;
-    const auto widen = widen_fp8x16;
     uint4 kr[2][D / 64], vr[4];  // every load issued before any conversion
 #pragma unroll
     for (int t = 0; t < D / 64; ++t) {
@@ -402,11 +401,11 @@ __device__ __forceinline__ void load_kv_page(KvPage<D>& pg, const AttentionArgs&
     }
 #pragma unroll
     for (int t = 0; t < D / 64; ++t) {
-      widen(kr[0][t], pg.k[0][2 * t], pg.k[0][2 * t + 1]);
-      widen(kr[1][t], pg.k[1][2 * t], pg.k[1][2 * t + 1]);
+      widen_fp8x16(kr[0][t], pg.k[0][2 * t], pg.k[0][2 * t + 1]);
+      widen_fp8x16(kr[1][t], pg.k[1][2 * t], pg.k[1][2 * t + 1]);
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) widen(vr[j], pg.v[j][0], pg.v[j][1]);
+    for (int j = 0; j < 4; ++j) widen_fp8x16(vr[j], pg.v[j][0], pg.v[j][1]);
     return;
   }
   const auto load = [](const uint16_t* cache, int64_t off) {

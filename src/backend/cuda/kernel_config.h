@@ -241,10 +241,10 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // kDecodeStagedWarps warps, each warp refilling its own as it reads them; the pages no step kernel writes requested
 // before pdl_wait()), one block per SM, the split count from decode_staged_num_splits. Why: at batch 1 the plain
 // kernel's warps load their pages one after another (block table, page, fold, next page), 44.8 % of copy at S = 4k
-// in a CUDA graph on the H100 (session 20); issue 21.2 asks 60 %. Measured and dropped (H100, session 27, B1 S4k, 20 launches in a CUDA
-// graph, 16 splits, µs a launch): the same kernel with 4 warps a block 11.17-11.18 against 10.09-10.15 with 8 (a
-// warp folds its 4 pages one after another), and with 4 warps requesting every page after pdl_wait() 13.26-13.27
-// (the plain kernel: 12.32; the early requests overlap the previous kernel's tail).
+// in a CUDA graph on the H100 (session 20); issue 21.2 asks 60 %. Measured and dropped (H100, session 27, B1 S4k,
+// 20 launches in a CUDA graph, 16 splits, µs a launch): the same kernel with 4 warps a block 11.17-11.18 against
+// 10.09-10.15 with 8 (a warp folds its 4 pages one after another), and with 4 warps requesting every page after
+// pdl_wait() 13.26-13.27 (the plain kernel: 12.32; the early requests overlap the previous kernel's tail).
 enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kStaged };
 constexpr int kDecodeStagedWarps = 8;
 // Production (session 27, H100): kStaged where a launch's (sequence, kv head, chunk) blocks fit one wave of the
@@ -335,11 +335,11 @@ inline int64_t decode_num_splits(int64_t num_seqs, int64_t num_kv_blocks_per_seq
 }
 
 // The staged decode kernel's split count (DecodeKernel::kStaged): enough splits that a split of the longest context
-// fits the block's kDecodeStagePages buffers, within half of `slots` (the SMs: one block each) (longer splits refill
-// their buffers as they go), at most kDecodeMaxSplits. Why half (H100, session 27, Llama-3.1-8B batch 1 at ~4k keys,
-// two rounds, RIDGELINE_CUDA_DECODE_SPLITS): 8 splits (64 blocks) 174.9 / 175.0 tok/s, 12 174.6 / 174.6, 16 (one
-// block per SM) 173.9 / 174.0. A block takes a whole SM's shared memory, and the SMs it leaves free take the next
-// kernel's blocks early (programmatic dependent launch: the o_proj GEMV's weight prefetch).
+// fits the block's kDecodeStagePages buffers (longer splits refill their buffers as they go), within half of
+// `slots` (the SMs, one block each), at most kDecodeMaxSplits. Why half (H100, session 27, Llama-3.1-8B batch 1 at
+// ~4k keys, two rounds, RIDGELINE_CUDA_DECODE_SPLITS): 8 splits (64 blocks) 174.9 / 175.0 tok/s, 12 174.6 / 174.6,
+// 16 (one block per SM) 173.9 / 174.0. A block takes most of an SM's shared memory, and the SMs it leaves free take
+// the next kernel's blocks early (programmatic dependent launch: the o_proj GEMV's weight prefetch).
 inline int64_t decode_staged_num_splits(int64_t num_seqs, int64_t num_kv_blocks_per_seq_group, int64_t max_seqlen_k,
                                         int64_t slots) {
   const int64_t max_pages = (max_seqlen_k + kDecodePageSize - 1) / kDecodePageSize;
