@@ -5,7 +5,8 @@
 # them), the decode kernel rows (each kernel lone and 20 in a CUDA graph at B1 S4k, B64 S4k, B16 S32k), and
 # Llama-3.1-8B decode end to end with each of KERNELS (RIDGELINE_CUDA_DECODE_KERNEL; "auto" = production) at batch 1
 # and ~4k keys and at batch 16 and ~2k keys (FP8=1: batch 1 over an fp8 cache too), then production at batch 1 with
-# each of SPLITS forced (RIDGELINE_CUDA_DECODE_SPLITS), ROUNDS rounds alternating.
+# each of SPLITS forced (RIDGELINE_CUDA_DECODE_SPLITS), ROUNDS rounds alternating. SANITIZE=1 then runs memcheck
+# and racecheck over SAN_FILTER (SAN_TIMEOUT seconds each). SKIP_BENCH=1 leaves the kernel rows out.
 # SOURCE_LINK=/path: the test binaries read fixtures from that compiled source path (made a link to this checkout).
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -19,7 +20,11 @@ timeout 300 "$bin/rl_tests_ops" --gtest_filter="${TEST_FILTER:-CudaAttention.Dec
 echo "tests rc=$?"
 gtest_summary "$L/tests.log"
 stamp "tests"
-timeout 200 "$bin/rl_bench_kernels" decode > "$L/decode.log" 2>&1; echo "bench decode rc=$?"
+if [ -z "${SKIP_BENCH:-}" ]; then
+  timeout 200 "$bin/rl_bench_kernels" decode > "$L/decode.log" 2>&1
+  echo "bench decode rc=$?"
+fi
+touch "$L/decode.log"
 stamp "bench"
 LONG=(-m models/configs/Llama-3.1-8B --dummy-weights --device cuda --max-model-len 8192)
 runs=()
@@ -42,6 +47,16 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 stamp "e2e"
+# SANITIZE=1: compute-sanitizer memcheck and racecheck over SAN_FILTER (default: the cluster merge's bit test).
+if [ -n "${SANITIZE:-}" ]; then
+  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  for tool in memcheck racecheck; do
+    timeout ${SAN_TIMEOUT:-150} "$sanitizer" --tool "$tool" "$bin/rl_tests_ops" \
+      --gtest_filter="${SAN_FILTER:-CudaAttention.DecodeClusterMerge*}" --gtest_color=no > "$L/san_$tool.log" 2>&1
+    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/san_$tool.log" | tail -1)"
+  done
+  stamp "sanitizers"
+fi
 tar czf "$final_out/decode_staged_logs.tgz" -C "$L" .
 echo "== summary =="
 grep RESULT "$L/copy.log" | sed 's/.*RESULT //'

@@ -3,6 +3,7 @@
 // (non-contiguous) block tables. Unused cache slots hold NaN on the GPU and unused block-table entries are -1,
 // so a kernel reading past a sequence fails the comparison (or compute-sanitizer's memcheck).
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "backend/cuda/cuda_kernels.h"
@@ -25,7 +26,8 @@ struct SeqSpec {
 // (unused slots the NaN code) and the CPU reference the f32 values they stand for.
 double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                 CudaBackend::AttentionImpl impl, int64_t max_seqlen_k_override = 0, int64_t window = 0,
-                bool sinks = false, int64_t block_size = 16, int64_t leading_decodes = 0, bool fp8 = false) {
+                bool sinks = false, int64_t block_size = 16, int64_t leading_decodes = 0, bool fp8 = false,
+                std::vector<float>* cuda_out = nullptr) {
   const QkvLayout l{num_heads, num_kv_heads, head_dim};
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 0, total_blocks = 0;
@@ -124,7 +126,9 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
   cuda().set_attention_impl(impl);
   cuda().attention(c_qkv.t, KvLayer{c_k.t, c_v.t}, c_meta, c_out.t);
   cuda().set_attention_impl(CudaBackend::AttentionImpl::kAuto);
-  return rel_err(read_f32(cuda(), c_out.t), read_f32(cpu(), g_out.t));
+  const std::vector<float> out = read_f32(cuda(), c_out.t);
+  if (cuda_out) *cuda_out = out;
+  return rel_err(out, read_f32(cpu(), g_out.t));
 }
 
 struct Shape {
@@ -143,6 +147,7 @@ const char* impl_name(Impl impl) {
     case Impl::kDecodeMmaPrefetch: return "decode mma prefetch";
     case Impl::kDecodeMmaEarly: return "decode mma early first page";
     case Impl::kDecodeStaged: return "decode staged (TMA page buffers)";
+    case Impl::kDecodeStagedCluster: return "decode staged, splits merged in a cluster";
     case Impl::kFlash2: return "flash2";
     default: return "auto";
   }
@@ -152,7 +157,8 @@ const char* impl_name(Impl impl) {
 void check_all_impls(const std::vector<SeqSpec>& seqs, const char* what) {
   for (const Shape& s : kShapes) {
     for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
-                      Impl::kDecodeMmaEarly, Impl::kDecodeStaged}) {
+                      Impl::kDecodeMmaEarly, Impl::kDecodeStaged,
+                      Impl::kDecodeStagedCluster}) {
       const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl);
       EXPECT_LT(e, kBf16Tol) << what << ": heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                              << " " << impl_name(impl);
@@ -174,11 +180,64 @@ TEST(CudaAttention, DecodeGridSizedForLongerContext) {
   for (const Shape& s : kShapes) {
     for (int64_t max_k : {int64_t(8192), int64_t(131072)}) {
       for (auto impl : {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
-                        Impl::kDecodeMmaEarly, Impl::kDecodeStaged}) {
+                        Impl::kDecodeMmaEarly, Impl::kDecodeStaged,
+                      Impl::kDecodeStagedCluster}) {
         const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl, max_k);
         EXPECT_LT(e, kBf16Tol) << "heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                                << " grid for " << max_k << " " << impl_name(impl);
       }
+    }
+  }
+}
+
+// The cluster merge (kStagedCluster) sums the same partials in the same order as the staged kernel's global merge:
+// the same bits, over 2 to 8 active splits (4k keys at batch 1 take 8), sequences of one split beside longer ones
+// in one launch (a cluster's other blocks exit), grids sized for a longer context, and an fp8 cache.
+TEST(CudaAttention, DecodeClusterMergeHasTheGlobalMergeBits) {
+  const std::vector<std::vector<SeqSpec>> batches = {
+      {{1, 4096}}, {{1, 4097}}, {{1, 700}}, {{1, 2000}, {1, 3}, {1, 1500}}, {{1, 100}, {1, 16}, {1, 1023}, {1, 1}}};
+  for (const auto& seqs : batches) {
+    for (const Shape& s : kShapes) {
+      for (int64_t max_k : {int64_t(0), int64_t(131072)}) {
+        for (bool fp8 : {false, true}) {
+          std::vector<float> global, cluster;
+          rng().seed(0x5eed);
+          const double e1 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStaged, max_k, 0,
+                                     false, 16, 0, fp8, &global);
+          rng().seed(0x5eed);
+          const double e2 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStagedCluster,
+                                     max_k, 0, false, 16, 0, fp8, &cluster);
+          const std::string what = "heads " + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) +
+                                   " d=" + std::to_string(s.head_dim) + " seqs " + std::to_string(seqs.size()) +
+                                   " first " + std::to_string(seqs[0].ctx_len) + " max_k " + std::to_string(max_k) +
+                                   (fp8 ? " fp8" : "");
+          EXPECT_LT(e1, kBf16Tol) << what;
+          EXPECT_LT(e2, kBf16Tol) << what;
+          ASSERT_EQ(global.size(), cluster.size());
+          EXPECT_EQ(0, std::memcmp(global.data(), cluster.data(), global.size() * sizeof(float))) << what;
+        }
+      }
+    }
+  }
+}
+
+// Batch 1 (the cluster merge at 8 splits of 8 KV heads, 2 at 300 keys) against the staged kernel's global merge: the
+// same bits, on the Llama-3.1-8B head shape and head_dim 64. Small enough for racecheck.
+TEST(CudaAttention, DecodeClusterMergeAtBatchOne) {
+  for (const Shape& s : {Shape{32, 8, 128}, Shape{16, 8, 64}}) {
+    for (const std::vector<SeqSpec>& seqs : {std::vector<SeqSpec>{{1, 4097}}, std::vector<SeqSpec>{{1, 300}}}) {
+      std::vector<float> global, cluster;
+      rng().seed(0x5eed);
+      const double e1 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStaged, 0, 0, false, 16,
+                                 0, false, &global);
+      rng().seed(0x5eed);
+      const double e2 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStagedCluster, 0, 0,
+                                 false, 16, 0, false, &cluster);
+      const std::string what = "d=" + std::to_string(s.head_dim) + " keys " + std::to_string(seqs[0].ctx_len);
+      EXPECT_LT(e1, kBf16Tol) << what;
+      EXPECT_LT(e2, kBf16Tol) << what;
+      ASSERT_EQ(global.size(), cluster.size());
+      EXPECT_EQ(0, std::memcmp(global.data(), cluster.data(), global.size() * sizeof(float))) << what;
     }
   }
 }
@@ -315,7 +374,7 @@ TEST(CudaAttention, Fp8CacheEveryKernel) {
   for (size_t b = 0; b < std::size(batches); ++b) {
     for (const Shape& s : kShapes) {
       for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
-                        Impl::kDecodeStaged, Impl::kFlash2}) {
+                        Impl::kDecodeStaged, Impl::kDecodeStagedCluster, Impl::kFlash2}) {
         const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, 16, 0,
                                   /*fp8=*/true);
         EXPECT_LT(e, kBf16Tol) << "fp8 batch " << b << ": heads " << s.num_heads << "/" << s.num_kv_heads

@@ -92,6 +92,33 @@ __device__ __forceinline__ float merge_warps(const MergeSmem<D, GM, W>& sm, int 
   return o;
 }
 
+// The split weights of head g of a block's chunk (one warp): the softmax over the active splits of their log-sum-exps
+// (lse_at(i) for split i) into sm.weight[g]. Every active split holds at least one valid key, so each lse is finite.
+template <typename Sm, typename LseAt>
+__device__ __forceinline__ void split_weights(Sm& sm, int g, int num_active, LseAt lse_at) {
+  const int lane = threadIdx.x & 31;
+  float mx = -INFINITY;
+  for (int i = lane; i < num_active; i += 32) {
+    sm.weight[g][i] = lse_at(i);
+    mx = fmaxf(mx, sm.weight[g][i]);
+  }
+  mx = warp_max(mx);
+  float sum = 0.0f;
+  for (int i = lane; i < num_active; i += 32) {
+    sm.weight[g][i] = exp2f(sm.weight[g][i] - mx);
+    sum += sm.weight[g][i];
+  }
+  const float inv = 1.0f / warp_sum(sum);
+  for (int i = lane; i < num_active; i += 32) sm.weight[g][i] *= inv;
+}
+
+// Output columns 4 c4 .. 4 c4 + 3 of head h of token tok, rounded to bf16.
+template <int D>
+__device__ __forceinline__ void store_out4(const AttentionArgs& a, int64_t tok, int64_t h, int c4, const float4& o) {
+  uint16_t* dst = a.out + tok * a.num_heads * D + h * D + c4 * 4;
+  *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16x2(o.x, o.y), pack_bf16x2(o.z, o.w));
+}
+
 // Where a block of a (sequence, head chunk, split) goes once its warps have stored their (m, l, o) of the chunk's
 // gh heads in sm: merges the warps, writes the output (one active split) or its partial, and the last active
 // split to finish merges every split's partial (log-sum-exp) into the output, so no second kernel is launched.
@@ -99,7 +126,7 @@ template <int D, int GM, int W = kDecodeWarps>
 __device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, GM, W>& sm, int s, int64_t tok,
                                             int64_t h0, int gh, int split, int num_active) {
   const AttentionArgs& a = p.a;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x / 32;
   __syncthreads();
   for (int i = threadIdx.x; i < gh * D; i += blockDim.x) {
     const int g = i / D, c = i % D;
@@ -149,23 +176,10 @@ __device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, 
       if (j < num_active) batch[j] = __ldcg(po + j * (D / 4));
     }
   }
-  // Split weights: warp w normalizes heads w, w + W, ... (every active split holds at least one valid key, so
-  // each lse is finite).
+  // Split weights: warp w normalizes heads w, w + W, ...
   for (int g = warp; g < gh; g += W) {
     const float* lse = p.partial_lse + r0 + static_cast<int64_t>(g) * p.num_splits;
-    float mx = -INFINITY;
-    for (int i = lane; i < num_active; i += 32) {
-      sm.weight[g][i] = __ldcg(lse + i);
-      mx = fmaxf(mx, sm.weight[g][i]);
-    }
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int i = lane; i < num_active; i += 32) {
-      sm.weight[g][i] = exp2f(sm.weight[g][i] - mx);
-      sum += sm.weight[g][i];
-    }
-    const float inv = 1.0f / warp_sum(sum);
-    for (int i = lane; i < num_active; i += 32) sm.weight[g][i] *= inv;
+    split_weights(sm, g, num_active, [&](int i) { return __ldcg(lse + i); });
   }
   __syncthreads();
   for (int i = threadIdx.x; i < items; i += blockDim.x) {
@@ -190,9 +204,7 @@ __device__ __forceinline__ void merge_block(const DecodeParams& p, MergeSmem<D, 
         }
       }
     }
-    uint16_t* dst = a.out + tok * a.num_heads * D + (h0 + g) * D + c4 * 4;
-    *reinterpret_cast<uint2*>(dst) = make_uint2(uint32_t(f32_to_bf16_bits(o.x)) | (uint32_t(f32_to_bf16_bits(o.y)) << 16),
-                                                uint32_t(f32_to_bf16_bits(o.z)) | (uint32_t(f32_to_bf16_bits(o.w)) << 16));
+    store_out4<D>(a, tok, h0 + g, c4, o);
   }
 }
 
@@ -535,12 +547,11 @@ __device__ __forceinline__ void load_q_fragments(const uint16_t* q, bool valid, 
   }
 }
 
-// The end of a tensor-core kernel's block: each warp's (m, l, Oᵀ) of the chunk's gh heads into sm (l summed over
-// the warp's lanes first), then merge_block.
-template <int D, bool kWide, int W = kDecodeWarps>
-__device__ __forceinline__ void finish_mma_warp(const DecodeParams& p, MergeSmem<D, kDecodeMaxGroup, W>& sm,
-                                                const float (&acc)[D / 16][4], const float (&m)[2], float (&l)[2],
-                                                int s, int64_t tok, int64_t h0, int gh, int split, int num_active) {
+// Each warp of a tensor-core kernel's block: its (m, l, Oᵀ) of the chunk's gh heads into sm (l summed over the
+// warp's lanes first).
+template <int D, bool kWide, int W>
+__device__ __forceinline__ void store_mma_warp(MergeSmem<D, kDecodeMaxGroup, W>& sm, const float (&acc)[D / 16][4],
+                                               const float (&m)[2], float (&l)[2], int gh) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int gi = lane / 4, qi = lane % 4;
 #pragma unroll
@@ -564,6 +575,14 @@ __device__ __forceinline__ void finish_mma_warp(const DecodeParams& p, MergeSmem
       }
     }
   }
+}
+
+// The end of a tensor-core kernel's block: store_mma_warp, then merge_block.
+template <int D, bool kWide, int W = kDecodeWarps>
+__device__ __forceinline__ void finish_mma_warp(const DecodeParams& p, MergeSmem<D, kDecodeMaxGroup, W>& sm,
+                                                const float (&acc)[D / 16][4], const float (&m)[2], float (&l)[2],
+                                                int s, int64_t tok, int64_t h0, int gh, int split, int num_active) {
+  store_mma_warp<D, kWide, W>(sm, acc, m, l, gh);
   merge_block<D, kDecodeMaxGroup, W>(p, sm, s, tok, h0, gh, split, num_active);
 }
 
@@ -749,7 +768,74 @@ __device__ __forceinline__ uint4 lds_box(const uint8_t* box, int row, int chunk)
 }
 #endif
 
-template <int D, bool kFp8>
+// Shared memory of the cluster merge (kStagedCluster), used in the cluster's first block: each split's partial of the
+// chunk's heads (merge_block's normalized o and log-sum-exp) and the barrier the other splits arrive on. After the
+// page buffers in the dynamic shared memory.
+// o holds split j's head g, column c at (j gh + g) D + c.
+template <int D>
+struct ClusterMergeSmem {
+  float o[kDecodeClusterMaxSplits * kDecodeMaxGroup * D];
+  float lse[kDecodeClusterMaxSplits][kDecodeMaxGroup];
+  uint64_t bar;
+};
+
+#if RL_SM90_ENABLED
+// merge_block for a launch in clusters of its split slots (rank = split): each active split's partial goes to the
+// first block's cm through distributed shared memory, and each of its threads arrives on cm.bar (release, cluster
+// scope), so its stores come before the arrival; the first block waits for the num_active - 1 others (acquire) and
+// merges in split order with merge_block's arithmetic, so the output has its bits. The first block initialized
+// cm.bar before its cluster_arrive(); the others wait on the cluster barrier before their first remote store.
+template <int D, int W>
+__device__ __forceinline__ void merge_cluster(const DecodeParams& p, MergeSmem<D, kDecodeMaxGroup, W>& sm,
+                                              ClusterMergeSmem<D>& cm, int s, int64_t tok, int64_t h0, int gh,
+                                              int split, int num_active) {
+  if (num_active == 1) {
+    merge_block<D, kDecodeMaxGroup, W>(p, sm, s, tok, h0, gh, split, num_active);  // no partial: the output
+    return;
+  }
+  const int warp = threadIdx.x / 32;
+  __syncthreads();
+  if (split > 0) sm90::cluster_wait();
+  const uint32_t o_dst = sm90::cluster_map(sm90::smem_addr(&cm.o[split * gh * D]), 0);
+  const uint32_t lse_dst = sm90::cluster_map(sm90::smem_addr(&cm.lse[split][0]), 0);
+  for (int i = threadIdx.x; i < gh * D; i += blockDim.x) {
+    const int g = i / D, c = i % D;
+    float lse;
+    const float o = merge_warps(sm, g, c, &lse);
+    if (split == 0) {
+      cm.o[i] = o;
+      if (c == 0) cm.lse[0][g] = lse;
+    } else {
+      sm90::st_cluster(o_dst + 4 * i, o);
+      if (c == 0) sm90::st_cluster(lse_dst + 4 * g, lse);
+    }
+  }
+  if (split > 0) {
+    sm90::mbar_arrive_remote(sm90::smem_addr(&cm.bar), 0);
+    return;
+  }
+  __syncthreads();
+  sm90::mbar_wait_cluster(sm90::smem_addr(&cm.bar), 0);
+  for (int g = warp; g < gh; g += W) split_weights(sm, g, num_active, [&](int i) { return cm.lse[i][g]; });
+  __syncthreads();
+  for (int i = threadIdx.x; i < gh * D / 4; i += blockDim.x) {
+    const int g = i / (D / 4), c4 = i % (D / 4);
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int j = 0; j < num_active; ++j) {
+      const float w = sm.weight[g][j];
+      const float4 v = *reinterpret_cast<const float4*>(&cm.o[(j * gh + g) * D + 4 * c4]);
+      o.x = fmaf(w, v.x, o.x);
+      o.y = fmaf(w, v.y, o.y);
+      o.z = fmaf(w, v.z, o.z);
+      o.w = fmaf(w, v.w, o.w);
+    }
+    store_out4<D>(p.a, tok, h0 + g, c4, o);
+  }
+}
+#endif
+
+// kCluster (kStagedCluster): launched in clusters of the grid's split slots, merged by merge_cluster.
+template <int D, bool kFp8, bool kCluster>
 __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
     decode_attention_staged_kernel(const __grid_constant__ DecodeParams p, const __grid_constant__ CUtensorMap tm_k,
                                    const __grid_constant__ CUtensorMap tm_v) {
@@ -773,15 +859,23 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
   const int64_t tok = a.cu_seqlens_q[s];
   const SplitPages sp = split_pages(p, seq_len, split);
   const int num_active = sp.num_active;
-  if (split >= num_active) return;  // block-uniform; an exiting block counts as having triggered its dependents
+  [[maybe_unused]] ClusterMergeSmem<D>& cm =
+      *reinterpret_cast<ClusterMergeSmem<D>*>(stage + kDecodeStagePages * Layout::kBytes);
+  if (split >= num_active) {  // block-uniform; an exiting block counts as having triggered its dependents
+    if constexpr (kCluster) cluster_arrive();
+    return;
+  }
   if (lane == 0) {
     for (int i = 0; i < kPerWarp; ++i) {
       mbar_init(smem_addr(&full[warp * kPerWarp + i]), 1);
       mbar_init(smem_addr(&empty[warp * kPerWarp + i]), 32);
     }
+    // The cluster merge's barrier: every thread of the other active splits arrives once.
+    if (kCluster && warp == 0 && split == 0) mbar_init(smem_addr(&cm.bar), (num_active - 1) * blockDim.x);
     mbar_init_fence();
   }
   __syncwarp();
+  if constexpr (kCluster) cluster_arrive();  // cm.bar is initialized (waited for in merge_cluster)
   // The warp's pages: sp.begin + warp + W · k for k < n; page k goes to buffer k % kPerWarp.
   const int n = max(0, (sp.end - sp.begin - warp + W - 1) / W);
   const int new_key_page = (seq_len - 1) / kDecodePageSize;
@@ -872,7 +966,12 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
     }
     fold_kv_page<D, kFp8>(pg, qf, acc, m, l, warp_page(k) * kDecodePageSize, seq_len, scale_log2, gi, qi);
   }
-  finish_mma_warp<D, kWide, W>(p, sm, acc, m, l, s, tok, h0, gh, split, num_active);
+  if constexpr (kCluster) {
+    store_mma_warp<D, kWide, W>(sm, acc, m, l, gh);
+    merge_cluster<D, W>(p, sm, cm, s, tok, h0, gh, split, num_active);
+  } else {
+    finish_mma_warp<D, kWide, W>(p, sm, acc, m, l, s, tok, h0, gh, split, num_active);
+  }
 #endif
 }
 
@@ -895,21 +994,53 @@ void launch_d(const DecodeParams& p, int g, cudaStream_t stream) {
   }
 }
 
+// The staged kernel's dynamic shared memory: the page buffers, and with kCluster the cluster merge's.
+template <int D, bool kFp8, bool kCluster>
+constexpr size_t staged_smem_bytes() {
+  return StagedPage<D, kFp8>::kSmemBytes + (kCluster ? sizeof(ClusterMergeSmem<D>) : 0);
+}
+
 // The staged kernel's instance at head_dim D over a bf16 or (kFp8) fp8 cache, set up for its shared memory on first
 // use.
-template <int D, bool kFp8>
+template <int D, bool kFp8, bool kCluster>
 void (*staged_instance())(DecodeParams, CUtensorMap, CUtensorMap) {
   static const auto fn = [] {
-    const auto f = decode_attention_staged_kernel<D, kFp8>;
+    const auto f = decode_attention_staged_kernel<D, kFp8, kCluster>;
     RL_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(f), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       StagedPage<D, kFp8>::kSmemBytes));
+                                       staged_smem_bytes<D, kFp8, kCluster>()));
     return f;
   }();
   return fn;
 }
 
+// Whether a cluster of n (≤ 8) blocks of the cluster-merged instance can be launched (queried once per n).
 template <int D, bool kFp8>
-void launch_staged(const DecodeParams& p, cudaStream_t stream) {
+bool staged_cluster_fits(int n) {
+  static int cached[kDecodeClusterMaxSplits + 1] = {};  // 0 unknown, 1 no, 2 yes
+  int& c = cached[n];
+  if (c == 0) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(n);
+    cfg.blockDim = dim3(kDecodeStagedWarps * 32);
+    cfg.dynamicSmemBytes = staged_smem_bytes<D, kFp8, true>();
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = n;
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    const bool ok = cudaOccupancyMaxActiveClusters(&clusters, staged_instance<D, kFp8, true>(), &cfg) == cudaSuccess;
+    (void)cudaGetLastError();
+    c = ok && clusters > 0 ? 2 : 1;
+  }
+  return c == 2;
+}
+
+// cluster: kStagedCluster, which takes clusters where the launch has 2 to kDecodeClusterMaxSplits split slots (and
+// such a cluster can be launched); elsewhere the staged kernel's global merge.
+template <int D, bool kFp8>
+void launch_staged(const DecodeParams& p, bool cluster, cudaStream_t stream) {
   // K and V as (head dim, kv head, slot) of 2-byte or 1-byte elements; a box is 128 bytes of one head's row over
   // one page's 16 slots.
   using Layout = StagedPage<D, kFp8>;
@@ -923,7 +1054,14 @@ void launch_staged(const DecodeParams& p, cudaStream_t stream) {
   const CUtensorMap tk = map(a.k_cache, 3, dims, strides, box), tv = map(a.v_cache, 3, dims, strides, box);
   const dim3 grid(p.num_splits, static_cast<unsigned int>(a.num_kv_heads * p.num_chunks),
                   static_cast<unsigned int>(a.num_seqs));
-  launch_pdl(staged_instance<D, kFp8>(), grid, dim3(kDecodeStagedWarps * 32), Layout::kSmemBytes, stream, p, tk, tv);
+  if (cluster && p.num_splits > 1 && p.num_splits <= kDecodeClusterMaxSplits &&
+      staged_cluster_fits<D, kFp8>(p.num_splits)) {
+    launch_ex(staged_instance<D, kFp8, true>(), grid, dim3(kDecodeStagedWarps * 32),
+              staged_smem_bytes<D, kFp8, true>(), stream, static_cast<unsigned>(p.num_splits), p, tk, tv);
+    return;
+  }
+  launch_pdl(staged_instance<D, kFp8, false>(), grid, dim3(kDecodeStagedWarps * 32),
+             staged_smem_bytes<D, kFp8, false>(), stream, p, tk, tv);
 }
 
 int mma_mode(DecodeKernel k) {
@@ -984,7 +1122,8 @@ DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
   const bool mma_ok = (a.head_dim == 64 || a.head_dim == 128) && (group <= kDecodeMaxGroup || group % kDecodeMaxGroup == 0);
   if (want == DecodeKernel::kAuto) want = mma_ok ? kDecodeMmaKernel : DecodeKernel::kSimt;
   // The staged kernel reads pages by TMA (sm_90a), fp8 ones at head_dim 128: elsewhere the plain tensor-core walk.
-  if (want == DecodeKernel::kStaged && ((a.kv_fp8 && a.head_dim != 128) || a.kv_slots <= 0 || !device_is_sm90())) {
+  const bool staged = want == DecodeKernel::kStaged || want == DecodeKernel::kStagedCluster;
+  if (staged && ((a.kv_fp8 && a.head_dim != 128) || a.kv_slots <= 0 || !device_is_sm90())) {
     want = DecodeKernel::kMma;
   }
   if (want != DecodeKernel::kSimt && mma_ok) {
@@ -1036,7 +1175,8 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / plan.heads_per_chunk),
                  lab.min_pages > 0 ? lab.min_pages : kDecodeWarps};
   const int mode = rope ? kMmaRope : mma_mode(plan.kernel);
-  const bool staged = plan.kernel == DecodeKernel::kStaged;
+  const bool cluster = plan.kernel == DecodeKernel::kStagedCluster;
+  const bool staged = plan.kernel == DecodeKernel::kStaged || cluster;
   if (staged && lab.min_pages <= 0) p.min_pages = kDecodeStagedWarps;
   int64_t splits =
       lab.num_splits > 0 ? std::min<int64_t>(lab.num_splits, kDecodeMaxSplits)
@@ -1050,9 +1190,9 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   p.num_splits = static_cast<int>(splits);
   if (staged) {
     if (a.head_dim == 64) {
-      launch_staged<64, false>(p, stream);
+      launch_staged<64, false>(p, cluster, stream);
     } else {
-      a.kv_fp8 ? launch_staged<128, true>(p, stream) : launch_staged<128, false>(p, stream);
+      a.kv_fp8 ? launch_staged<128, true>(p, cluster, stream) : launch_staged<128, false>(p, cluster, stream);
     }
   } else if (plan.kernel != DecodeKernel::kSimt) {
     if (a.head_dim == 64) {

@@ -432,7 +432,7 @@ __global__ void empty_kernel() {}
 const std::vector<std::pair<std::string, cuda::DecodeKernel>> kDecodeKernels = {
     {"simt", cuda::DecodeKernel::kSimt}, {"mma", cuda::DecodeKernel::kMma},
     {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}, {"mma_early", cuda::DecodeKernel::kMmaEarly},
-    {"staged", cuda::DecodeKernel::kStaged}};
+    {"staged", cuda::DecodeKernel::kStaged}, {"staged_cluster", cuda::DecodeKernel::kStagedCluster}};
 
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
@@ -496,7 +496,8 @@ void bench_decode(CudaBackend& be) {
                                       static_cast<float*>(fp8_partials.data()) + rows * d,
                                       static_cast<int*>(fp8_counters.data()), rows};
       for (const auto& k : {std::make_pair(std::string("mma"), cuda::DecodeKernel::kMma),
-                            std::make_pair(std::string("staged"), cuda::DecodeKernel::kStaged)}) {
+                            std::make_pair(std::string("staged"), cuda::DecodeKernel::kStaged),
+                            std::make_pair(std::string("staged_cluster"), cuda::DecodeKernel::kStagedCluster)}) {
         const double k_ms = graph_ms_per_launch(be, 20, [&](int j) {
           cuda::launch_decode_attention_lab(attn_args(f, f.metas[j % fp8_copies], b, 1, ctx, heads, kv_heads, d), fws,
                                             be.num_sms(), be.stream(), {0, 0, k.second});
@@ -593,7 +594,7 @@ void bench_decode(CudaBackend& be) {
     const double long_ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, long_meta, p.out); }, 50);
     result("decode_lab", "B1_S4096_grid_for_128k", kv_bytes / (long_ms * 1e-3) / 1e12, "TB/s");
     for (const auto& k : kDecodeKernels) {
-      if (k.second != cuda::DecodeKernel::kStaged) continue;
+      if (k.second != cuda::DecodeKernel::kStaged && k.second != cuda::DecodeKernel::kStagedCluster) continue;
       auto launch = [&](int i) {
         cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], 1, 1, 131072, heads, kv_heads, d), ws,
                                           be.num_sms(), be.stream(), {0, 0, k.second});

@@ -245,7 +245,18 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // 20 launches in a CUDA graph, 16 splits, µs a launch): the same kernel with 4 warps a block 11.17-11.18 against
 // 10.09-10.15 with 8 (a warp folds its 4 pages one after another), and with 4 warps requesting every page after
 // pdl_wait() 13.26-13.27 (the plain kernel: 12.32; the early requests overlap the previous kernel's tail).
-enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kStaged };
+// kStagedCluster (lab, session 28): the staged kernel launched in clusters of its split count (2-8 splits, a portable
+// cluster), each split pushing its partial (o, lse) into the cluster's first block through distributed shared memory
+// and arriving on that block's barrier, which merges them in split order (the same arithmetic and bits as the staged
+// kernel's merge): no partial store to global memory, no atomic, no partial loads from L2 on the last block's path.
+// Elsewhere (one split, more than kDecodeClusterMaxSplits) it runs as kStaged. The removed form above merged the
+// plain kernel, whose warps loaded their pages one after another; the staged kernel's page loads no longer bound
+// batch 1, so the merge's round trips show. Measured and dropped (H100, session 28, B1 S4k, 20 launches in a CUDA
+// graph, TB/s, cluster merge against global merge at the same forced split count): non-portable clusters of 12 and
+// 16 blocks 1.195 / 1.192 against 1.975 / 1.978 and 1.204 / 1.201 against 1.679 / 1.665 (the clusters of 16 one-SM
+// blocks do not all fit at once); at 4 splits 1.365 / 1.366 against 1.317 / 1.317.
+enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kStaged, kStagedCluster };
+constexpr int kDecodeClusterMaxSplits = 8;
 constexpr int kDecodeStagedWarps = 8;
 // Production (session 27, H100): kStaged where a launch's (sequence, kv head, chunk) blocks fit one wave of the
 // staged kernel (one block per SM), else kDecodeMmaKernel. Measured (rl_bench_kernels decode, 20 launches in a CUDA
@@ -253,7 +264,15 @@ constexpr int kDecodeStagedWarps = 8;
 // 688.5 against 715.6; Llama-3.1-8B batch 1 at ~4k keys 169.2 / 169.3 tok/s against 164.4 / 164.3; over an fp8
 // cache (one round) B1 S4k 8.79 µs against 10.45, batch 1 at 4k keys 170.7 tok/s against 167.4. At batch 64 and
 // 192 keys (h16 kv8, one lone launch) the staged kernel read 1.48 TB/s against 1.72: where blocks take several waves
-// the plain kernel's 3 blocks per SM win.
+// the plain kernel's 3 blocks per SM win. Session 28 (H100, two calls on one machine): the cluster merge
+// (kStagedCluster) at production's 8 splits, B1 S4k 9.35 / 9.32 µs against 8.77 / 8.76 (neighbouring rows; fp8 8.44 /
+// 8.42 against 8.27 / 8.26); Llama-3.1-8B batch 1 at ~4k keys 169.7 / 169.6 / 169.5 tok/s against 170.5 / 170.2 /
+// 170.4 (three rounds alternating), over fp8 171.1 / 171.0 against 171.7 / 171.6; batch 16 at ~2k keys (one split: the
+// same kernel) 1,572.5 / 1,575.1 / 1,571.2 against 1,576.0 / 1,573.2 / 1,576.3. It stays a lab form: compute-sanitizer
+// racecheck hangs in it (no progress in 100 s on a test the global merge passes in 2 s with 0 hazards), so issue
+// 21.6's racecheck cannot clear it. Memcheck is clean and its bits are the global merge's. Next: the handshake through
+// the cluster barrier (arrive after the remote stores, the first block waits) in place of the remote mbarrier
+// arrivals, the pattern the sampler's clusters use under racecheck.
 constexpr DecodeKernel kDecodeStagedKernel = DecodeKernel::kStaged;
 // Page buffers a block of the staged decode kernel (kStaged) keeps loading: 16 pages of K and V, 128 KB at head_dim
 // 128 (one block per SM), 64 KB at 64; 2 a warp. The block merge's shared memory (41.7 KB) lies beside them.
