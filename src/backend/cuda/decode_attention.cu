@@ -769,22 +769,21 @@ __device__ __forceinline__ uint4 lds_box(const uint8_t* box, int row, int chunk)
 #endif
 
 // Shared memory of the cluster merge (kStagedCluster), used in the cluster's first block: each split's partial of the
-// chunk's heads (merge_block's normalized o and log-sum-exp) and the barrier the other splits arrive on. After the
-// page buffers in the dynamic shared memory.
+// chunk's heads (merge_block's normalized o and log-sum-exp), after the page buffers in the dynamic shared memory.
 // o holds split j's head g, column c at (j gh + g) D + c.
 template <int D>
 struct ClusterMergeSmem {
   float o[kDecodeClusterMaxSplits * kDecodeMaxGroup * D];
   float lse[kDecodeClusterMaxSplits][kDecodeMaxGroup];
-  uint64_t bar;
 };
 
 #if RL_SM90_ENABLED
-// merge_block for a launch in clusters of its split slots (rank = split): each active split's partial goes to the
-// first block's cm through distributed shared memory, and each of its threads arrives on cm.bar (release, cluster
-// scope), so its stores come before the arrival; the first block waits for the num_active - 1 others (acquire) and
-// merges in split order with merge_block's arithmetic, so the output has its bits. The first block initialized
-// cm.bar before its cluster_arrive(); the others wait on the cluster barrier before their first remote store.
+// merge_block for a launch in clusters of its split slots (rank = split): each active split stores its partial into
+// the first block's cm through distributed shared memory and arrives on the cluster barrier (release), which orders
+// those stores before it; the first block stores its own, arrives and waits (acquire: every other block's stores are
+// then visible) and merges in split order with merge_block's arithmetic, so the output has its bits. Splits past a
+// sequence's pages arrive and exit at the kernel's start; the first block exits only after its wait, so no store
+// meets an exited block.
 template <int D, int W>
 __device__ __forceinline__ void merge_cluster(const DecodeParams& p, MergeSmem<D, kDecodeMaxGroup, W>& sm,
                                               ClusterMergeSmem<D>& cm, int s, int64_t tok, int64_t h0, int gh,
@@ -795,27 +794,18 @@ __device__ __forceinline__ void merge_cluster(const DecodeParams& p, MergeSmem<D
   }
   const int warp = threadIdx.x / 32;
   __syncthreads();
-  if (split > 0) sm90::cluster_wait();
   const uint32_t o_dst = sm90::cluster_map(sm90::smem_addr(&cm.o[split * gh * D]), 0);
   const uint32_t lse_dst = sm90::cluster_map(sm90::smem_addr(&cm.lse[split][0]), 0);
   for (int i = threadIdx.x; i < gh * D; i += blockDim.x) {
     const int g = i / D, c = i % D;
     float lse;
     const float o = merge_warps(sm, g, c, &lse);
-    if (split == 0) {
-      cm.o[i] = o;
-      if (c == 0) cm.lse[0][g] = lse;
-    } else {
-      sm90::st_cluster(o_dst + 4 * i, o);
-      if (c == 0) sm90::st_cluster(lse_dst + 4 * g, lse);
-    }
+    sm90::st_cluster(o_dst + 4 * i, o);
+    if (c == 0) sm90::st_cluster(lse_dst + 4 * g, lse);
   }
-  if (split > 0) {
-    sm90::mbar_arrive_remote(sm90::smem_addr(&cm.bar), 0);
-    return;
-  }
-  __syncthreads();
-  sm90::mbar_wait_cluster(sm90::smem_addr(&cm.bar), 0);
+  sm90::cluster_arrive();
+  if (split > 0) return;
+  sm90::cluster_wait();
   for (int g = warp; g < gh; g += W) split_weights(sm, g, num_active, [&](int i) { return cm.lse[i][g]; });
   __syncthreads();
   for (int i = threadIdx.x; i < gh * D / 4; i += blockDim.x) {
@@ -870,12 +860,9 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
       mbar_init(smem_addr(&full[warp * kPerWarp + i]), 1);
       mbar_init(smem_addr(&empty[warp * kPerWarp + i]), 32);
     }
-    // The cluster merge's barrier: every thread of the other active splits arrives once.
-    if (kCluster && warp == 0 && split == 0) mbar_init(smem_addr(&cm.bar), (num_active - 1) * blockDim.x);
     mbar_init_fence();
   }
   __syncwarp();
-  if constexpr (kCluster) cluster_arrive();  // cm.bar is initialized (waited for in merge_cluster)
   // The warp's pages: sp.begin + warp + W · k for k < n; page k goes to buffer k % kPerWarp.
   const int n = max(0, (sp.end - sp.begin - warp + W - 1) / W);
   const int new_key_page = (seq_len - 1) / kDecodePageSize;

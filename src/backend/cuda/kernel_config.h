@@ -247,8 +247,9 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // pdl_wait() 13.26-13.27 (the plain kernel: 12.32; the early requests overlap the previous kernel's tail).
 // kStagedCluster (lab, session 28): the staged kernel launched in clusters of its split count (2-8 splits, a portable
 // cluster), each split pushing its partial (o, lse) into the cluster's first block through distributed shared memory
-// and arriving on that block's barrier, which merges them in split order (the same arithmetic and bits as the staged
-// kernel's merge): no partial store to global memory, no atomic, no partial loads from L2 on the last block's path.
+// and arriving on the cluster barrier, on which that block waits before it merges them in split order (the same
+// arithmetic and bits as the staged kernel's merge): no partial store to global memory, no atomic, no partial loads
+// from L2 on the last block's path.
 // Elsewhere (one split, more than kDecodeClusterMaxSplits) it runs as kStaged. The removed form above merged the
 // plain kernel, whose warps loaded their pages one after another; the staged kernel's page loads no longer bound
 // batch 1, so the merge's round trips show. Measured and dropped (H100, session 28, B1 S4k, 20 launches in a CUDA
@@ -268,11 +269,13 @@ constexpr int kDecodeStagedWarps = 8;
 // (kStagedCluster) at production's 8 splits, B1 S4k 9.35 / 9.32 µs against 8.77 / 8.76 (neighbouring rows; fp8 8.44 /
 // 8.42 against 8.27 / 8.26); Llama-3.1-8B batch 1 at ~4k keys 169.7 / 169.6 / 169.5 tok/s against 170.5 / 170.2 /
 // 170.4 (three rounds alternating), over fp8 171.1 / 171.0 against 171.7 / 171.6; batch 16 at ~2k keys (one split: the
-// same kernel) 1,572.5 / 1,575.1 / 1,571.2 against 1,576.0 / 1,573.2 / 1,576.3. It stays a lab form: compute-sanitizer
-// racecheck hangs in it (no progress in 100 s on a test the global merge passes in 2 s with 0 hazards), so issue
-// 21.6's racecheck cannot clear it. Memcheck is clean and its bits are the global merge's. Next: the handshake through
-// the cluster barrier (arrive after the remote stores, the first block waits) in place of the remote mbarrier
-// arrivals, the pattern the sampler's clusters use under racecheck.
+// same kernel) 1,572.5 / 1,575.1 / 1,571.2 against 1,576.0 / 1,573.2 / 1,576.3. Those figures are 017e4ac's
+// handshake: each thread of the other splits arrived on an mbarrier of the first block (remote arrive, release,
+// cluster scope), which the first block waited on. Memcheck was clean and the bits the global merge's, but
+// compute-sanitizer racecheck hung in it (no progress in 100 s on a test the global merge passes in 4 s with 0
+// hazards), so issue 21.6's racecheck could not clear it. The handshake is now the cluster barrier (arrive after the
+// remote stores; the first block waits), the pattern of the sampler's clusters, which racecheck passes. That form has
+// not yet run on a device: CudaAttention.DecodeClusterMerge* and racecheck on it first, then the figures again.
 constexpr DecodeKernel kDecodeStagedKernel = DecodeKernel::kStaged;
 // Page buffers a block of the staged decode kernel (kStaged) keeps loading: 16 pages of K and V, 128 KB at head_dim
 // 128 (one block per SM), 64 KB at 64; 2 a warp. The block merge's shared memory (41.7 KB) lies beside them.

@@ -71,8 +71,8 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
-// The two halves of cluster_sync, for a block that arrives early and waits only where it first touches another
-// block's shared memory (or never, where it touches none).
+// The two halves of cluster_sync, for threads that only publish (arrive, release: their stores into other blocks'
+// shared memory come before it) and threads that consume (arrive, then wait: acquire).
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release;" ::: "memory");
 }
