@@ -157,8 +157,7 @@ const char* impl_name(Impl impl) {
 void check_all_impls(const std::vector<SeqSpec>& seqs, const char* what) {
   for (const Shape& s : kShapes) {
     for (auto impl : {Impl::kAuto, Impl::kNaive, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
-                      Impl::kDecodeMmaEarly, Impl::kDecodeStaged,
-                      Impl::kDecodeStagedCluster}) {
+                      Impl::kDecodeMmaEarly, Impl::kDecodeStaged, Impl::kDecodeStagedCluster}) {
       const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl);
       EXPECT_LT(e, kBf16Tol) << what << ": heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                              << " " << impl_name(impl);
@@ -180,8 +179,7 @@ TEST(CudaAttention, DecodeGridSizedForLongerContext) {
   for (const Shape& s : kShapes) {
     for (int64_t max_k : {int64_t(8192), int64_t(131072)}) {
       for (auto impl : {Impl::kAuto, Impl::kDecodeSimt, Impl::kDecodeMma, Impl::kDecodeMmaPrefetch,
-                        Impl::kDecodeMmaEarly, Impl::kDecodeStaged,
-                      Impl::kDecodeStagedCluster}) {
+                        Impl::kDecodeMmaEarly, Impl::kDecodeStaged, Impl::kDecodeStagedCluster}) {
         const double e = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, impl, max_k);
         EXPECT_LT(e, kBf16Tol) << "heads " << s.num_heads << "/" << s.num_kv_heads << " d=" << s.head_dim
                                << " grid for " << max_k << " " << impl_name(impl);
@@ -190,55 +188,47 @@ TEST(CudaAttention, DecodeGridSizedForLongerContext) {
   }
 }
 
-// The cluster merge (kStagedCluster) sums the same partials in the same order as the staged kernel's global merge:
-// the same bits, over 2 to 8 active splits (4k keys at batch 1 take 8), sequences of one split beside longer ones
-// in one launch (a cluster's other blocks exit), grids sized for a longer context, and an fp8 cache.
+// The staged kernel's global merge and the cluster merge (kStagedCluster) on the same data: both within the
+// tolerance of the CPU, and the same bits (they sum the same partials in the same order). The shared generator is
+// seeded for the two runs and put back afterwards.
+void expect_cluster_merge_bits(const std::vector<SeqSpec>& seqs, const Shape& s, int64_t max_k, bool fp8) {
+  const std::mt19937 saved = rng();
+  std::vector<float> global, cluster;
+  rng().seed(0x5eed);
+  const double e1 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStaged, max_k, 0, false, 16,
+                             0, fp8, &global);
+  rng().seed(0x5eed);
+  const double e2 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStagedCluster, max_k, 0,
+                             false, 16, 0, fp8, &cluster);
+  rng() = saved;
+  const std::string what = "heads " + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) + " d=" +
+                           std::to_string(s.head_dim) + " seqs " + std::to_string(seqs.size()) + " first " +
+                           std::to_string(seqs[0].ctx_len) + " max_k " + std::to_string(max_k) + (fp8 ? " fp8" : "");
+  EXPECT_LT(e1, kBf16Tol) << what;
+  EXPECT_LT(e2, kBf16Tol) << what;
+  ASSERT_EQ(global.size(), cluster.size()) << what;
+  EXPECT_EQ(0, std::memcmp(global.data(), cluster.data(), global.size() * sizeof(float))) << what;
+}
+
+// Over 2 to 8 active splits (4k keys at batch 1 take 8), sequences of one split beside longer ones in one launch (a
+// cluster's other blocks exit), grids sized for a longer context, and an fp8 cache.
 TEST(CudaAttention, DecodeClusterMergeHasTheGlobalMergeBits) {
   const std::vector<std::vector<SeqSpec>> batches = {
       {{1, 4096}}, {{1, 4097}}, {{1, 700}}, {{1, 2000}, {1, 3}, {1, 1500}}, {{1, 100}, {1, 16}, {1, 1023}, {1, 1}}};
   for (const auto& seqs : batches) {
     for (const Shape& s : kShapes) {
       for (int64_t max_k : {int64_t(0), int64_t(131072)}) {
-        for (bool fp8 : {false, true}) {
-          std::vector<float> global, cluster;
-          rng().seed(0x5eed);
-          const double e1 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStaged, max_k, 0,
-                                     false, 16, 0, fp8, &global);
-          rng().seed(0x5eed);
-          const double e2 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStagedCluster,
-                                     max_k, 0, false, 16, 0, fp8, &cluster);
-          const std::string what = "heads " + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) +
-                                   " d=" + std::to_string(s.head_dim) + " seqs " + std::to_string(seqs.size()) +
-                                   " first " + std::to_string(seqs[0].ctx_len) + " max_k " + std::to_string(max_k) +
-                                   (fp8 ? " fp8" : "");
-          EXPECT_LT(e1, kBf16Tol) << what;
-          EXPECT_LT(e2, kBf16Tol) << what;
-          ASSERT_EQ(global.size(), cluster.size());
-          EXPECT_EQ(0, std::memcmp(global.data(), cluster.data(), global.size() * sizeof(float))) << what;
-        }
+        for (bool fp8 : {false, true}) expect_cluster_merge_bits(seqs, s, max_k, fp8);
       }
     }
   }
 }
 
-// Batch 1 (the cluster merge at 8 splits of 8 KV heads, 2 at 300 keys) against the staged kernel's global merge: the
-// same bits, on the Llama-3.1-8B head shape and head_dim 64. Small enough for racecheck.
+// Batch 1 (8 splits of 8 KV heads; 2 at 300 keys) on the Llama-3.1-8B head shape and at head_dim 64: small enough
+// for racecheck.
 TEST(CudaAttention, DecodeClusterMergeAtBatchOne) {
   for (const Shape& s : {Shape{32, 8, 128}, Shape{16, 8, 64}}) {
-    for (const std::vector<SeqSpec>& seqs : {std::vector<SeqSpec>{{1, 4097}}, std::vector<SeqSpec>{{1, 300}}}) {
-      std::vector<float> global, cluster;
-      rng().seed(0x5eed);
-      const double e1 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStaged, 0, 0, false, 16,
-                                 0, false, &global);
-      rng().seed(0x5eed);
-      const double e2 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStagedCluster, 0, 0,
-                                 false, 16, 0, false, &cluster);
-      const std::string what = "d=" + std::to_string(s.head_dim) + " keys " + std::to_string(seqs[0].ctx_len);
-      EXPECT_LT(e1, kBf16Tol) << what;
-      EXPECT_LT(e2, kBf16Tol) << what;
-      ASSERT_EQ(global.size(), cluster.size());
-      EXPECT_EQ(0, std::memcmp(global.data(), cluster.data(), global.size() * sizeof(float))) << what;
-    }
+    for (int64_t keys : {4097, 300}) expect_cluster_merge_bits({{1, keys}}, s, 0, false);
   }
 }
 
