@@ -24,6 +24,7 @@
 // Only the plain walk reads fp8: the lab modes (kMmaPrefetchNext, kMmaEarlyFirst) are bf16-only and fall back to it,
 // and the fused RoPE + KV write (kMmaRope) refuses an fp8 cache.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cluster.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.cuh"
@@ -794,14 +795,13 @@ __device__ __forceinline__ void merge_cluster(const DecodeParams& p, MergeSmem<D
   }
   const int warp = threadIdx.x / 32;
   __syncthreads();
-  const uint32_t o_dst = sm90::cluster_map(sm90::smem_addr(&cm.o[split * gh * D]), 0);
-  const uint32_t lse_dst = sm90::cluster_map(sm90::smem_addr(&cm.lse[split][0]), 0);
+  ClusterMergeSmem<D>& first = *cl_map(&cm, 0);  // the first block's copy (distributed shared memory)
   for (int i = threadIdx.x; i < gh * D; i += blockDim.x) {
     const int g = i / D, c = i % D;
     float lse;
     const float o = merge_warps(sm, g, c, &lse);
-    sm90::st_cluster(o_dst + 4 * i, o);
-    if (c == 0) sm90::st_cluster(lse_dst + 4 * g, lse);
+    first.o[split * gh * D + i] = o;
+    if (c == 0) first.lse[split][g] = lse;
   }
   sm90::cluster_arrive();
   if (split > 0) return;
