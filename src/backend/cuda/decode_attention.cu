@@ -779,12 +779,14 @@ struct ClusterMergeSmem {
 };
 
 #if RL_SM90_ENABLED
-// merge_block for a launch in clusters of its split slots (rank = split): each active split stores its partial into
-// the first block's cm through distributed shared memory and arrives on the cluster barrier (release), which orders
-// those stores before it; the first block stores its own, arrives and waits (acquire: every other block's stores are
-// then visible) and merges in split order with merge_block's arithmetic, so the output has its bits. Splits past a
-// sequence's pages arrive and exit at the kernel's start; the first block exits only after its wait, so no store
-// meets an exited block.
+// merge_block for a launch in clusters of its split slots (rank = split), in two phases of the cluster barrier. The
+// first: every block arrived (relaxed) at the kernel's start, and each active block waits here before its stores, so
+// no store reaches a block that has not started (compute-sanitizer racecheck's "block that might not have entered
+// yet"). The second: each active split stores its partial into the first block's cm through distributed shared
+// memory and arrives (release), which orders those stores before it; the first block stores its own, arrives and
+// waits (acquire: every other block's stores are then visible) and merges in split order with merge_block's
+// arithmetic, so the output has its bits. Splits past a sequence's pages arrive at the start and exit, and an exited
+// thread is not waited for; the first block exits only after its second wait, so no store meets an exited block.
 template <int D, int W>
 __device__ __forceinline__ void merge_cluster(const DecodeParams& p, MergeSmem<D, kDecodeMaxGroup, W>& sm,
                                               ClusterMergeSmem<D>& cm, int s, int64_t tok, int64_t h0, int gh,
@@ -795,6 +797,7 @@ __device__ __forceinline__ void merge_cluster(const DecodeParams& p, MergeSmem<D
   }
   const int warp = threadIdx.x / 32;
   __syncthreads();
+  sm90::cluster_wait();  // the first phase: every block of the cluster has started
   ClusterMergeSmem<D>& first = *cl_map(&cm, 0);  // the first block's copy (distributed shared memory)
   for (int i = threadIdx.x; i < gh * D; i += blockDim.x) {
     const int g = i / D, c = i % D;
@@ -851,10 +854,8 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
   const int num_active = sp.num_active;
   [[maybe_unused]] ClusterMergeSmem<D>& cm =
       *reinterpret_cast<ClusterMergeSmem<D>*>(stage + kDecodeStagePages * Layout::kBytes);
-  if (split >= num_active) {  // block-uniform; an exiting block counts as having triggered its dependents
-    if constexpr (kCluster) cluster_arrive();
-    return;
-  }
+  if constexpr (kCluster) cluster_arrive_relaxed();  // merge_cluster's first phase: this block has started
+  if (split >= num_active) return;  // block-uniform; an exiting block counts as having triggered its dependents
   if (lane == 0) {
     for (int i = 0; i < kPerWarp; ++i) {
       mbar_init(smem_addr(&full[warp * kPerWarp + i]), 1);

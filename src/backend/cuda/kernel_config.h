@@ -245,9 +245,10 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // 20 launches in a CUDA graph, 16 splits, µs a launch): the same kernel with 4 warps a block 11.17-11.18 against
 // 10.09-10.15 with 8 (a warp folds its 4 pages one after another), and with 4 warps requesting every page after
 // pdl_wait() 13.26-13.27 (the plain kernel: 12.32; the early requests overlap the previous kernel's tail).
-// kStagedCluster (lab, session 28): the staged kernel launched in clusters of its split count (2-8 splits, a portable
-// cluster), each split pushing its partial (o, lse) into the cluster's first block through distributed shared memory
-// and arriving on the cluster barrier, on which that block waits before it merges them in split order (the same
+// kStagedCluster (session 28; production from session 29, below): the staged kernel launched in clusters of its split
+// count (2-8 splits, a portable cluster), each split pushing its partial (o, lse) into the cluster's first block
+// through distributed shared memory (once the cluster barrier's first phase says every block has started) and
+// arriving on the barrier's second phase, on which that block waits before it merges them in split order (the same
 // arithmetic and bits as the staged kernel's merge): no partial store to global memory, no atomic, no partial loads
 // from L2 on the last block's path.
 // Elsewhere (one split, more than kDecodeClusterMaxSplits) it runs as kStaged. The removed form above merged the
@@ -273,10 +274,16 @@ constexpr int kDecodeStagedWarps = 8;
 // handshake: each thread of the other splits arrived on an mbarrier of the first block (remote arrive, release,
 // cluster scope), which the first block waited on. Memcheck was clean and the bits the global merge's, but
 // compute-sanitizer racecheck hung in it (no progress in 100 s on a test the global merge passes in 4 s with 0
-// hazards), so issue 21.6's racecheck could not clear it. The handshake is now the cluster barrier (arrive after the
-// remote stores; the first block waits), the pattern of the sampler's clusters, which racecheck passes. That form has
-// not yet run on a device: CudaAttention.DecodeClusterMerge* and racecheck on it first, then the figures again.
-constexpr DecodeKernel kDecodeStagedKernel = DecodeKernel::kStaged;
+// hazards). Session 29 (H100): the cluster barrier as the handshake (arrive after the remote stores; the first block
+// waits) passed racecheck's run but reported 41,344 hazards, "a block that might not have entered yet": a split may
+// store into the first block's shared memory before that block has started. So the barrier now has two phases
+// (merge_cluster): every block arrives at the kernel's start and waits before its remote stores. That form: 8 / 8
+// decode tests, memcheck 0 errors, racecheck 0 hazards; B1 S4k in a graph 9.27 µs against 8.435 (1.810 against 1.989
+// TB/s, 59.8 against 65.7 % of copy; fp8 8.419 against 8.214); Llama-3.1-8B batch 1 at ~4k keys 174.4 / 174.6 / 174.6
+// tok/s against 176.1 / 176.1 / 176.1 (three rounds alternating, +0.9 %), over fp8 175.7 / 175.9 / 175.8 against
+// 177.6 / 177.5 / 177.5; batch 16 at ~2k keys (one split) 1,605.0 / 1,601.1 / 1,605.2 against 1,604.0 / 1,601.7 /
+// 1,605.6. Production since.
+constexpr DecodeKernel kDecodeStagedKernel = DecodeKernel::kStagedCluster;
 // Page buffers a block of the staged decode kernel (kStaged) keeps loading: 16 pages of K and V, 128 KB at head_dim
 // 128 (one block per SM), 64 KB at 64; 2 a warp. The block merge's shared memory (41.7 KB) lies beside them.
 // Measured and dropped (H100, session 27, Llama-3.1-8B batch 1 at ~4k keys, tok/s, each against the form before it

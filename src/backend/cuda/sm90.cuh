@@ -79,6 +79,11 @@ __device__ __forceinline__ void cluster_arrive() {
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 }
+// An arrival that orders nothing: at a kernel's start, "this block has started", so that after the matching
+// cluster_wait another block's shared memory may be written (a block may not have started before then).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+}
 
 // --- TMA ---
 // A 3-D box of the tensor map `map` (a __grid_constant__ kernel parameter) at coordinates (c0, c1, c2), innermost
