@@ -311,21 +311,22 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const bool continuous_default = cuda().prefill_continuous();
   const int v_stages_default = cuda().prefill_v_stages();
   const bool lazy_default = cuda().prefill_lazy(), multicast_default = cuda().prefill_multicast();
-  const bool wait_in_place_default = cuda().prefill_wait_in_place();
+  const bool wait_in_place_default = cuda().prefill_wait_in_place(), q_halves_default = cuda().prefill_q_halves();
   const int snake_default = cuda().prefill_snake_mode();
   // Bits 4, 8 and 16: the lazy rescale (production since session 20: 7 is the full sweep), the K / V multicast over
   // pairs of heads (lab), the wait for P V kept in place (lab, with the lazy rescale); continuous turns and 3 V stages
   // only; an odd GQA group, 14 / 2, runs without the multicast. Bit 32: snake-ordered rounds of work items forced on
-  // (production turns them on from kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row).
-  for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39}) {
+  // (production turns them on from kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row). Bit 64:
+  // each consumer's half of Q given back after its last S = Q Kᵀ (lab, with the lazy rescale).
+  for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71}) {
     const bool continuous = lab & 1;
     const int v_stages = lab & 2 ? 3 : 2;
-    const bool lazy = lab & 4, multicast = lab & 8, wait_in_place = lab & 16, snake = lab & 32;
-    cuda().set_prefill_sm90_lab(continuous, v_stages, lazy, multicast, wait_in_place);
+    const bool lazy = lab & 4, multicast = lab & 8, wait_in_place = lab & 16, snake = lab & 32, q_halves = lab & 64;
+    cuda().set_prefill_sm90_lab(continuous, v_stages, lazy, multicast, wait_in_place, q_halves);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
     const bool production = continuous == continuous_default && v_stages == v_stages_default &&
                             lazy == lazy_default && multicast == multicast_default &&
-                            wait_in_place == wait_in_place_default && !snake;
+                            wait_in_place == wait_in_place_default && q_halves == q_halves_default && !snake;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -339,14 +340,15 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed")
                                    << (continuous ? " continuous turns" : "") << " V stages " << v_stages
                                    << (lazy ? " lazy rescale" : "") << (multicast ? " multicast" : "")
-                                   << (wait_in_place ? " wait in place" : "") << (snake ? " snake" : "");
+                                   << (wait_in_place ? " wait in place" : "") << (snake ? " snake" : "")
+                                   << (q_halves ? " Q halves" : "");
           }
         }
       }
     }
   }
   cuda().set_prefill_sm90_lab(continuous_default, v_stages_default, lazy_default, multicast_default,
-                              wait_in_place_default);
+                              wait_in_place_default, q_halves_default);
   cuda().set_prefill_snake_mode(snake_default);
 }
 

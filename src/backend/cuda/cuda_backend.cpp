@@ -114,8 +114,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_SPLITS")) decode_splits_ = std::atoll(env);
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the
-  // form before session 18, "continuous_v3_lazy" production, "continuous_v3" its eager rescale); "0" turns the kernel
-  // off (prefill_attention_sm90_supported).
+  // form before session 18, "continuous_v3_lazy" production, "continuous_v3" its eager rescale; the lab words "mc",
+  // "waitinplace", "qhalf", "snake" / "autosnake": PrefillSm90Options); "0" turns the kernel off
+  // (prefill_attention_sm90_supported).
   prefill_continuous_ = cuda::kPrefillSm90ContinuousTurns;
   prefill_v_stages_ = cuda::kPrefillSm90VStages;
   prefill_lazy_ = cuda::kPrefillSm90LazyRescale;
@@ -126,7 +127,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_lazy_ = v.find("lazy") != std::string::npos;
     prefill_multicast_ = v.find("mc") != std::string::npos;
     prefill_wait_in_place_ = v.find("waitinplace") != std::string::npos;
-    prefill_snake_mode_ = v.find("snake") != std::string::npos ? 1 : 0;
+    prefill_q_halves_ = v.find("qhalf") != std::string::npos;
+    // "autosnake": snake order where production takes it (prefill_sm90_snake); "snake": always.
+    prefill_snake_mode_ = v.find("autosnake") != std::string::npos ? -1 : v.find("snake") != std::string::npos ? 1 : 0;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -421,6 +424,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.lazy_rescale = prefill_lazy_;  // where built (launch_prefill_attention_sm90 decides)
       o.multicast = prefill_multicast_;
       o.wait_in_place = prefill_wait_in_place_;
+      o.q_halves = prefill_q_halves_;
       o.snake = prefill_snake_mode_ < 0 ? cuda::prefill_sm90_snake(a.max_seqlen_k) : prefill_snake_mode_ == 1;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;

@@ -210,6 +210,11 @@ struct PrefillSm90Options {
   // Lab, with the lazy rescale and without the multicast only (prefill_attention_sm90.cu, SCHED): the wait for P V
   // kept after the softmax of the next tile (wgmma_wait_in_place), where ptxas hoists production's plain wait.
   bool wait_in_place = false;
+  // Lab, with the lazy rescale and without the multicast or the wait in place only (prefill_attention_sm90.cu, QS):
+  // each consumer's 64-row half of the one Q buffer has its own full / empty barriers and goes back once that
+  // consumer's last S = Q Kᵀ of the item is done, so the next item's Q half loads under its last tile instead of after
+  // both consumers' last P V.
+  bool q_halves = false;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).

@@ -442,6 +442,14 @@ constexpr bool kPrefillSm90ContinuousTurns = true;
 // K (released right after S = Q Kᵀ) has two. 3 V stages fit only with one Q buffer (the next item's Q then loads
 // after this item, not under it). Measured with kPrefillSm90ContinuousTurns above.
 constexpr int kPrefillSm90VStages = 3;
+// Lab (session 29, not yet run on a device; PrefillSm90Options::q_halves, RIDGELINE_CUDA_PREFILL_SM90=
+// continuous_v3_lazy_qhalf_autosnake, prefill_vs_cudnn.sh FORMS="production qhalf peers"): with 3 V stages the one Q
+// buffer is given back only after both consumers' last P V of an item, and the producer loads the next item's Q (and
+// then its first K / V tiles) only after that, so both consumers wait about one TMA round trip an item with the tensor
+// cores idle. In the lab form each consumer's 64-row half has its own barriers and goes back once that consumer's last
+// S = Q Kᵀ is done. Why it may matter: an item is ~8 µs of tensor-core work at 16 × 1k (4.5 key tiles on average),
+// ~30 µs at 4 × 4k and ~120 µs at 1 × 16k, so a ~1 µs wait an item would cost ~12 / 3 / 1 %, the order of the gaps to
+// cuDNN in session 29 (0.909 / 0.956 / 0.964). Production's PTX is unchanged by it (opcode for opcode).
 // Hopper prefill, the production form (above): a row's running max moves only when a tile's max passes it by more
 // than 2^8, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale). Measured
 // (H100, session 20, `bench kernels prefill`, neighbouring lab rows, TFLOP/s, eager / lazy): 4 × 4k 469.7 / 490.6,

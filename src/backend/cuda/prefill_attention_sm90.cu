@@ -45,10 +45,10 @@ constexpr uint32_t kTileBytes = 2 * kBN * kHalfRow;   // one K or V tile, 32 KB
 constexpr int q_buffers(int vs) {
   return vs == 3 ? 1 : 2;
 }
-// Q ×QB, KS K stages, VS V stages, the barriers (Q full/empty ×2, tail; full and empty per stage), and slack for the
-// 1024-byte alignment.
-constexpr int smem_bytes(int ks, int vs) {
-  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs);
+// Q ×QB, KS K stages, VS V stages, the barriers (Q full/empty ×2, tail; full and empty per stage; QS: Q full/empty
+// ×2 more, for the second consumer's half), and slack for the 1024-byte alignment.
+constexpr int smem_bytes(int ks, int vs, bool qs = false) {
+  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs + (qs ? 4 : 0));
 }
 
 struct Sm90Params {
@@ -80,7 +80,7 @@ struct WorkItem {
 // H100 in session 21 (kernel_config.h, kPrefillSm90IntraOverlap): the two consumers' ping-pong already keeps the
 // tensor cores fed while one of them runs its softmax.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0>
+          bool MC = false, int SCHED = 0, bool QS = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -96,6 +96,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto sq = [&](int qb) { return base + qb * kQBytes; };
   auto q_full = [&](int qb) { return bars + 8 * qb; };
   auto q_empty = [&](int qb) { return bars + 16 + 8 * qb; };
+  // QS: consumer c's 64-row half of Q buffer qb has its own pair (c = 0 the pair above, c = 1 one after the stages').
+  auto q_full_half = [&](int qb, int c) { return c == 0 ? q_full(qb) : bars + 40 + 8 * (2 * KS + 2 * VS + qb); };
+  auto q_empty_half = [&](int qb, int c) {
+    return c == 0 ? q_empty(qb) : bars + 40 + 8 * (2 * KS + 2 * VS + 2 + qb);
+  };
   const uint32_t tail_bar = bars + 32;
   auto full_k = [&](int st) { return bars + 40 + 8 * st; };
   auto empty_k = [&](int st) { return bars + 40 + 8 * (KS + st); };
@@ -141,8 +146,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int qb = 0; qb < QB; ++qb) {
-      mbar_init(q_full(qb), 1);
-      mbar_init(q_empty(qb), 8);  // each consumer warp
+      if constexpr (QS) {
+        for (int c = 0; c < 2; ++c) {
+          mbar_init(q_full_half(qb, c), 1);
+          mbar_init(q_empty_half(qb, c), 4);  // each warp of consumer c
+        }
+      } else {
+        mbar_init(q_full(qb), 1);
+        mbar_init(q_empty(qb), 8);  // each consumer warp
+      }
     }
     mbar_init(tail_bar, 1);
     for (int st = 0; st < KS; ++st) {
@@ -181,8 +193,27 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (i >= total || !get_item(i, w)) continue;
       const int kvh = PACK ? w.y : w.y / group;
       const int qb = k % QB;
-      if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
-      if (lane == 0) {
+      if constexpr (QS) {
+        // Each consumer's half as soon as that consumer is done with the previous item's (its last S = Q Kᵀ), so
+        // the first consumer's next Q loads under the second's last tile of this one.
+        for (int c = 0; c < 2; ++c) {
+          if (k >= QB) mbar_wait(q_empty_half(qb, c), ((k / QB) - 1) & 1);
+          if (lane == 0) {
+            mbar_arrive_expect_tx(q_full_half(qb, c), kQBytes / 2);
+            for (int h = 0; h < 2; ++h) {  // column halves
+              const uint32_t dst = sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow;
+              if (PACK) {
+                tma_load_3d(dst, &tm_q, h * 64, w.y * G, w.q_start + (w.m0 + c * 64) / G, q_full_half(qb, c));
+              } else {
+                tma_load_3d(dst, &tm_q, h * 64, w.y, w.q_start + w.m0 + c * 64, q_full_half(qb, c));
+              }
+            }
+          }
+        }
+      } else if (k >= QB) {
+        mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
+      }
+      if (!QS && lane == 0) {
         mbar_arrive_expect_tx(q_full(qb), kQBytes);
         for (int r = 0; r < 2; ++r) {    // the consumers' 64-row halves
           for (int h = 0; h < 2; ++h) {  // column halves
@@ -348,6 +379,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     auto release_k = [&](int t) { release(empty_k(stage_k(t))); };
     auto release_v = [&](int t) { release(empty_v(stage_v(t))); };
+    // QS: this consumer's half of Q goes back once its last S = Q Kᵀ of the item is done (Q is read by nothing else).
+    auto release_q_half = [&] {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(q_empty_half(qb, cw));
+    };
     // Mask and online softmax of S (tile t) in place: sc becomes P (unnormalized, log2 domain); returns each row's
     // correction factor for O (r = 0: row r0, r = 1: row r0 + 8; a quad of lanes shares a row).
     auto softmax = [&](int t, float (&corr)[2]) {
@@ -441,6 +477,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_wait<1>();  // S_{t+1} done, P V of tile t may still run
           pin(sc);
           release_k(t + 1);
+          if (QS && t + 2 == my_tiles) release_q_half();  // S_{t+1} was this consumer's last
           softmax(t + 1, corr);
           if constexpr ((SCHED & kSchedWaitInPlace) != 0) {
             wgmma_wait_in_place<0>(static_cast<uint32_t>(seq_len_k));  // after the softmax, as written
@@ -452,6 +489,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_wait<0>();
           pin_all();
           release_k(t + 1);
+          if (QS && t + 2 == my_tiles) release_q_half();
           softmax(t + 1, corr);
         }
         release_v(t);
@@ -464,7 +502,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     if (cw == 1 && (!CONT || k == 0)) named_arrive(other_bar, 256);
-    mbar_wait(q_full(qb), (k / QB) & 1);
+    mbar_wait(QS ? q_full_half(qb, cw) : q_full(qb), (k / QB) & 1);
+    if (QS && my_tiles == 0) release_q_half();  // (after the wait: the release must follow this item's load)
     mbar_wait(full_k(stage_k(0)), phase_k(0));
     named_sync(my_bar, 256);
     if (my_tiles > 0) {
@@ -476,6 +515,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
       pin(sc);
       release_k(0);
+      if (QS && my_tiles == 1) release_q_half();
       float corr[2];
       softmax(0, corr);
       rescale_and_pack(corr);
@@ -494,9 +534,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       release_v(t);
     }
 
-    // Q of this item is no longer read: the producer may load the item after next into its buffer.
-    __syncwarp();
-    if (lane == 0) mbar_arrive(q_empty(qb));
+    // Q of this item is no longer read: the producer may load the item after next into its buffer (QS: each
+    // consumer gave its half back after its last S = Q Kᵀ).
+    if constexpr (!QS) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(q_empty(qb));
+    }
     // Default: both consumers are past this item's turn barriers before consumer 1's first arrival for the next
     // item (two arrivals of its on barrier 1 in a row would complete it without consumer 0).
     if (!CONT) named_sync(3, 256);
@@ -536,10 +579,10 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0>
+          bool MC = false, int SCHED = 0, bool QS = false>
 void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED>;
-  constexpr int kSmemBytes = smem_bytes(KS, VS);
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS>;
+  constexpr int kSmemBytes = smem_bytes(KS, VS, QS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
   if (!configured) {
@@ -613,6 +656,10 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   // heads of one kv head, so an odd group runs without it.
   const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
+  if (lazy && !multicast && !o.wait_in_place && o.q_halves) {  // lab: built with the lazy rescale only
+    launch_sm90<false, true, 3, 0, true, 3, true, false, 0, true>(a, o.persistent, num_sms, stream, o.snake);
+    return;
+  }
   if (lazy && !multicast && o.wait_in_place) {  // lab: built with the lazy rescale only
     launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedWaitInPlace>(a, o.persistent, num_sms, stream, o.snake);
     return;
