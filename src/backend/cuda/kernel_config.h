@@ -447,7 +447,8 @@ constexpr int kPrefillSm90VStages = 3;
 // buffer is given back only after both consumers' last P V of an item, and the producer loads the next item's Q (and
 // then its first K / V tiles) only after that, so both consumers wait about one TMA round trip an item with the tensor
 // cores idle. In the lab form each consumer's 64-row half has its own barriers and goes back once that consumer's last
-// S = Q Kᵀ is done. Why it may matter: an item is ~8 µs of tensor-core work at 16 × 1k (4.5 key tiles on average),
+// S = Q Kᵀ is done; the producer loads the first consumer's half, then the item's first K tile, then the second's.
+// Why it may matter: an item is ~8 µs of tensor-core work at 16 × 1k (4.5 key tiles on average),
 // ~30 µs at 4 × 4k and ~120 µs at 1 × 16k, so a ~1 µs wait an item would cost ~12 / 3 / 1 %, the order of the gaps to
 // cuDNN in session 29 (0.909 / 0.956 / 0.964). Production's PTX is unchanged by it (opcode for opcode).
 // Hopper prefill, the production form (above): a row's running max moves only when a tile's max passes it by more

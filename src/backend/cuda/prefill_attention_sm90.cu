@@ -193,23 +193,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (i >= total || !get_item(i, w)) continue;
       const int kvh = PACK ? w.y : w.y / group;
       const int qb = k % QB;
-      if constexpr (QS) {
-        // Each consumer's half as soon as that consumer is done with the previous item's (its last S = Q Kᵀ), so
-        // the first consumer's next Q loads under the second's last tile of this one.
-        for (int c = 0; c < 2; ++c) {
-          if (k >= QB) mbar_wait(q_empty_half(qb, c), ((k / QB) - 1) & 1);
-          if (lane == 0) {
-            mbar_arrive_expect_tx(q_full_half(qb, c), kQBytes / 2);
-            for (int h = 0; h < 2; ++h) {  // column halves
-              const uint32_t dst = sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow;
-              if (PACK) {
-                tma_load_3d(dst, &tm_q, h * 64, w.y * G, w.q_start + (w.m0 + c * 64) / G, q_full_half(qb, c));
-              } else {
-                tma_load_3d(dst, &tm_q, h * 64, w.y, w.q_start + w.m0 + c * 64, q_full_half(qb, c));
-              }
+      // QS: consumer c's half as soon as that consumer is done with the previous item's (its last S = Q Kᵀ): the
+      // first consumer's here, the second's after this item's first K tile (below), so neither the first consumer's
+      // Q nor the first K tile waits for the second consumer's last tile of the previous item.
+      const auto load_q_half = [&](int c) {
+        if (k >= QB) mbar_wait(q_empty_half(qb, c), ((k / QB) - 1) & 1);
+        if (lane == 0) {
+          mbar_arrive_expect_tx(q_full_half(qb, c), kQBytes / 2);
+          for (int h = 0; h < 2; ++h) {  // column halves
+            const uint32_t dst = sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow;
+            if (PACK) {
+              tma_load_3d(dst, &tm_q, h * 64, w.y * G, w.q_start + (w.m0 + c * 64) / G, q_full_half(qb, c));
+            } else {
+              tma_load_3d(dst, &tm_q, h * 64, w.y, w.q_start + w.m0 + c * 64, q_full_half(qb, c));
             }
           }
         }
+      };
+      if constexpr (QS) {
+        load_q_half(0);
       } else if (k >= QB) {
         mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
       }
@@ -268,6 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             tma_load_3d(k_dst + kBN * kHalfRow + row_off, &tm_k, 64, kvh, slot, full_k(kst));
           }
         }
+        if (QS && t == 0) load_q_half(1);
         if (g >= VS) MC ? mbar_wait_cluster(empty_v(vst), vph ^ 1) : mbar_wait(empty_v(vst), vph ^ 1);
         if (lane == 0) mbar_arrive_expect_tx(v_bar, bytes);
         __syncwarp();
@@ -296,6 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (lane == 0) mbar_arrive(full_v(vst));
         }
       }
+      if (QS && w.num_tiles == 0) load_q_half(1);  // (an item has a tile: get_item's k_end ≥ 1)
       ++k;
     }
     if constexpr (MC) cluster_sync();
