@@ -193,6 +193,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (i >= total || !get_item(i, w)) continue;
       const int kvh = PACK ? w.y : w.y / group;
       const int qb = k % QB;
+      // The two column-half boxes of consumer c's 64 rows of this item's Q into buffer qb, completing on bar.
+      const auto issue_q_rows = [&](int c, uint32_t bar) {
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t dst = sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow;
+          if (PACK) {
+            tma_load_3d(dst, &tm_q, h * 64, w.y * G, w.q_start + (w.m0 + c * 64) / G, bar);
+          } else {
+            tma_load_3d(dst, &tm_q, h * 64, w.y, w.q_start + w.m0 + c * 64, bar);
+          }
+        }
+      };
       // QS: consumer c's half as soon as that consumer is done with the previous item's (its last S = Q Kᵀ): the
       // first consumer's here, the second's after this item's first K tile (below), so neither the first consumer's
       // Q nor the first K tile waits for the second consumer's last tile of the previous item.
@@ -200,32 +211,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (k >= QB) mbar_wait(q_empty_half(qb, c), ((k / QB) - 1) & 1);
         if (lane == 0) {
           mbar_arrive_expect_tx(q_full_half(qb, c), kQBytes / 2);
-          for (int h = 0; h < 2; ++h) {  // column halves
-            const uint32_t dst = sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow;
-            if (PACK) {
-              tma_load_3d(dst, &tm_q, h * 64, w.y * G, w.q_start + (w.m0 + c * 64) / G, q_full_half(qb, c));
-            } else {
-              tma_load_3d(dst, &tm_q, h * 64, w.y, w.q_start + w.m0 + c * 64, q_full_half(qb, c));
-            }
-          }
+          issue_q_rows(c, q_full_half(qb, c));
         }
       };
       if constexpr (QS) {
         load_q_half(0);
-      } else if (k >= QB) {
-        mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
-      }
-      if (!QS && lane == 0) {
-        mbar_arrive_expect_tx(q_full(qb), kQBytes);
-        for (int r = 0; r < 2; ++r) {    // the consumers' 64-row halves
-          for (int h = 0; h < 2; ++h) {  // column halves
-            const uint32_t dst = sq(qb) + h * kBM * kHalfRow + r * 64 * kHalfRow;
-            if (PACK) {
-              tma_load_3d(dst, &tm_q, h * 64, w.y * G, w.q_start + (w.m0 + r * 64) / G, q_full(qb));
-            } else {
-              tma_load_3d(dst, &tm_q, h * 64, w.y, w.q_start + w.m0 + r * 64, q_full(qb));
-            }
-          }
+      } else {
+        if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
+        if (lane == 0) {
+          mbar_arrive_expect_tx(q_full(qb), kQBytes);
+          for (int c = 0; c < 2; ++c) issue_q_rows(c, q_full(qb));  // both consumers' halves
         }
       }
       const int32_t* table = a.block_tables + static_cast<int64_t>(w.s) * a.max_blocks;
