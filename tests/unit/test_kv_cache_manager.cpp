@@ -1,23 +1,18 @@
 // KvCacheManager: prefix hits, the last-token rule, salts, no partial allocation, exact LRU eviction order.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <string>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv_test_util.h"
 
 namespace rl {
 namespace {
 
-using Ids = std::vector<BlockId>;
-using Tokens = std::vector<TokenId>;
-
-Tokens iota_tokens(int32_t n, TokenId start) {
-  Tokens t(n);
-  std::iota(t.begin(), t.end(), start);
-  return t;
-}
+using test::Ids;
+using test::iota_tokens;
+using test::Tokens;
 
 KvCacheManager make_manager(int32_t num_blocks, int32_t block_size) {
   KvCacheConfig config;

@@ -4,22 +4,17 @@
 // window of the hit's end. Exact block ids and free-queue order throughout.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv_test_util.h"
 
 namespace rl {
 namespace {
 
-using Ids = std::vector<BlockId>;
-using Tokens = std::vector<TokenId>;
-
-Tokens iota_tokens(int32_t n, TokenId start) {
-  Tokens t(n);
-  std::iota(t.begin(), t.end(), start);
-  return t;
-}
+using test::Ids;
+using test::iota_tokens;
+using test::Tokens;
 
 KvCacheManager make_hybrid(int32_t num_blocks) {
   KvCacheConfig config;

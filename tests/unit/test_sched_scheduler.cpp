@@ -2,23 +2,18 @@
 // prefix hits, preemption (newest first) and resume, abort mid-prefill, stop conditions, admission errors.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <string>
 #include <vector>
 
 #include "sched/scheduler.h"
+#include "kv_test_util.h"
 
 namespace rl {
 namespace {
 
-using Ids = std::vector<BlockId>;
-using Tokens = std::vector<TokenId>;
-
-Tokens iota_tokens(int32_t n, TokenId start) {
-  Tokens t(n);
-  std::iota(t.begin(), t.end(), start);
-  return t;
-}
+using test::Ids;
+using test::iota_tokens;
+using test::Tokens;
 
 SchedulerConfig small_config(int32_t num_blocks, int32_t budget) {
   SchedulerConfig c;
