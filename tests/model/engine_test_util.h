@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdlib>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "runtime/engine.h"
 
@@ -40,6 +42,20 @@ inline SamplingParams greedy(int32_t max_tokens) {
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
   return p;
+}
+
+// n prompts of min_len..max_len token ids drawn uniformly from [min_token, max_token], fixed by seed.
+inline std::vector<std::vector<TokenId>> random_prompts(int n, int min_len, int max_len, uint64_t seed,
+                                                        TokenId min_token = 10, TokenId max_token = 6000) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> len(min_len, max_len), tok(min_token, max_token);
+  std::vector<std::vector<TokenId>> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<TokenId> p(static_cast<size_t>(len(rng)));
+    for (auto& t : p) t = tok(rng);
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace rl::test_util

@@ -33,19 +33,8 @@ std::unique_ptr<Engine> make_engine(int64_t num_kv_blocks = 0, int32_t max_num_s
   return std::move(e).value();
 }
 
-std::vector<std::vector<TokenId>> random_prompts(int n, int min_len, int max_len, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> len(min_len, max_len), tok(10, 6000);
-  std::vector<std::vector<TokenId>> out;
-  for (int i = 0; i < n; ++i) {
-    std::vector<TokenId> p(static_cast<size_t>(len(rng)));
-    for (auto& t : p) t = tok(rng);
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
 using test_util::greedy;
+using test_util::random_prompts;
 
 TEST(EngineTest, GreedyOutputSameAloneAndInBatchOf32) {
   auto engine = make_engine();

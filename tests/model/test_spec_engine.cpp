@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "core/file.h"
 #include "engine_test_util.h"
@@ -68,13 +67,7 @@ std::vector<std::vector<TokenId>> prompts(const Engine& e, int num_random) {
       "it was good. ";
   out.push_back(e.tokenizer()->encode(passage + passage + "And God said,", true));
   out.push_back(e.tokenizer()->encode("In the beginning God created the heaven and the earth.", true));
-  std::mt19937_64 rng(5);
-  std::uniform_int_distribution<int> len(5, 40), tok(10, 6000);
-  for (int i = 0; i < num_random; ++i) {
-    std::vector<TokenId> p(static_cast<size_t>(len(rng)));
-    for (auto& t : p) t = tok(rng);
-    out.push_back(std::move(p));
-  }
+  for (auto& p : test_util::random_prompts(num_random, 5, 40, 5)) out.push_back(std::move(p));
   return out;
 }
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "core/json.h"
 #include "loader/safetensors.h"
@@ -39,16 +38,9 @@ std::unique_ptr<Engine> make_engine(const std::string& dir, int32_t tp, bool dum
 
 using test_util::greedy;
 
+// Prompts over the whole vocabulary but token 0.
 std::vector<std::vector<TokenId>> random_prompts(int n, int min_len, int max_len, int vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> len(min_len, max_len), tok(1, vocab - 1);
-  std::vector<std::vector<TokenId>> out;
-  for (int i = 0; i < n; ++i) {
-    std::vector<TokenId> p(static_cast<size_t>(len(rng)));
-    for (auto& t : p) t = tok(rng);
-    out.push_back(std::move(p));
-  }
-  return out;
+  return test_util::random_prompts(n, min_len, max_len, seed, 1, vocab - 1);
 }
 
 std::vector<std::vector<TokenId>> tokens_of(const std::vector<std::vector<Completion>>& out) {
