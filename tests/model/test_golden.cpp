@@ -9,24 +9,18 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/file.h"
 #include "core/json.h"
-#include "loader/safetensors.h"
 #include "model/model.h"
 #include "runtime/kv_storage.h"
 #include "runtime/model_runner.h"
+#include "../golden_fixture.h"
 
 namespace rl {
 namespace {
 
 const std::string kGoldenDir = std::string(RIDGELINE_SOURCE_DIR) + "/tests/data/golden/";
 
-struct Golden {
-  std::vector<int32_t> prompt, greedy;
-  std::vector<float> logits;  // [positions, vocab]
-  int64_t vocab = 0;
-  // MoE fixtures: per position, the smallest gap between the last chosen and the first unchosen expert score
-  // over the MoE layers (tools/make_fixtures.py); empty for dense models.
-  std::vector<double> routing_margins;
-};
+using Golden = test::GoldenFixture;
+
 
 // Top-k routing is discontinuous: where two expert scores nearly tie, bf16 rounding may choose the other expert
 // and that position's logits legitimately move by O(1) (on this machine's bf16 path the GPT-OSS fixture flips at
@@ -34,23 +28,7 @@ struct Golden {
 // run is below this.
 constexpr double kClearRouting = 0.02;
 
-Golden load_golden(const std::string& dir) {
-  Golden g;
-  auto j = load_json_file(dir + "/golden.json");
-  EXPECT_TRUE(j.is_ok()) << j.message();
-  for (auto v : (*j)["prompt_ids"]) g.prompt.push_back(v.get<int32_t>());
-  for (auto v : (*j)["greedy_ids"]) g.greedy.push_back(v.get<int32_t>());
-  if (j->contains("routing_margins")) {
-    for (auto v : (*j)["routing_margins"]) g.routing_margins.push_back(v.get<double>());
-  }
-  auto f = SafetensorsFile::open(dir + "/logits.safetensors");
-  EXPECT_TRUE(f.is_ok()) << f.message();
-  const TensorInfo& t = (*f)->tensors().at("logits");
-  g.vocab = t.shape[1];
-  g.logits.resize(static_cast<size_t>(t.numel()));
-  convert_to_f32(t.data, t.dtype, g.logits.data(), g.logits.size());
-  return g;
-}
+Golden load_golden(const std::string& dir) { return test::load_golden_fixture(dir); }
 
 // A model with a KV cache of 24 blocks of 16 and a runner able to return logits for every token. The cache
 // has the engine's KV groups: a model that mixes window and full layers (GPT-OSS) gets a hybrid cache whose
@@ -147,8 +125,7 @@ TEST_P(GoldenTest, TeacherForcedLogitsMatchTransformers) {
   const std::string dir = kGoldenDir + GetParam();
   Golden g = load_golden(dir);
   Harness h(dir);
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const std::vector<int32_t> seq = g.sequence();
   const int64_t n = static_cast<int64_t>(seq.size());
   std::vector<float> logits = h.feed(seq, 0, n, /*all=*/true);
   ASSERT_EQ(logits.size(), g.logits.size());
@@ -159,8 +136,7 @@ TEST_P(GoldenTest, ChunkedPrefillThroughPagedCacheGivesSameLogits) {
   const std::string dir = kGoldenDir + GetParam();
   Golden g = load_golden(dir);
   Harness h(dir);
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const std::vector<int32_t> seq = g.sequence();
   const int64_t n = static_cast<int64_t>(seq.size());
   // Chunks of 5 cross the 16-token block boundaries at different offsets.
   for (int64_t b = 0; b < n; b += 5) {
@@ -178,8 +154,7 @@ TEST_P(GoldenTest, BatchedSequencesGiveTheirOwnLogits) {
   const std::string dir = kGoldenDir + GetParam();
   Golden g = load_golden(dir);
   Harness h(dir);
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const std::vector<int32_t> seq = g.sequence();
   const int64_t n = static_cast<int64_t>(seq.size()), a = 20;
   std::vector<float> logits = h.feed_two(seq, a, /*all=*/true);
   ASSERT_EQ(static_cast<int64_t>(logits.size()), (a + n) * g.vocab);
@@ -196,8 +171,7 @@ TEST_P(GoldenTest, PrefillComputesTheLastLayerForTheLogitsRowsOnly) {
   const std::string dir = kGoldenDir + GetParam();
   Golden g = load_golden(dir);
   Harness h(dir);
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const std::vector<int32_t> seq = g.sequence();
   const int64_t n = static_cast<int64_t>(seq.size()), a = 20, v = g.vocab;
   std::vector<float> logits = h.feed_two(seq, a, /*all=*/false);
   ASSERT_EQ(static_cast<int64_t>(logits.size()), 2 * v);
@@ -248,8 +222,7 @@ TEST_P(GoldenTest, FusedDecodePathGivesTheSameLogits) {
   Golden g = load_golden(dir);
   Harness plain(dir), fused(dir);
   fused.backend.set_fused_path(true);
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const std::vector<int32_t> seq = g.sequence();
   const int64_t n = static_cast<int64_t>(seq.size()), p = static_cast<int64_t>(g.prompt.size());
   EXPECT_EQ(fused.feed(seq, 0, p, true), plain.feed(seq, 0, p, true));
   for (int64_t i = p; i < n; ++i) {
@@ -269,8 +242,7 @@ TEST_P(GoldenTest, Bf16WeightsStayCloseToTransformers) {
     GTEST_SKIP() << "no routing_margins in golden.json: regenerate with tools/make_fixtures.py";
   }
   Harness h(dir, DType::kBF16);
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const std::vector<int32_t> seq = g.sequence();
   std::vector<float> logits = h.feed(seq, 0, static_cast<int64_t>(seq.size()), true);
   ASSERT_EQ(logits.size(), g.logits.size());
   // bf16 has 8 bits of mantissa: relative error of the whole logit tensor around 1e-2, over the positions

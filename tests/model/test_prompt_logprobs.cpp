@@ -9,9 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "core/json.h"
-#include "loader/safetensors.h"
 #include "runtime/engine.h"
+#include "../golden_fixture.h"
 
 namespace rl {
 namespace {
@@ -64,17 +63,11 @@ struct Golden {
 };
 
 Golden load() {
+  test::GoldenFixture f = test::load_golden_fixture(kGolden);
   Golden g;
-  auto j = load_json_file(kGolden + "/golden.json");
-  EXPECT_TRUE(j.is_ok()) << j.message();
-  for (auto v : (*j)["prompt_ids"]) g.tokens.push_back(v.get<int32_t>());
-  for (auto v : (*j)["greedy_ids"]) g.tokens.push_back(v.get<int32_t>());
-  auto f = SafetensorsFile::open(kGolden + "/logits.safetensors");
-  EXPECT_TRUE(f.is_ok()) << f.message();
-  const TensorInfo& t = (*f)->tensors().at("logits");
-  g.vocab = t.shape[1];
-  g.logits.resize(static_cast<size_t>(t.numel()));
-  convert_to_f32(t.data, t.dtype, g.logits.data(), g.logits.size());
+  g.tokens = f.sequence();
+  g.logits = std::move(f.logits);
+  g.vocab = f.vocab;
   return g;
 }
 

@@ -8,9 +8,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/json.h"
-#include "loader/safetensors.h"
 #include "engine_test_util.h"
+#include "../golden_fixture.h"
 #include "runtime/engine.h"
 #include "runtime/tp_model.h"
 
@@ -136,16 +135,8 @@ TEST(TensorParallel, Tp2BitwiseReproducibleAcrossRuns) {
   EXPECT_EQ(tokens_of(e->generate(prompts, greedy(12))), tokens_of(e->generate(prompts, greedy(12))));
 }
 
-struct GoldenFixture {
-  std::vector<TokenId> prompt, greedy;
-  std::vector<float> logits;  // transformers' teacher-forced logits over prompt + greedy: [positions, vocab]
-  size_t vocab = 0;
-  // Row p of the logits.
-  std::vector<float> row(size_t p) const {
-    return std::vector<float>(logits.begin() + static_cast<std::ptrdiff_t>(p * vocab),
-                              logits.begin() + static_cast<std::ptrdiff_t>((p + 1) * vocab));
-  }
-};
+using test::GoldenFixture;
+
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
@@ -154,20 +145,7 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-GoldenFixture load_fixture(const std::string& dir) {
-  GoldenFixture g;
-  auto j = load_json_file(dir + "/golden.json");
-  EXPECT_TRUE(j.is_ok()) << j.message();
-  for (auto v : (*j)["prompt_ids"]) g.prompt.push_back(v.get<TokenId>());
-  for (auto v : (*j)["greedy_ids"]) g.greedy.push_back(v.get<TokenId>());
-  auto f = SafetensorsFile::open(dir + "/logits.safetensors");
-  EXPECT_TRUE(f.is_ok()) << f.message();
-  const TensorInfo& t = (*f)->tensors().at("logits");
-  g.logits.resize(static_cast<size_t>(t.numel()));
-  convert_to_f32(t.data, t.dtype, g.logits.data(), g.logits.size());
-  g.vocab = static_cast<size_t>(t.shape[1]);
-  return g;
-}
+GoldenFixture load_fixture(const std::string& dir) { return test::load_golden_fixture(dir); }
 
 // Every dense architecture at TP=2 and at the largest size its heads allow, against transformers: the logits of
 // the prompt's last position and of the whole teacher-forced sequence's last position within the CPU golden
@@ -187,14 +165,14 @@ TEST(TensorParallel, GoldenFixturesMatchTransformers) {
       ASSERT_TRUE(e);
       auto l = e->prompt_logits(g.prompt);
       ASSERT_TRUE(l.is_ok()) << l.message();
-      EXPECT_LE(max_abs_diff(g.row(g.prompt.size() - 1), *l), 1e-4f);
+      EXPECT_LE(max_abs_diff(g.row(static_cast<int64_t>(g.prompt.size()) - 1), *l), 1e-4f);
       std::vector<TokenId> seq = g.prompt;
       seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
       auto e2 = make_engine(kGolden + name, n);  // prompt_logits needs an engine that never ran
       ASSERT_TRUE(e2);
       auto full = e2->prompt_logits(seq);
       ASSERT_TRUE(full.is_ok()) << full.message();
-      EXPECT_LE(max_abs_diff(g.row(seq.size() - 1), *full), 1e-4f);
+      EXPECT_LE(max_abs_diff(g.row(static_cast<int64_t>(seq.size()) - 1), *full), 1e-4f);
       auto out = e->generate({g.prompt}, greedy(static_cast<int>(g.greedy.size())));
       EXPECT_EQ(out[0][0].token_ids, g.greedy);
     }

@@ -13,12 +13,12 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/json.h"
-#include "loader/safetensors.h"
 #include "model/model.h"
 #include "runtime/kv_storage.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 #include "sched/sampling_params.h"
+#include "../golden_fixture.h"
 
 namespace rl {
 namespace {
@@ -145,39 +145,19 @@ struct Harness {
   }
 };
 
-struct Golden {
-  std::vector<int32_t> prompt, greedy;
-  std::vector<double> margins;
-  std::vector<double> routing_margins;  // per position, MoE fixtures only
-  std::vector<float> logits;  // [positions, vocab]
-  bool routing_clear(size_t position) const {
-    return routing_margins.empty() || routing_margins.at(position) >= kClearRouting;
-  }
-};
-
-Golden load_golden(const std::string& dir) {
-  Golden g;
-  auto j = load_json_file(dir + "/golden.json");
-  RL_CHECK_MSG(j.is_ok(), "%s", j.message().c_str());
-  for (const auto& v : (*j)["prompt_ids"]) g.prompt.push_back(v.get<int32_t>());
-  for (const auto& v : (*j)["greedy_ids"]) g.greedy.push_back(v.get<int32_t>());
-  for (const auto& v : (*j)["margins"]) g.margins.push_back(v.get<double>());
-  if (j->contains("routing_margins")) {
-    for (const auto& v : (*j)["routing_margins"]) g.routing_margins.push_back(v.get<double>());
-  }
-  auto f = SafetensorsFile::open(dir + "/logits.safetensors");
-  RL_CHECK_MSG(f.is_ok(), "%s", f.message().c_str());
-  const TensorInfo& t = (*f)->tensors().at("logits");
-  g.logits.resize(static_cast<size_t>(t.numel()));
-  convert_to_f32(t.data, t.dtype, g.logits.data(), g.logits.size());
-  return g;
+// A fixture and whether position p's MoE routing is clear of a tie.
+using Golden = test::GoldenFixture;
+bool routing_clear(const Golden& g, size_t position) {
+  return g.routing_margins.empty() || g.routing_margins.at(position) >= kClearRouting;
 }
+
+Golden load_golden(const std::string& dir) { return test::load_golden_fixture(dir); }
 
 // Greedy steps before the first one whose logit margin or routing is not clear (after it, bf16 may legitimately
 // diverge). Step i is predicted at position prompt_len - 1 + i.
 size_t num_clear_steps(const Golden& g) {
   size_t i = 0;
-  while (i < g.margins.size() && g.margins[i] > kClearMargin && g.routing_clear(g.prompt.size() - 1 + i)) ++i;
+  while (i < g.margins.size() && g.margins[i] > kClearMargin && routing_clear(g, g.prompt.size() - 1 + i)) ++i;
   return i;
 }
 
@@ -202,10 +182,10 @@ void expect_teacher_forced_close(const Golden& g, const std::vector<float>& logi
       pd += static_cast<double>(g.logits[i]) * g.logits[i];
     }
     char buf[48];  // snprintf: GCC 12 warns falsely on " " + std::to_string(...)
-    std::snprintf(buf, sizeof(buf), " %zu%s:%.4f", p, g.routing_clear(p) ? "" : "(routing tie)",
+    std::snprintf(buf, sizeof(buf), " %zu%s:%.4f", p, routing_clear(g, p) ? "" : "(routing tie)",
                   std::sqrt(pn / pd));
     per_position += buf;
-    if (!g.routing_clear(p)) continue;
+    if (!routing_clear(g, p)) continue;
     num += pn;
     den += pd;
     ++used;
@@ -214,7 +194,7 @@ void expect_teacher_forced_close(const Golden& g, const std::vector<float>& logi
   EXPECT_LT(std::sqrt(num / den), 3e-2) << "relative error per position:" << per_position;
   // Position prompt_len - 1 + i predicts greedy[i].
   for (size_t i = 0; i < g.greedy.size(); ++i) {
-    if (g.margins[i] <= kClearMargin || !g.routing_clear(g.prompt.size() - 1 + i)) continue;
+    if (g.margins[i] <= kClearMargin || !routing_clear(g, g.prompt.size() - 1 + i)) continue;
     const float* row = logits.data() + (static_cast<int64_t>(g.prompt.size()) - 1 + static_cast<int64_t>(i)) * v;
     EXPECT_EQ(std::max_element(row, row + v) - row, g.greedy[i]) << "step " << i << " margin " << g.margins[i];
   }
@@ -224,8 +204,7 @@ TEST_P(CudaGolden, TeacherForcedLogitsWithinBf16Tolerance) {
   const std::string dir = kSourceDir + "/tests/data/golden/" + GetParam();
   const Golden g = load_golden(dir);
   Harness h(dir, /*enforce_eager=*/true);
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  const std::vector<int32_t> seq = g.sequence();
   const std::vector<float> logits = h.all_logits(seq);
   ASSERT_EQ(logits.size(), g.logits.size());
   expect_teacher_forced_close(g, logits, h.vocab());
@@ -233,8 +212,7 @@ TEST_P(CudaGolden, TeacherForcedLogitsWithinBf16Tolerance) {
 
 // The golden prompt and greedy tokens, then as many of them again (from the start) as make len tokens.
 std::vector<int32_t> golden_tokens(const Golden& g, size_t len) {
-  std::vector<int32_t> seq = g.prompt;
-  seq.insert(seq.end(), g.greedy.begin(), g.greedy.end());
+  std::vector<int32_t> seq = g.sequence();
   const size_t golden_len = seq.size();
   for (size_t i = 0; seq.size() < len; ++i) seq.push_back(seq[i % golden_len]);
   return seq;
@@ -281,7 +259,7 @@ TEST_P(CudaGolden, LastRowPrefillMatchesTheAllRowsPrefill) {
   Harness h(dir, /*enforce_eager=*/true);
   const size_t golden_len = g.prompt.size() + g.greedy.size(), v = static_cast<size_t>(h.vocab());
   for (size_t len : {golden_len, size_t{100}}) {
-    if (len == golden_len ? !g.routing_clear(len - 1) : !g.routing_margins.empty()) continue;
+    if (len == golden_len ? !routing_clear(g, len - 1) : !g.routing_margins.empty()) continue;
     const std::vector<int32_t> seq = golden_tokens(g, len);
     const std::vector<float> all = h.all_logits(seq), last = h.all_logits(seq, /*all=*/false);
     ASSERT_EQ(all.size(), len * v);
