@@ -1,4 +1,4 @@
-// Host launchers of the layer-library kernels (layer_ops.cu, moe.cu, attention_window.cu): LayerNorm, learned
+// Host launchers of the layer-library kernels (layer_ops.cu, moe.cu, attention_naive.cu): LayerNorm, learned
 // positions, activations, MoE routing and the grouped expert GEMMs, sliding-window/sink attention. Same rules as
 // cuda_kernels.h: enqueue on `stream`, never synchronize, allocate or read device memory on the host.
 #pragma once
