@@ -312,21 +312,25 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const int v_stages_default = cuda().prefill_v_stages();
   const bool lazy_default = cuda().prefill_lazy(), multicast_default = cuda().prefill_multicast();
   const bool wait_in_place_default = cuda().prefill_wait_in_place(), q_halves_default = cuda().prefill_q_halves();
+  const bool q_regs_default = cuda().prefill_q_in_registers();
   const int snake_default = cuda().prefill_snake_mode();
   // Bits 4, 8 and 16: the lazy rescale (production since session 20: 7 is the full sweep), the K / V multicast over
   // pairs of heads (lab), the wait for P V kept in place (lab, with the lazy rescale); continuous turns and 3 V stages
   // only; an odd GQA group, 14 / 2, runs without the multicast. Bit 32: snake-ordered rounds of work items forced on
   // (production turns them on from kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row). Bit 64:
-  // each consumer's half of Q given back after its last S = Q Kᵀ (lab, with the lazy rescale).
-  for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71}) {
+  // each consumer's half of Q given back after its last S = Q Kᵀ (lab, with the lazy rescale). Bit 128: Q in registers
+  // for S = Q Kᵀ (lab, with the lazy rescale).
+  for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71, 135}) {
     const bool continuous = lab & 1;
     const int v_stages = lab & 2 ? 3 : 2;
     const bool lazy = lab & 4, multicast = lab & 8, wait_in_place = lab & 16, snake = lab & 32, q_halves = lab & 64;
-    cuda().set_prefill_sm90_lab(continuous, v_stages, lazy, multicast, wait_in_place, q_halves);
+    const bool q_regs = lab & 128;
+    cuda().set_prefill_sm90_lab(continuous, v_stages, lazy, multicast, wait_in_place, q_halves, q_regs);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
     const bool production = continuous == continuous_default && v_stages == v_stages_default &&
                             lazy == lazy_default && multicast == multicast_default &&
-                            wait_in_place == wait_in_place_default && q_halves == q_halves_default && !snake;
+                            wait_in_place == wait_in_place_default && q_halves == q_halves_default &&
+                            q_regs == q_regs_default && !snake;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -341,14 +345,14 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << (continuous ? " continuous turns" : "") << " V stages " << v_stages
                                    << (lazy ? " lazy rescale" : "") << (multicast ? " multicast" : "")
                                    << (wait_in_place ? " wait in place" : "") << (snake ? " snake" : "")
-                                   << (q_halves ? " Q halves" : "");
+                                   << (q_halves ? " Q halves" : "") << (q_regs ? " Q in registers" : "");
           }
         }
       }
     }
   }
   cuda().set_prefill_sm90_lab(continuous_default, v_stages_default, lazy_default, multicast_default,
-                              wait_in_place_default, q_halves_default);
+                              wait_in_place_default, q_halves_default, q_regs_default);
   cuda().set_prefill_snake_mode(snake_default);
 }
 

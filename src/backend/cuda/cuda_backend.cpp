@@ -115,7 +115,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the
   // form before session 18, "continuous_v3_lazy" production, "continuous_v3" its eager rescale; the lab words "mc",
-  // "waitinplace", "qhalf", "snake" / "autosnake": PrefillSm90Options); "0" turns the kernel off
+  // "waitinplace", "qhalf", "qregs", "snake" / "autosnake": PrefillSm90Options); "0" turns the kernel off
   // (prefill_attention_sm90_supported).
   prefill_continuous_ = cuda::kPrefillSm90ContinuousTurns;
   prefill_v_stages_ = cuda::kPrefillSm90VStages;
@@ -128,6 +128,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_multicast_ = v.find("mc") != std::string::npos;
     prefill_wait_in_place_ = v.find("waitinplace") != std::string::npos;
     prefill_q_halves_ = v.find("qhalf") != std::string::npos;
+    prefill_q_in_registers_ = v.find("qregs") != std::string::npos;
     // "autosnake": snake order where production takes it (prefill_sm90_snake); "snake": always.
     prefill_snake_mode_ = v.find("autosnake") != std::string::npos ? -1 : v.find("snake") != std::string::npos ? 1 : 0;
   }
@@ -425,6 +426,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.multicast = prefill_multicast_;
       o.wait_in_place = prefill_wait_in_place_;
       o.q_halves = prefill_q_halves_;
+      o.q_in_registers = prefill_q_in_registers_;
       o.snake = prefill_snake_mode_ < 0 ? cuda::prefill_sm90_snake(a.max_seqlen_k) : prefill_snake_mode_ == 1;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;

@@ -180,15 +180,17 @@ class CudaBackend final : public Backend {
   // combination. Built for continuous turns with 3 V stages only: the lazy rescale (PrefillSm90Options::lazy_rescale,
   // "lazy" in the value; kPrefillSm90LazyRescale, on since session 20) and, lab, the K / V multicast over pairs of
   // heads ("mc"), the wait for P V kept after the next tile's softmax ("waitinplace", with the lazy rescale) and each
-  // consumer's half of Q given back after its last S = Q Kᵀ ("qhalf", with the lazy rescale; PrefillSm90Options).
+  // consumer's half of Q given back after its last S = Q Kᵀ ("qhalf", with the lazy rescale) and Q in registers for
+  // S = Q Kᵀ ("qregs", with the lazy rescale; PrefillSm90Options).
   void set_prefill_sm90_lab(bool continuous, int v_stages, bool lazy = false, bool multicast = false,
-                            bool wait_in_place = false, bool q_halves = false) {
+                            bool wait_in_place = false, bool q_halves = false, bool q_in_registers = false) {
     prefill_continuous_ = continuous;
     prefill_v_stages_ = v_stages;
     prefill_lazy_ = lazy;
     prefill_multicast_ = multicast;
     prefill_wait_in_place_ = wait_in_place;
     prefill_q_halves_ = q_halves;
+    prefill_q_in_registers_ = q_in_registers;
   }
   bool prefill_continuous() const { return prefill_continuous_; }
   int prefill_v_stages() const { return prefill_v_stages_; }
@@ -196,6 +198,7 @@ class CudaBackend final : public Backend {
   bool prefill_multicast() const { return prefill_multicast_; }
   bool prefill_wait_in_place() const { return prefill_wait_in_place_; }
   bool prefill_q_halves() const { return prefill_q_halves_; }
+  bool prefill_q_in_registers() const { return prefill_q_in_registers_; }
   // The Hopper prefill's snake-ordered rounds: -1 by the launch's longest key row (kernel_config.h,
   // prefill_sm90_snake; the default), 0 off, 1 on (lab).
   void set_prefill_snake_mode(int mode) { prefill_snake_mode_ = mode; }
@@ -224,6 +227,7 @@ class CudaBackend final : public Backend {
   bool prefill_multicast_ = false;
   bool prefill_wait_in_place_ = false;
   bool prefill_q_halves_ = false;
+  bool prefill_q_in_registers_ = false;
   int prefill_snake_mode_ = -1;  // set_prefill_snake_mode
   bool copy_kernel_ = true;  // set_copy_kernel
   // The pinned allocations (base → bytes): copy_by_kernel runs only on these.

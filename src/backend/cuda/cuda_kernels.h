@@ -215,6 +215,11 @@ struct PrefillSm90Options {
   // consumer's last S = Q Kᵀ of the item is done, so the next item's Q half loads under its last tile instead of after
   // both consumers' last P V.
   bool q_halves = false;
+  // Lab, with the lazy rescale and without the multicast, the wait in place or the Q halves only (prefill_attention_
+  // sm90.cu, QR): each consumer warp copies its 16 rows of Q into registers as the item starts and gives the buffer
+  // back at once; S = Q Kᵀ takes A from registers (less shared-memory traffic a tile, the next Q loading under the
+  // whole item).
+  bool q_in_registers = false;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).

@@ -737,8 +737,9 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
       // v = 4 / 5: continuous, 3 V stages and the lazy rescale / the K / V multicast over pairs of heads (lab);
       // v = 6: the lazy rescale with the wait for P V kept after the next tile's softmax (lab; production's plain
       // wait is hoisted above it by ptxas); v = 7: production with snake-ordered rounds of items; v = 8: the lazy
-      // rescale with each consumer's half of Q given back after its last S = Q Kᵀ (lab)
-      for (int v = 0; v < 9; ++v) {
+      // rescale with each consumer's half of Q given back after its last S = Q Kᵀ (lab); v = 9: the lazy rescale with Q
+      // in registers for S = Q Kᵀ (lab)
+      for (int v = 0; v < 10; ++v) {
         cuda::PrefillSm90Options o;
         o.pack = v == 3;
         o.intra_overlap = true;
@@ -751,13 +752,15 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
         o.wait_in_place = v == 6;
         o.snake = v == 7;
         o.q_halves = v == 8;
+        o.q_in_registers = v == 9;
         const double lab_ms =
             time_ms(be, [&](int) { cuda::launch_prefill_attention_sm90(a90, o, be.num_sms(), be.stream()); }, 10);
         result("prefill_lab",
                std::to_string(b) + "x" + std::to_string(s) + "_sm90" + (o.pack ? "_packed" : "") +
                    "_intra_persistent_k3" + (o.v_stages == 3 ? "_v3" : "") + (o.continuous_turns ? "_cont" : "") +
                    (o.lazy_rescale ? "_lazy" : "") + (o.multicast ? "_mc" : "") +
-                   (o.wait_in_place ? "_waitinplace" : "") + (o.snake ? "_snake" : "") + (o.q_halves ? "_qhalf" : ""),
+                   (o.wait_in_place ? "_waitinplace" : "") + (o.snake ? "_snake" : "") + (o.q_halves ? "_qhalf" : "") +
+                   (o.q_in_registers ? "_qregs" : ""),
                flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
       }
       for (int ablate = 1; ablate <= 3; ++ablate) {  // where the time goes: one part left out

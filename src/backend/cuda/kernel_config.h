@@ -451,6 +451,13 @@ constexpr int kPrefillSm90VStages = 3;
 // Why it may matter: an item is ~8 µs of tensor-core work at 16 × 1k (4.5 key tiles on average),
 // ~30 µs at 4 × 4k and ~120 µs at 1 × 16k, so a ~1 µs wait an item would cost ~12 / 3 / 1 %, the order of the gaps to
 // cuDNN in session 29 (0.909 / 0.956 / 0.964). Production's PTX is unchanged by it (opcode for opcode).
+// Lab (session 30, not yet run on a device; PrefillSm90Options::q_in_registers, RIDGELINE_CUDA_PREFILL_SM90=
+// continuous_v3_lazy_qregs_autosnake, prefill_vs_cudnn.sh FORMS="production qregs peers"): each consumer warp copies
+// its 16 rows of Q into registers (8 ldmatrix.x4, the A fragments of S = Q Kᵀ's 8 k-steps) as an item starts and
+// gives the Q buffer back at once. Two hypotheses: (1) a tile's shared-memory reads drop from 6 KB to 4 KB a k-step of
+// S = Q Kᵀ (A from registers, K alone from shared memory), which at the tensor cores' rate is ~96 → ~64 B a cycle
+// for S beside ~64 for P V and ~32 of TMA writes, against the SM's 128 B a cycle of shared-memory bandwidth; (2) the
+// next item's Q loads under the whole item, as with the Q halves. Cost: 32 more registers a consumer thread.
 // Hopper prefill, the production form (above): a row's running max moves only when a tile's max passes it by more
 // than 2^8, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale). Measured
 // (H100, session 20, `bench kernels prefill`, neighbouring lab rows, TFLOP/s, eager / lazy): 4 × 4k 469.7 / 490.6,

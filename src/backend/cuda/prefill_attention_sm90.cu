@@ -79,8 +79,12 @@ struct WorkItem {
 // hoisted by ptxas above that softmax (session 20's ncu; scripts/device/sass_waits.sh), and still ran faster on the
 // H100 in session 21 (kernel_config.h, kPrefillSm90IntraOverlap): the two consumers' ping-pong already keeps the
 // tensor cores fed while one of them runs its softmax.
+// QS (lab): each consumer's 64-row half of Q has its own barriers and goes back after its last S = Q Kᵀ of the item.
+// QR (lab): each consumer warp copies its 16 rows of Q into registers (ldmatrix, the wgmma A fragments) when the item
+// starts and gives the buffer back at once; S = Q Kᵀ then reads A from registers, so a tile's S reads only K from
+// shared memory (2 KB of 6 KB a k-step less), and the next item's Q loads under this whole item.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false>
+          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -349,14 +353,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < 64; ++i) o[i] = 0.0f;
     float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
     const uint32_t q_rows = sq(qb) + cw * 64 * kHalfRow;
+    // QR: this warp's 16 rows of Q as the A fragments of the 8 k-steps of S = Q Kᵀ (m16n8k16 layout).
+    uint32_t qf[QR ? kD / 16 : 1][4];
     // S = Q Kᵀ for the tile in stage st: 8 k-steps of 16 over head_dim (two 64-column halves, 32 bytes per step).
     auto issue_s = [&](int st) {
       const uint32_t k_tile = sk(st);
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint64_t da = desc_sw128(q_rows + (kk / 4) * kBM * kHalfRow + (kk % 4) * 32, 16, 1024);
-        const uint64_t db = desc_sw128(k_tile + (kk / 4) * kBN * kHalfRow + (kk % 4) * 32, 16, 1024);
-        wgmma_m64n128_ss(sc, da, db, kk > 0);
+        const auto k_desc = [&] { return desc_sw128(k_tile + (kk / 4) * kBN * kHalfRow + (kk % 4) * 32, 16, 1024); };
+        if constexpr (QR) {
+          wgmma_m64n128_rs<0>(sc, qf[kk], k_desc(), kk > 0);
+        } else {
+          const uint64_t da = desc_sw128(q_rows + (kk / 4) * kBM * kHalfRow + (kk % 4) * 32, 16, 1024);
+          wgmma_m64n128_ss(sc, da, k_desc(), kk > 0);
+        }
       }
     };
     auto pass_turn = [&](int t) {
@@ -503,6 +513,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (cw == 1 && (!CONT || k == 0)) named_arrive(other_bar, 256);
     mbar_wait(QS ? q_full_half(qb, cw) : q_full(qb), (k / QB) & 1);
     if (QS && my_tiles == 0) release_q_half();  // (after the wait: the release must follow this item's load)
+    if constexpr (QR) {
+      // ldmatrix.x4 per k-step: lane l gives a row address of 8 × 8 matrix l / 8 (matrices 1 and 3: rows + 8;
+      // 2 and 3: columns + 8), in the 128-byte swizzle TMA wrote (16-byte chunk c of row r at chunk c ^ (r % 8)).
+      // Then the buffer goes back (each warp, after all its lanes' loads).
+      const int row = cw * 64 + warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const int chunk = (kk % 4) * 2 + (lane >> 4);
+        ldmatrix_x4(qf[kk], sq(qb) + (kk / 4) * kBM * kHalfRow + row * kHalfRow + ((chunk ^ (row & 7)) << 4));
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(q_empty(qb));
+    }
     mbar_wait(full_k(stage_k(0)), phase_k(0));
     named_sync(my_bar, 256);
     if (my_tiles > 0) {
@@ -535,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // Q of this item is no longer read: the producer may load the item after next into its buffer (QS: each
     // consumer gave its half back after its last S = Q Kᵀ).
-    if constexpr (!QS) {
+    if constexpr (!QS && !QR) {
       __syncwarp();
       if (lane == 0) mbar_arrive(q_empty(qb));
     }
@@ -578,9 +601,9 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false>
+          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false>
 void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS, QR>;
   constexpr int kSmemBytes = smem_bytes(KS, VS, QS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -657,6 +680,10 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
   if (lazy && !multicast && !o.wait_in_place && o.q_halves) {  // lab: built with the lazy rescale only
     launch_sm90<false, true, 3, 0, true, 3, true, false, 0, true>(a, o.persistent, num_sms, stream, o.snake);
+    return;
+  }
+  if (lazy && !multicast && !o.wait_in_place && o.q_in_registers) {  // lab: built with the lazy rescale only
+    launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, true>(a, o.persistent, num_sms, stream, o.snake);
     return;
   }
   if (lazy && !multicast && o.wait_in_place) {  // lab: built with the lazy rescale only

@@ -223,9 +223,11 @@ __device__ __forceinline__ void wgmma_m64n64_ss(float (&d)[32], uint64_t desc_a,
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
-// D (64 x 128, f32) += A (64 x 16 in registers, each warp's 16 rows as the m16n8k16 A fragment) · B (16 x 128,
-// shared memory, MN-major: imm-trans-b = 1).
-__device__ __forceinline__ void wgmma_m64n128_rs_tb(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
+// D (64 x 128, f32) (+)= A (64 x 16 in registers, each warp's 16 rows as the m16n8k16 A fragment) · B (16 x 128,
+// shared memory): TRANS_B = 1 for an MN-major B (imm-trans-b), 0 for a K-major one; accumulate = 0 overwrites D.
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n128_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                 int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
@@ -233,7 +235,7 @@ __device__ __forceinline__ void wgmma_m64n128_rs_tb(float (&d)[64], const uint32
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -242,7 +244,11 @@ __device__ __forceinline__ void wgmma_m64n128_rs_tb(float (&d)[64], const uint32
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(TRANS_B));
+}
+// D += A (registers) · B (16 x 128, shared memory, MN-major): P V with V as stored.
+__device__ __forceinline__ void wgmma_m64n128_rs_tb(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
+  wgmma_m64n128_rs<1>(d, a, desc_b, 1);
 }
 #endif  // RL_SM90_ENABLED
 
