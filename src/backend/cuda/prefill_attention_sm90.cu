@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     // Q of this item is no longer read: the producer may load the item after next into its buffer (QS: each
-    // consumer gave its half back after its last S = Q Kᵀ).
+    // consumer gave its half back after its last S = Q Kᵀ; QR: each warp gave it back as the item started).
     if constexpr (!QS && !QR) {
       __syncwarp();
       if (lane == 0) mbar_arrive(q_empty(qb));
