@@ -10,7 +10,9 @@ softmax of S_{t+1}, then waits for P V (`... 0x0`) before it rescales O. The ove
 exponentials (`MUFU.EX2`) sit between the two waits in the SASS; session 20 found ptxas had moved the second wait
 up to the softmax's first max. For each `DEPBAR ... 0x1`, this prints the instructions up to the next
 `DEPBAR ... 0x0` and after it up to the next wgmma (`HGMMA`): how many MUFU.EX2, FMNMX and barrier arrives fall in
-each, and the verdict "overlapped" (most exponentials before the second wait) or "serialized".
+each, and the verdict "overlapped" (most exponentials before the second wait) or "serialized". First it prints where
+the wgmma take their A operand from (shared memory: SS, registers: RS) and how many ldmatrix (`LDSM`) the kernel has,
+which tells the forms apart (session 30's Q in registers: S = Q Kᵀ as RS, 8 LDSM).
 """
 import argparse
 import csv
@@ -24,8 +26,9 @@ OP = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_x]+)*)")
 # sm_90 SASS in a cubin: 16 bytes an instruction, the opcode in the low 12 bits of its first 64-bit word. Read off
 # cuobjdump's listing of the prefill kernels (session 21: the verdicts from the cubin and from the listing agreed on
 # every instance). Only what this tool counts is named; every other instruction reads "?".
-MUFU_OPS, FMNMX_OPS, HGMMA_OPS = {0x308, 0x908, 0xd08}, {0x209, 0x809, 0xc09}, {0x9f0, 0xdf0}
-WARPGROUP_OP, SYNCS_ARRIVE_OP = 0x9c5, 0x9a7
+MUFU_OPS, FMNMX_OPS = {0x308, 0x908, 0xd08}, {0x209, 0x809, 0xc09}
+HGMMA_SS_OP, HGMMA_RS_OP = 0x9f0, 0xdf0  # A from shared memory / from registers (session 30: 8 S = Q Kᵀ k-steps moved)
+WARPGROUP_OP, SYNCS_ARRIVE_OP, LDSM_OP = 0x9c5, 0x9a7, 0x83b
 MUFU_FUNCTIONS = {2: "EX2", 4: "RCP", 5: "RSQ", 6: "RCP64H"}  # bits 10-13 of the second word
 
 
@@ -35,8 +38,10 @@ def decode(w0, w1):
         return "MUFU." + MUFU_FUNCTIONS.get((w1 >> 10) & 0xF, "?")
     if op in FMNMX_OPS:
         return "FMNMX"
-    if op in HGMMA_OPS:
-        return "HGMMA"
+    if op in (HGMMA_SS_OP, HGMMA_RS_OP):  # pseudo-operands: what a_source reads off a listing
+        return "HGMMA " + ("gdesc" if op == HGMMA_SS_OP else "R")
+    if op == LDSM_OP:
+        return "LDSM"
     if op == SYNCS_ARRIVE_OP:
         return "SYNCS.ARRIVE"
     if op == WARPGROUP_OP:  # bit 47: DEPBAR, its count in bits 8-13 of the second word; else ARRIVE
@@ -106,6 +111,15 @@ def opcode(ins):
     return m.group(1) if m else ""
 
 
+def a_source(ins):
+    """A wgmma's A operand: "SS" (a shared-memory descriptor, `gdesc[...]`) or "RS" (registers). Its operands are D,
+    A, B, ...; a cubin's decode names A alone."""
+    text = ins.split(None, 1)[1] if ins.startswith("@") else ins  # a predicate first
+    operands = text.split(None, 1)[1].split(",") if " " in text else []
+    a = operands[1] if len(operands) > 1 else operands[0] if operands else ""
+    return "SS" if a.strip().startswith("gdesc") else "RS"
+
+
 def main():
     parser = argparse.ArgumentParser(description="Where a Hopper kernel's wgmma waits land among its exponentials.")
     parser.add_argument("listing", help="a cuobjdump -sass listing, an sm_90a cubin or an ncu source CSV")
@@ -115,6 +129,9 @@ def main():
     if not ins:
         sys.exit(f"{args.listing}: no SASS instructions found")
     ops = [opcode(i) for i in ins]
+    sources = [a_source(i) for i, o in zip(ins, ops) if o.startswith("HGMMA")]
+    print(f"wgmma: {sources.count('SS')} with A from shared memory (SS), {sources.count('RS')} from registers (RS); "
+          f"{sum(o.startswith('LDSM') for o in ops)} LDSM")
     first_waits = [i for i, o in enumerate(ops) if o.startswith("WARPGROUP.DEPBAR") and ins[i].endswith("0x1")]
     if not first_waits:
         sys.exit("no `WARPGROUP.DEPBAR.LE gsb0, 0x1` (a wait that leaves one wgmma group in flight) in this kernel")

@@ -2,7 +2,8 @@
 """tools/wait_order.py on synthetic SASS: a cuobjdump listing of two functions, one whose softmax exponentials sit
 between the two wgmma waits (overlapped) and one whose second wait comes first (serialized, as ptxas placed it in
 session 20), picked with --function; the same two loops encoded in a cubin (an ELF64 with a .text section each);
-the serialized loop as an ncu source CSV; and the errors.
+the serialized loop as an ncu source CSV; the wgmma's A operands (shared memory or registers) and the ldmatrix
+counted in each form; and the errors.
 
     test_wait_order.py PATH/TO/wait_order.py
 """
@@ -16,9 +17,12 @@ TOOL = sys.argv[1]
 failures = []
 
 
-def loop(serialized):
-    """One consumer iteration: S and P V issued, wait for S, softmax (2 max, 3 exp), wait for P V, release V."""
-    body = ["HGMMA.64x128x16.F32.BF16 R88, gdesc[UR20], R88, gsb0",
+def loop(serialized, q_in_registers=False):
+    """One consumer iteration: S and P V issued, wait for S, softmax (2 max, 3 exp), wait for P V, release V. S's A
+    from shared memory, or (q_in_registers) from registers after an ldmatrix."""
+    s = ["LDSM.16.M88.4 R136, [R2]", "HGMMA.64x128x16.F32.BF16 R88, R136, gdesc[UR20], R88, gsb0"] if q_in_registers \
+        else ["HGMMA.64x128x16.F32.BF16 R88, gdesc[UR20], R88, gsb0"]
+    body = s + [
             "HGMMA.64x128x16.F32.BF16 R24, R152, gdesc[UR12].tnspB, R24, gsb0",
             "WARPGROUP.DEPBAR.LE gsb0, 0x1",
             "@!P4 SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR53+0x38040], RZ",
@@ -43,12 +47,15 @@ def listing(functions):
 ENCODING = {"HGMMA": (0x01E00000285879F0, 0), "WARPGROUP.DEPBAR.LE gsb0, 0x1": (0x00008000000079C5, 0x0C40000010100),
             "WARPGROUP.DEPBAR.LE gsb0, 0x0": (0x00008000000079C5, 0x0C40000010000),
             "SYNCS": (0x00000000000099A7, 0), "FMNMX": (0x0000000000007209, 0),
-            "MUFU.EX2": (0x0000000000007308, 0x000220000000800)}
+            "MUFU.EX2": (0x0000000000007308, 0x000220000000800), "LDSM": (0x000000000200783B, 0)}
+HGMMA_RS = (0x01E00000285879F0 & ~0xFFF | 0xDF0, 0)  # A from registers
 
 
 def encode(ins):
     text = ins.split(None, 1)[1] if ins.startswith("@") else ins
     key = next((k for k in ENCODING if text.startswith(k)), None)
+    if key == "HGMMA" and not text.split(",")[1].strip().startswith("gdesc"):
+        return struct.pack("<QQ", *HGMMA_RS)
     return struct.pack("<QQ", *ENCODING[key]) if key else struct.pack("<QQ", 0x7918, 0)
 
 
@@ -95,6 +102,10 @@ rc, out = run(sass, "--function", "kernel_serialized")
 expect(rc == 0 and "between them 0 MUFU.EX2, 1 FMNMX, 1 arrives" in out and
        "after it, before the next HGMMA: 3 MUFU.EX2, 1 FMNMX, 1 arrives" in out and
        out.strip().endswith("verdict: serialized"), "the second wait first: serialized", out)
+expect("wgmma: 1 with A from shared memory (SS), 1 from registers (RS); 0 LDSM" in out, "the SS / RS count", out)
+rc, out = run(listing([("_Z5qregsv", loop(False, True))]), "--function", "qregs")
+expect(rc == 0 and "wgmma: 0 with A from shared memory (SS), 2 from registers (RS); 1 LDSM" in out,
+       "Q in registers: S as RS after an ldmatrix", out)
 rc, out = run(sass, "--function", "kernel_")
 expect(rc != 0 and "2 functions" in out, "an ambiguous --function fails", out)
 
@@ -102,6 +113,10 @@ elf = cubin([("_Z14kernel_overlapv", loop(False)), ("_Z17kernel_serializedv", lo
 rc, out = run(elf, "--function", "kernel_overlap", name="k.cubin")
 expect(rc == 0 and "between them 3 MUFU.EX2, 2 FMNMX, 1 arrives" in out and out.strip().endswith("overlapped"),
        "a cubin: overlapped", out)
+expect("wgmma: 1 with A from shared memory (SS), 1 from registers (RS); 0 LDSM" in out, "a cubin: SS / RS", out)
+rc, out = run(cubin([("_Z5qregsv", loop(False, True))]), "--function", "qregs", name="k.cubin")
+expect(rc == 0 and "wgmma: 0 with A from shared memory (SS), 2 from registers (RS); 1 LDSM" in out,
+       "a cubin: Q in registers", out)
 rc, out = run(elf, "--function", "kernel_serialized", name="k.cubin")
 expect(rc == 0 and "after it, before the next HGMMA: 3 MUFU.EX2, 1 FMNMX, 1 arrives" in out and
        out.strip().endswith("verdict: serialized"), "a cubin: serialized", out)
