@@ -4,7 +4,6 @@
 // chunked prefill (16-token steps), batches of 5, preemption in a tight cache and prefix hits.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 
 #include "engine_test_util.h"
 #include "runtime/engine.h"
@@ -17,7 +16,7 @@ const std::string kModel = std::string(RIDGELINE_SOURCE_DIR) + "/tests/data/gold
 std::unique_ptr<Engine> make_engine(bool hybrid, int64_t num_kv_blocks) {
   EngineConfig c;
   c.model_dir = kModel;
-  c.device = std::getenv("RIDGELINE_TEST_DEVICE") ? std::getenv("RIDGELINE_TEST_DEVICE") : "cpu";
+  c.device = test_util::test_device();
   c.deterministic = true;
   c.weight_dtype = DType::kF32;
   c.num_threads = 2;

@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "runtime/engine.h"
+#include "engine_test_util.h"
 #include "../golden_fixture.h"
 
 namespace rl {
@@ -17,10 +17,7 @@ namespace {
 
 const std::string kGolden = std::string(RIDGELINE_SOURCE_DIR) + "/tests/data/golden/qwen3_qknorm_tied";
 
-std::string test_device() {
-  const char* d = std::getenv("RIDGELINE_TEST_DEVICE");
-  return d && *d ? d : "cpu";
-}
+using test_util::test_device;
 bool on_cpu() { return test_device() == "cpu"; }
 
 std::unique_ptr<Engine> make_engine(int32_t prompt_rows = 64, int32_t max_batched = 2048) {

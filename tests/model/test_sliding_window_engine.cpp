@@ -12,6 +12,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "runtime/engine.h"
+#include "engine_test_util.h"
 
 namespace rl {
 namespace {
@@ -37,7 +38,7 @@ std::string all_sliding_model() {
 std::unique_ptr<Engine> make_engine(const std::string& dir, int64_t num_kv_blocks) {
   EngineConfig c;
   c.model_dir = dir;
-  c.device = std::getenv("RIDGELINE_TEST_DEVICE") ? std::getenv("RIDGELINE_TEST_DEVICE") : "cpu";
+  c.device = test_util::test_device();
   c.deterministic = true;
   c.weight_dtype = DType::kF32;
   c.num_threads = 2;

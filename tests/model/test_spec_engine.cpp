@@ -6,7 +6,6 @@
 // n > 1 keep working; every KV block comes back; the vllm:spec_decode_* metrics count what happened.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -17,14 +16,9 @@
 namespace rl {
 namespace {
 
-const std::string kTiny = std::getenv("RIDGELINE_TINY_MODEL")
-                              ? std::getenv("RIDGELINE_TINY_MODEL")
-                              : std::string(RIDGELINE_SOURCE_DIR) + "/models/ridgeline-tiny";
+const std::string kTiny = test_util::tiny_model_dir();
 
-std::string test_device() {
-  const char* d = std::getenv("RIDGELINE_TEST_DEVICE");
-  return d && *d ? d : "cpu";
-}
+using test_util::test_device;
 
 struct SpecOptions {
   std::string method;  // "": plain decoding

@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -28,6 +27,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "engine_test_util.h"
 
 namespace rl {
 namespace {
@@ -36,10 +36,7 @@ const std::string kGolden = std::string(RIDGELINE_SOURCE_DIR) + "/tests/data/gol
 const std::string kTarget = kGolden + "qwen3_qknorm_tied";
 const std::vector<TokenId> kPrompt = {102};
 
-std::string test_device() {
-  const char* d = std::getenv("RIDGELINE_TEST_DEVICE");
-  return d && *d ? d : "cpu";
-}
+using test_util::test_device;
 
 std::unique_ptr<Engine> make_engine(bool speculative) {
   EngineConfig c;
