@@ -35,6 +35,23 @@ inline EngineConfig tiny_engine_config(int64_t kv_bytes = 256ll << 20) {
   return c;
 }
 
+// A deterministic f32 engine over model_dir on the test device, no tokenizer, num_kv_blocks KV blocks of 16 and steps
+// of at most 16 tokens, so that prompts of a few dozen tokens prefill in chunks mixed with other requests' decodes.
+inline EngineConfig chunked_engine_config(const std::string& model_dir, int64_t num_kv_blocks, int32_t max_num_seqs) {
+  EngineConfig c;
+  c.model_dir = model_dir;
+  c.device = test_device();
+  c.deterministic = true;
+  c.weight_dtype = DType::kF32;
+  c.num_threads = 2;
+  c.num_kv_blocks = num_kv_blocks;
+  c.block_size = 16;
+  c.max_num_seqs = max_num_seqs;
+  c.max_num_batched_tokens = 16;
+  c.load_tokenizer = false;
+  return c;
+}
+
 // Greedy decoding of exactly max_tokens tokens (EOS ignored).
 inline SamplingParams greedy(int32_t max_tokens) {
   SamplingParams p;

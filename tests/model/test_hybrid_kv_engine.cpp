@@ -14,17 +14,8 @@ namespace {
 const std::string kModel = std::string(RIDGELINE_SOURCE_DIR) + "/tests/data/golden/gpt_oss";
 
 std::unique_ptr<Engine> make_engine(bool hybrid, int64_t num_kv_blocks) {
-  EngineConfig c;
-  c.model_dir = kModel;
-  c.device = test_util::test_device();
-  c.deterministic = true;
-  c.weight_dtype = DType::kF32;
-  c.num_threads = 2;
-  c.num_kv_blocks = num_kv_blocks;
-  c.block_size = 16;
-  c.max_num_seqs = 5;
-  c.max_num_batched_tokens = 16;  // prompts of 20-45 tokens prefill in chunks, mixed with decodes
-  c.load_tokenizer = false;
+  // Prompts of 20-45 tokens prefill in chunks, mixed with decodes.
+  EngineConfig c = test_util::chunked_engine_config(kModel, num_kv_blocks, 5);
   c.hybrid_kv = hybrid;
   auto e = Engine::create(c);
   EXPECT_TRUE(e.is_ok()) << e.message();

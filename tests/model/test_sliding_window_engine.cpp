@@ -36,17 +36,8 @@ std::string all_sliding_model() {
 }
 
 std::unique_ptr<Engine> make_engine(const std::string& dir, int64_t num_kv_blocks) {
-  EngineConfig c;
-  c.model_dir = dir;
-  c.device = test_util::test_device();
-  c.deterministic = true;
-  c.weight_dtype = DType::kF32;
-  c.num_threads = 2;
-  c.num_kv_blocks = num_kv_blocks;
-  c.block_size = 16;
-  c.max_num_seqs = 4;
-  c.max_num_batched_tokens = 16;  // prompts of 30 tokens prefill in chunks, so release happens mid-prefill too
-  c.load_tokenizer = false;
+  // Prompts of 30 tokens prefill in chunks, so release happens mid-prefill too.
+  const EngineConfig c = test_util::chunked_engine_config(dir, num_kv_blocks, 4);
   auto e = Engine::create(c);
   EXPECT_TRUE(e.is_ok()) << e.message();
   return std::move(e).value();
