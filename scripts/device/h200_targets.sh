@@ -37,6 +37,7 @@ echo "== summary =="
 grep RESULT "$L/copy.log" | sed 's/.*RESULT //'
 grep RESULT "$L/decode.log" | sed 's/.*RESULT //' | grep -E "^decode_attn_graph|B1_S4096_splits|launch_floor"
 for f in "$L"/lat_*.json; do
-  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1][4:-5], round(j['decode_tokens_per_s'], 1), 'tok/s, host', round(j['host_pct_of_step'], 2), '% of a step')" "$f"
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1][4:-5],
+    round(j['decode_tokens_per_s'], 1), 'tok/s, host', round(j['host_pct_of_step'], 2), '% of a step')" "$f"
 done
 tail -8 "$L/offline.log"

@@ -7,8 +7,9 @@
 # ablations), PEER=1 (default) torch's SDPA peers in the same call (bench/peers/torch_peers.py prefill: cuDNN, flash),
 # and the 32,000-token TTFT on the Llama-3.1-8B shape, each form that passed the test alternating, ROUNDS rounds
 # (default 2), production also at each KV block size in BLOCK_SIZES (default "64"). LAB_FORMS replaces the lab forms
-# (RIDGELINE_CUDA_PREFILL_SM90 values, e.g. "continuous_v3_lazy_snake", "continuous_v3_lazy_qhalf_autosnake", "continuous_v3_lazy_qregs_autosnake"). Carried binaries in $RL_BIN_DIR
-# (SOURCE_LINK as common.sh says). Prints a short table last; logs in $OUT/prefill_forms_logs.tgz. About 4 minutes.
+# (RIDGELINE_CUDA_PREFILL_SM90 values, e.g. "continuous_v3_lazy_snake", "continuous_v3_lazy_qhalf_autosnake",
+# "continuous_v3_lazy_qregs_autosnake"). Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says). Prints a
+# short table last; logs in $OUT/prefill_forms_logs.tgz. About 4 minutes.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
@@ -44,8 +45,8 @@ done
 tar czf "$final_out/prefill_forms_logs.tgz" -C "$L" .
 echo "== summary =="
 gtest_summary "$L/tests.txt"
-grep -E "^RESULT (copy|prefill_attn) |_bs(64|128) |_v3_cont |_v3_cont_lazy |_v3_cont_mc |_waitinplace |_snake |_qhalf |_qregs |_abl" \
-  "$L/bench_prefill.txt"
+rows="^RESULT (copy|prefill_attn) |_bs(64|128) |_v3_cont |_v3_cont_lazy |_v3_cont_mc |_waitinplace |_snake "
+grep -E "$rows|_qhalf |_qregs |_abl" "$L/bench_prefill.txt"
 [ -f "$L/peers_prefill.txt" ] && grep -E "^RESULT" "$L/peers_prefill.txt"
 for f in "$L"/lat_ttft32k_*.json; do
   [ -f "$f" ] || continue

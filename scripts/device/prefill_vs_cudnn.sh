@@ -7,7 +7,8 @@
 # "production peers") are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=
 # continuous_v3_lazy_snake), qhalf (production with each consumer's Q half given back after its last S = Q Kᵀ:
 # continuous_v3_lazy_qhalf_autosnake), qregs (production with Q in registers for S = Q Kᵀ:
-# continuous_v3_lazy_qregs_autosnake), bsN (production over a KV cache of block size N). Carried binaries in $RL_BIN_DIR.
+# continuous_v3_lazy_qregs_autosnake), bsN (production over a KV cache of block size N). Carried binaries in
+# $RL_BIN_DIR.
 # Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"

@@ -678,12 +678,14 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   // heads of one kv head, so an odd group runs without it.
   const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
-  if (lazy && !multicast && !o.wait_in_place && o.q_halves) {  // lab: built with the lazy rescale only
-    launch_sm90<false, true, 3, 0, true, 3, true, false, 0, true>(a, o.persistent, num_sms, stream, o.snake);
-    return;
-  }
-  if (lazy && !multicast && !o.wait_in_place && o.q_in_registers) {  // lab: built with the lazy rescale only
-    launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, true>(a, o.persistent, num_sms, stream, o.snake);
+  // The Q halves and Q in registers (lab, built with the lazy rescale only) are two forms of Q's buffer, not one.
+  RL_CHECK_MSG(!(o.q_halves && o.q_in_registers), "Hopper prefill lab: Q halves or Q in registers, not both");
+  if (lazy && !multicast && !o.wait_in_place && (o.q_halves || o.q_in_registers)) {
+    if (o.q_halves) {
+      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, true>(a, o.persistent, num_sms, stream, o.snake);
+    } else {
+      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, true>(a, o.persistent, num_sms, stream, o.snake);
+    }
     return;
   }
   if (lazy && !multicast && o.wait_in_place) {  // lab: built with the lazy rescale only
