@@ -308,11 +308,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                            {17, 17},   {1, 1},    {129, 140}, {66, 66},   {9, 300},  {128, 128},
                                            {190, 190}, {31, 31},  {1, 64},    {100, 100}, {2, 2},    {150, 170}}};
   const Shape shapes[] = {{32, 8, 128}, {16, 16, 128}, {14, 2, 128}, {8, 1, 128}};
-  const bool continuous_default = cuda().prefill_continuous();
-  const int v_stages_default = cuda().prefill_v_stages();
-  const bool lazy_default = cuda().prefill_lazy(), multicast_default = cuda().prefill_multicast();
-  const bool wait_in_place_default = cuda().prefill_wait_in_place(), q_halves_default = cuda().prefill_q_halves();
-  const bool q_regs_default = cuda().prefill_q_in_registers();
+  const cuda::PrefillSm90Options production_form = cuda().prefill_sm90_form();
   const int snake_default = cuda().prefill_snake_mode();
   // Bits 4, 8 and 16: the lazy rescale (production since session 20: 7 is the full sweep), the K / V multicast over
   // pairs of heads (lab), the wait for P V kept in place (lab, with the lazy rescale); continuous turns and 3 V stages
@@ -321,16 +317,22 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   // each consumer's half of Q given back after its last S = Q Kᵀ (lab, with the lazy rescale). Bit 128: Q in registers
   // for S = Q Kᵀ (lab, with the lazy rescale).
   for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71, 135}) {
-    const bool continuous = lab & 1;
-    const int v_stages = lab & 2 ? 3 : 2;
-    const bool lazy = lab & 4, multicast = lab & 8, wait_in_place = lab & 16, snake = lab & 32, q_halves = lab & 64;
-    const bool q_regs = lab & 128;
-    cuda().set_prefill_sm90_lab(continuous, v_stages, lazy, multicast, wait_in_place, q_halves, q_regs);
+    cuda::PrefillSm90Options form;
+    form.continuous_turns = lab & 1;
+    form.v_stages = lab & 2 ? 3 : 2;
+    form.lazy_rescale = lab & 4;
+    form.multicast = lab & 8;
+    form.wait_in_place = lab & 16;
+    form.q_halves = lab & 64;
+    form.q_in_registers = lab & 128;
+    const bool snake = lab & 32;
+    cuda().set_prefill_sm90_form(form);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
-    const bool production = continuous == continuous_default && v_stages == v_stages_default &&
-                            lazy == lazy_default && multicast == multicast_default &&
-                            wait_in_place == wait_in_place_default && q_halves == q_halves_default &&
-                            q_regs == q_regs_default && !snake;
+    const bool production =
+        form.continuous_turns == production_form.continuous_turns && form.v_stages == production_form.v_stages &&
+        form.lazy_rescale == production_form.lazy_rescale && form.multicast == production_form.multicast &&
+        form.wait_in_place == production_form.wait_in_place && form.q_halves == production_form.q_halves &&
+        form.q_in_registers == production_form.q_in_registers && !snake;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -342,17 +344,18 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
             const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim, impl, 0, 0, false, bs);
             EXPECT_LT(e, kBf16Tol) << "block size " << bs << " batch " << b << " heads " << s.num_heads << "/"
                                    << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed")
-                                   << (continuous ? " continuous turns" : "") << " V stages " << v_stages
-                                   << (lazy ? " lazy rescale" : "") << (multicast ? " multicast" : "")
-                                   << (wait_in_place ? " wait in place" : "") << (snake ? " snake" : "")
-                                   << (q_halves ? " Q halves" : "") << (q_regs ? " Q in registers" : "");
+                                   << (form.continuous_turns ? " continuous turns" : "") << " V stages "
+                                   << form.v_stages << (form.lazy_rescale ? " lazy rescale" : "")
+                                   << (form.multicast ? " multicast" : "")
+                                   << (form.wait_in_place ? " wait in place" : "") << (snake ? " snake" : "")
+                                   << (form.q_halves ? " Q halves" : "")
+                                   << (form.q_in_registers ? " Q in registers" : "");
           }
         }
       }
     }
   }
-  cuda().set_prefill_sm90_lab(continuous_default, v_stages_default, lazy_default, multicast_default,
-                              wait_in_place_default, q_halves_default, q_regs_default);
+  cuda().set_prefill_sm90_form(production_form);
   cuda().set_prefill_snake_mode(snake_default);
 }
 

@@ -117,20 +117,21 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   // form before session 18, "continuous_v3_lazy" production, "continuous_v3" its eager rescale; the lab words "mc",
   // "waitinplace", "qhalf", "qregs", "snake" / "autosnake": PrefillSm90Options); "0" turns the kernel off
   // (prefill_attention_sm90_supported).
-  prefill_continuous_ = cuda::kPrefillSm90ContinuousTurns;
-  prefill_v_stages_ = cuda::kPrefillSm90VStages;
-  prefill_lazy_ = cuda::kPrefillSm90LazyRescale;
+  prefill_form_.continuous_turns = cuda::kPrefillSm90ContinuousTurns;
+  prefill_form_.v_stages = cuda::kPrefillSm90VStages;
+  prefill_form_.lazy_rescale = cuda::kPrefillSm90LazyRescale;
   if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_SM90"); env != nullptr && std::string(env) != "0") {
     const std::string v = env;
-    prefill_continuous_ = v.find("continuous") != std::string::npos;
-    prefill_v_stages_ = v.find("v3") != std::string::npos ? 3 : 2;
-    prefill_lazy_ = v.find("lazy") != std::string::npos;
-    prefill_multicast_ = v.find("mc") != std::string::npos;
-    prefill_wait_in_place_ = v.find("waitinplace") != std::string::npos;
-    prefill_q_halves_ = v.find("qhalf") != std::string::npos;
-    prefill_q_in_registers_ = v.find("qregs") != std::string::npos;
+    const auto has = [&v](const char* word) { return v.find(word) != std::string::npos; };
+    prefill_form_.continuous_turns = has("continuous");
+    prefill_form_.v_stages = has("v3") ? 3 : 2;
+    prefill_form_.lazy_rescale = has("lazy");
+    prefill_form_.multicast = has("mc");
+    prefill_form_.wait_in_place = has("waitinplace");
+    prefill_form_.q_halves = has("qhalf");
+    prefill_form_.q_in_registers = has("qregs");
     // "autosnake": snake order where production takes it (prefill_sm90_snake); "snake": always.
-    prefill_snake_mode_ = v.find("autosnake") != std::string::npos ? -1 : v.find("snake") != std::string::npos ? 1 : 0;
+    prefill_snake_mode_ = has("autosnake") ? -1 : has("snake") ? 1 : 0;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -415,18 +416,13 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       }
     }
     if (attention_impl_ != AttentionImpl::kFlash2 && !a.kv_fp8 && cuda::prefill_attention_sm90_supported(a)) {
-      cuda::PrefillSm90Options o;
+      cuda::PrefillSm90Options o = prefill_form_;
       o.pack = attention_impl_ == AttentionImpl::kHopperPacked || cuda::kPrefillSm90Pack;
       o.intra_overlap = cuda::kPrefillSm90IntraOverlap;
       o.persistent = cuda::kPrefillSm90Persistent;
       o.k_stages = cuda::kPrefillSm90KStages;
-      o.continuous_turns = prefill_continuous_;
-      o.v_stages = o.pack ? 2 : prefill_v_stages_;  // 3 V stages are built for unpacked blocks only
-      o.lazy_rescale = prefill_lazy_;  // where built (launch_prefill_attention_sm90 decides)
-      o.multicast = prefill_multicast_;
-      o.wait_in_place = prefill_wait_in_place_;
-      o.q_halves = prefill_q_halves_;
-      o.q_in_registers = prefill_q_in_registers_;
+      if (o.pack) o.v_stages = 2;  // 3 V stages are built for unpacked blocks only (the lazy rescale and the lab
+                                   // forms: where built, launch_prefill_attention_sm90 decides)
       o.snake = prefill_snake_mode_ < 0 ? cuda::prefill_sm90_snake(a.max_seqlen_k) : prefill_snake_mode_ == 1;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;

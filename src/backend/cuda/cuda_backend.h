@@ -174,31 +174,14 @@ class CudaBackend final : public Backend {
   // kernel_config.h kDecodeFusedRopeAttention, RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1|0 end to end).
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
   bool fused_rope_attention() const { return fused_rope_attention_; }
-  // The Hopper prefill's form (PrefillSm90Options): the consumers' turns running on across work items, and the V
-  // stages (2, or 3 with one Q buffer). Defaults kPrefillSm90ContinuousTurns / kPrefillSm90VStages (both on since
-  // session 18); end to end RIDGELINE_CUDA_PREFILL_SM90=per_item_v2|continuous|v3|continuous_v3. Tests run every
-  // combination. Built for continuous turns with 3 V stages only: the lazy rescale (PrefillSm90Options::lazy_rescale,
-  // "lazy" in the value; kPrefillSm90LazyRescale, on since session 20) and, lab, the K / V multicast over pairs of
-  // heads ("mc"), the wait for P V kept after the next tile's softmax ("waitinplace", with the lazy rescale) and each
-  // consumer's half of Q given back after its last S = Q Kᵀ ("qhalf", with the lazy rescale) and Q in registers for
-  // S = Q Kᵀ ("qregs", with the lazy rescale; PrefillSm90Options).
-  void set_prefill_sm90_lab(bool continuous, int v_stages, bool lazy = false, bool multicast = false,
-                            bool wait_in_place = false, bool q_halves = false, bool q_in_registers = false) {
-    prefill_continuous_ = continuous;
-    prefill_v_stages_ = v_stages;
-    prefill_lazy_ = lazy;
-    prefill_multicast_ = multicast;
-    prefill_wait_in_place_ = wait_in_place;
-    prefill_q_halves_ = q_halves;
-    prefill_q_in_registers_ = q_in_registers;
-  }
-  bool prefill_continuous() const { return prefill_continuous_; }
-  int prefill_v_stages() const { return prefill_v_stages_; }
-  bool prefill_lazy() const { return prefill_lazy_; }
-  bool prefill_multicast() const { return prefill_multicast_; }
-  bool prefill_wait_in_place() const { return prefill_wait_in_place_; }
-  bool prefill_q_halves() const { return prefill_q_halves_; }
-  bool prefill_q_in_registers() const { return prefill_q_in_registers_; }
+  // The Hopper prefill's form (PrefillSm90Options), set whole: its fields continuous_turns, v_stages, lazy_rescale
+  // and the lab ones (multicast, wait_in_place, q_halves, q_in_registers); the launch sets the rest (pack,
+  // intra_overlap, persistent, k_stages, snake). The constructor takes kernel_config.h's production form
+  // (kPrefillSm90ContinuousTurns, kPrefillSm90VStages, kPrefillSm90LazyRescale) or RIDGELINE_CUDA_PREFILL_SM90's
+  // words (per_item_v2|continuous|v3|continuous_v3, "lazy", "mc", "waitinplace", "qhalf", "qregs"). Tests run
+  // every combination that is built.
+  void set_prefill_sm90_form(const cuda::PrefillSm90Options& form) { prefill_form_ = form; }
+  const cuda::PrefillSm90Options& prefill_sm90_form() const { return prefill_form_; }
   // The Hopper prefill's snake-ordered rounds: -1 by the launch's longest key row (kernel_config.h,
   // prefill_sm90_snake; the default), 0 off, 1 on (lab).
   void set_prefill_snake_mode(int mode) { prefill_snake_mode_ = mode; }
@@ -221,13 +204,7 @@ class CudaBackend final : public Backend {
   cuda::SkinnyWorkspace skinny_ws_;   // split partials and per-tile counters of the skinny GEMM
   cuda::DecodeKernel decode_kernel_ = cuda::DecodeKernel::kAuto;  // RIDGELINE_CUDA_DECODE_KERNEL (lab A/B)
   int64_t decode_splits_ = 0;  // RIDGELINE_CUDA_DECODE_SPLITS (lab A/B): the split count forced, 0 = the heuristic
-  bool prefill_continuous_ = true;  // set_prefill_sm90_lab (the constructor: kernel_config.h)
-  int prefill_v_stages_ = 3;
-  bool prefill_lazy_ = true;
-  bool prefill_multicast_ = false;
-  bool prefill_wait_in_place_ = false;
-  bool prefill_q_halves_ = false;
-  bool prefill_q_in_registers_ = false;
+  cuda::PrefillSm90Options prefill_form_;  // set_prefill_sm90_form (the constructor: kernel_config.h)
   int prefill_snake_mode_ = -1;  // set_prefill_snake_mode
   bool copy_kernel_ = true;  // set_copy_kernel
   // The pinned allocations (base → bytes): copy_by_kernel runs only on these.
