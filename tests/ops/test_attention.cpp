@@ -315,8 +315,10 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   // only; an odd GQA group, 14 / 2, runs without the multicast. Bit 32: snake-ordered rounds of work items forced on
   // (production turns them on from kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row). Bit 64:
   // each consumer's half of Q given back after its last S = Q Kᵀ (lab, with the lazy rescale). Bit 128: Q in registers
-  // for S = Q Kᵀ (lab, with the lazy rescale).
-  for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71, 135}) {
+  // for S = Q Kᵀ (lab, with the lazy rescale). Bit 256: a consumer's last tile on its first 64 keys where the rest
+  // are past its rows (lab, with the lazy rescale; these batches reach it as the first tile, as the second after a
+  // full one, and after several).
+  for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71, 135, 263}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
     form.v_stages = lab & 2 ? 3 : 2;
@@ -325,6 +327,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
     form.wait_in_place = lab & 16;
     form.q_halves = lab & 64;
     form.q_in_registers = lab & 128;
+    form.diag_half = lab & 256;
     const bool snake = lab & 32;
     cuda().set_prefill_sm90_form(form);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
@@ -332,7 +335,8 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
         form.continuous_turns == production_form.continuous_turns && form.v_stages == production_form.v_stages &&
         form.lazy_rescale == production_form.lazy_rescale && form.multicast == production_form.multicast &&
         form.wait_in_place == production_form.wait_in_place && form.q_halves == production_form.q_halves &&
-        form.q_in_registers == production_form.q_in_registers && !snake;
+        form.q_in_registers == production_form.q_in_registers && form.diag_half == production_form.diag_half &&
+        !snake;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -349,7 +353,8 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << (form.multicast ? " multicast" : "")
                                    << (form.wait_in_place ? " wait in place" : "") << (snake ? " snake" : "")
                                    << (form.q_halves ? " Q halves" : "")
-                                   << (form.q_in_registers ? " Q in registers" : "");
+                                   << (form.q_in_registers ? " Q in registers" : "")
+                                   << (form.diag_half ? " diagonal half tiles" : "");
           }
         }
       }

@@ -115,7 +115,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the
   // form before session 18, "continuous_v3_lazy" production, "continuous_v3" its eager rescale; the lab words "mc",
-  // "waitinplace", "qhalf", "qregs", "snake" / "autosnake": PrefillSm90Options); "0" turns the kernel off
+  // "waitinplace", "qhalf", "qregs", "diaghalf", "snake" / "autosnake": PrefillSm90Options); "0" turns the kernel off
   // (prefill_attention_sm90_supported).
   prefill_form_.continuous_turns = cuda::kPrefillSm90ContinuousTurns;
   prefill_form_.v_stages = cuda::kPrefillSm90VStages;
@@ -130,6 +130,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_form_.wait_in_place = has("waitinplace");
     prefill_form_.q_halves = has("qhalf");
     prefill_form_.q_in_registers = has("qregs");
+    prefill_form_.diag_half = has("diaghalf");
     // "autosnake": snake order where production takes it (prefill_sm90_snake); "snake": always.
     prefill_snake_mode_ = has("autosnake") ? -1 : has("snake") ? 1 : 0;
   }

@@ -458,6 +458,13 @@ constexpr int kPrefillSm90VStages = 3;
 // S = Q Kᵀ (A from registers, K alone from shared memory), which at the tensor cores' rate is ~96 → ~64 B a cycle
 // for S beside ~64 for P V and ~32 of TMA writes, against the SM's 128 B a cycle of shared-memory bandwidth; (2) the
 // next item's Q loads under the whole item, as with the Q halves. Cost: 32 more registers a consumer thread.
+// Lab (session 31, not yet run on a device; PrefillSm90Options::diag_half, RIDGELINE_CUDA_PREFILL_SM90=
+// continuous_v3_lazy_diaghalf_autosnake, prefill_vs_cudnn.sh FORMS="production diaghalf peers"): where a consumer's
+// last row lies in the first half of its last key tile, that tile runs on its first 64 keys (m64n64 S = Q Kᵀ, 4 of the
+// 8 P V k-steps, the softmax on 32 values): the other 64 keys are past all of its rows, so only work that adds zeros
+// goes. In a fresh causal prompt (items start on tile boundaries) that is consumer 0's diagonal tile of every item:
+// 4 of 72 consumer tiles at 16 × 1k (5.6 %), 16 of 1,056 at 4 × 4k (1.5 %), 0.4 % at 1 × 16k. Built without the Q
+// forms: with either, ptxas serializes every wgmma (C7511, too few registers). The other 21 instances' PTX is unchanged.
 // Hopper prefill, the production form (above): a row's running max moves only when a tile's max passes it by more
 // than 2^8, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale). Measured
 // (H100, session 20, `bench kernels prefill`, neighbouring lab rows, TFLOP/s, eager / lazy): 4 × 4k 469.7 / 490.6,

@@ -83,8 +83,12 @@ struct WorkItem {
 // QR (lab): each consumer warp copies its 16 rows of Q into registers (ldmatrix, the wgmma A fragments) when the item
 // starts and gives the buffer back at once; S = Q Kᵀ then reads A from registers, so a tile's S reads only K from
 // shared memory (2 KB of 6 KB a k-step less), and the next item's Q loads under this whole item.
+// DH (lab): where a consumer's last row lies in the first half of its last key tile (the diagonal tile of a causal
+// item whose rows start on a tile boundary: consumer 0's), the tile's other 64 keys lie past all of its rows, so
+// that tile's S = Q Kᵀ (m64n64), softmax and P V (4 k-steps of 8) run on its first 64 keys only. Skipped keys are
+// masked keys: P is 0 there, so only work that adds zeros goes.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false>
+          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -346,6 +350,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // Tiles this warpgroup computes: a prefix of the block's tiles (the later ones lie past all of its rows).
     const int my_tiles = has_rows ? min(num_tiles, wg_last_pos / kBN + 1) : 0;
+    // DH: the last of them needs only its first kBN / 2 keys (every later key is past this consumer's last row).
+    const bool half_last = DH && my_tiles > 0 && wg_last_pos - (my_tiles - 1) * kBN < kBN / 2;
 
     float o[64], sc[64];
     uint32_t pa[kBN / 16][4];
@@ -355,17 +361,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t q_rows = sq(qb) + cw * 64 * kHalfRow;
     // QR: this warp's 16 rows of Q as the A fragments of the 8 k-steps of S = Q Kᵀ (m16n8k16 layout).
     uint32_t qf[QR ? kD / 16 : 1][4];
-    // S = Q Kᵀ for the tile in stage st: 8 k-steps of 16 over head_dim (two 64-column halves, 32 bytes per step).
-    auto issue_s = [&](int st) {
+    // S's first 64 keys: the m64n64 accumulator is the first half of the m64n128 one (DH).
+    float(&sc_lo)[kBN / 4] = *reinterpret_cast<float(*)[kBN / 4]>(sc);
+    // S = Q Kᵀ for the tile in stage st: 8 k-steps of 16 over head_dim (two 64-column halves, 32 bytes per step);
+    // half (a compile-time constant, DH): the tile's first 64 keys only.
+    auto issue_s = [&](int st, auto half) {
+      constexpr bool kHalf = decltype(half)::value;
       const uint32_t k_tile = sk(st);
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
         const auto k_desc = [&] { return desc_sw128(k_tile + (kk / 4) * kBN * kHalfRow + (kk % 4) * 32, 16, 1024); };
         if constexpr (QR) {
-          wgmma_m64n128_rs<0>(sc, qf[kk], k_desc(), kk > 0);
+          if constexpr (kHalf) {
+            wgmma_m64n64_rs<0>(sc_lo, qf[kk], k_desc(), kk > 0);
+          } else {
+            wgmma_m64n128_rs<0>(sc, qf[kk], k_desc(), kk > 0);
+          }
         } else {
           const uint64_t da = desc_sw128(q_rows + (kk / 4) * kBM * kHalfRow + (kk % 4) * 32, 16, 1024);
-          wgmma_m64n128_ss(sc, da, k_desc(), kk > 0);
+          if constexpr (kHalf) {
+            wgmma_m64n64_ss(sc_lo, da, k_desc(), kk > 0);
+          } else {
+            wgmma_m64n128_ss(sc, da, k_desc(), kk > 0);
+          }
         }
       }
     };
@@ -394,17 +412,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lane == 0) mbar_arrive(q_empty_half(qb, cw));
     };
     // Mask and online softmax of S (tile t) in place: sc becomes P (unnormalized, log2 domain); returns each row's
-    // correction factor for O (r = 0: row r0, r = 1: row r0 + 8; a quad of lanes shares a row).
-    auto softmax = [&](int t, float (&corr)[2]) {
+    // correction factor for O (r = 0: row r0, r = 1: row r0 + 8; a quad of lanes shares a row). half: the tile's
+    // first 64 keys only (sc's first 32 values).
+    auto softmax = [&](int t, float (&corr)[2], auto half) {
+      constexpr int kCols = decltype(half)::value ? kBN / 2 : kBN;
       const int n0 = t * kBN;
       if (ABLATE == 2) {
         corr[0] = corr[1] = 1.0f;
         return;
       }
       // Causal + length mask, only where the tile crosses the diagonal or the sequence end.
-      if (n0 + kBN - 1 > wg_first_pos || n0 + kBN > seq_len_k) {
+      if (n0 + kCols - 1 > wg_first_pos || n0 + kCols > seq_len_k) {
 #pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
+        for (int j = 0; j < kCols / 8; ++j) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int key = n0 + j * 8 + 2 * (lane & 3) + (e & 1);
@@ -416,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int r = 0; r < 2; ++r) {
         float mx = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+        for (int j = 0; j < kCols / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         float m_new = fmaxf(row_m[r], mx * scale_log2);
@@ -426,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         row_m[r] = m_new;
         float sum = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
+        for (int j = 0; j < kCols / 8; ++j) {
           sc[4 * j + 2 * r] = fast_exp2(fmaf(sc[4 * j + 2 * r], scale_log2, -m_use));
           sc[4 * j + 2 * r + 1] = fast_exp2(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -m_use));
           sum += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
@@ -434,8 +454,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         row_l[r] = row_l[r] * corr[r] + sum;
       }
     };
-    // O *= corr per row, then P to bf16 in the wgmma A-fragment layout (the accumulator layout of S, k = keys).
-    auto rescale_and_pack = [&](const float (&corr)[2]) {
+    // O *= corr per row, then P to bf16 in the wgmma A-fragment layout (the accumulator layout of S, k = keys); half:
+    // the first 64 keys' P only.
+    auto rescale_and_pack = [&](const float (&corr)[2], auto half) {
+      constexpr int kSteps = (decltype(half)::value ? kBN / 2 : kBN) / 16;
       if (!LAZY || __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
         for (int j = 0; j < kD / 8; ++j) {
@@ -446,7 +468,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
 #pragma unroll
-      for (int k2 = 0; k2 < kBN / 16; ++k2) {
+      for (int k2 = 0; k2 < kSteps; ++k2) {
         pa[k2][0] = pack_bf16x2(sc[8 * k2 + 0], sc[8 * k2 + 1]);
         pa[k2][1] = pack_bf16x2(sc[8 * k2 + 2], sc[8 * k2 + 3]);
         pa[k2][2] = pack_bf16x2(sc[8 * k2 + 4], sc[8 * k2 + 5]);
@@ -459,23 +481,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     // rescaled only after that GEMM is done); otherwise both GEMMs are waited for first. Every wait closes the
     // iteration (a loop-carried accumulator copied on the back edge while its wgmma is in flight, or a wgmma under
     // a condition, makes ptxas serialize the wgmmas: C7515); issue_next is a compile-time constant for the same
-    // reason.
-    auto compute_tile = [&](int t, auto issue_next) {
+    // reason, and so are next_half and this_half (DH: tile t + 1's S, softmax and P, and tile t's P V, on the first
+    // 64 keys only).
+    auto compute_tile = [&](int t, auto issue_next, auto next_half, auto this_half) {
       constexpr bool kNext = decltype(issue_next)::value;
+      constexpr int kPvSteps = (decltype(this_half)::value ? kBN / 2 : kBN) / 16;
       mbar_wait(full_v(stage_v(t)), phase_v(t));
       if (kNext) mbar_wait(full_k(stage_k(t + 1)), phase_k(t + 1));
       named_sync(my_bar, 256);
       pin_all();  // every update of the accumulators stays before the fence
       wgmma_fence();
       if constexpr (kNext) {
-        issue_s(stage_k(t + 1));
+        issue_s(stage_k(t + 1), next_half);
         wgmma_commit();
       }
       // O += P V, V MN-major: its two 64-column halves kBN · 128 B apart (leading-dimension offset), 8-key groups
       // 1024 B apart (stride offset).
       const uint32_t v_tile = sv(stage_v(t));
 #pragma unroll
-      for (int k2 = 0; k2 < kBN / 16; ++k2) {
+      for (int k2 = 0; k2 < kPvSteps; ++k2) {
         if (ABLATE != 3) wgmma_m64n128_rs_tb(o, pa[k2], desc_sw128(v_tile + k2 * 16 * kHalfRow, kBN * kHalfRow, 1024));
       }
       wgmma_commit();
@@ -487,7 +511,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           pin(sc);
           release_k(t + 1);
           if (QS && t + 2 == my_tiles) release_q_half();  // S_{t+1} was this consumer's last
-          softmax(t + 1, corr);
+          softmax(t + 1, corr, next_half);
           if constexpr ((SCHED & kSchedWaitInPlace) != 0) {
             wgmma_wait_in_place<0>(static_cast<uint32_t>(seq_len_k));  // after the softmax, as written
           } else {
@@ -499,10 +523,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           pin_all();
           release_k(t + 1);
           if (QS && t + 2 == my_tiles) release_q_half();
-          softmax(t + 1, corr);
+          softmax(t + 1, corr, next_half);
         }
         release_v(t);
-        rescale_and_pack(corr);
+        rescale_and_pack(corr, next_half);
       } else {
         wgmma_wait<0>();
         pin_all();
@@ -529,20 +553,42 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_wait(full_k(stage_k(0)), phase_k(0));
     named_sync(my_bar, 256);
     if (my_tiles > 0) {
-      pin(sc);
-      wgmma_fence();
-      issue_s(stage_k(0));
-      wgmma_commit();
-      named_arrive(other_bar, 256);
-      wgmma_wait<0>();
-      pin(sc);
-      release_k(0);
-      if (QS && my_tiles == 1) release_q_half();
-      float corr[2];
-      softmax(0, corr);
-      rescale_and_pack(corr);
-      for (int t = 0; t + 1 < my_tiles; ++t) compute_tile(t, std::true_type{});
-      compute_tile(my_tiles - 1, std::false_type{});
+      // The first tile's S and P (DH: on its first 64 keys where it is also the last and needs only those).
+      auto first_tile = [&](auto half) {
+        pin(sc);
+        wgmma_fence();
+        issue_s(stage_k(0), half);
+        wgmma_commit();
+        named_arrive(other_bar, 256);
+        wgmma_wait<0>();
+        pin(sc);
+        release_k(0);
+        if (QS && my_tiles == 1) release_q_half();
+        float corr[2];
+        softmax(0, corr, half);
+        rescale_and_pack(corr, half);
+      };
+      constexpr std::true_type kYes{};
+      constexpr std::false_type kNo{};
+      if (DH && my_tiles == 1 && half_last) {
+        first_tile(kYes);
+      } else {
+        first_tile(kNo);
+      }
+      if constexpr (DH) {
+        // The last tile's S is issued by the call before it: both calls take its half from half_last.
+        for (int t = 0; t + 2 < my_tiles; ++t) compute_tile(t, kYes, kNo, kNo);
+        if (half_last) {
+          if (my_tiles > 1) compute_tile(my_tiles - 2, kYes, kYes, kNo);
+          compute_tile(my_tiles - 1, kNo, kNo, kYes);
+        } else {
+          if (my_tiles > 1) compute_tile(my_tiles - 2, kYes, kNo, kNo);
+          compute_tile(my_tiles - 1, kNo, kNo, kNo);
+        }
+      } else {
+        for (int t = 0; t + 1 < my_tiles; ++t) compute_tile(t, kYes, kNo, kNo);
+        compute_tile(my_tiles - 1, kNo, kNo, kNo);
+      }
     } else {
       named_arrive(other_bar, 256);
     }
@@ -601,9 +647,9 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false>
+          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false>
 void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS, QR>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS, QR, DH>;
   constexpr int kSmemBytes = smem_bytes(KS, VS, QS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -680,6 +726,15 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
   // The Q halves and Q in registers (lab, built with the lazy rescale only) are two forms of Q's buffer, not one.
   RL_CHECK_MSG(!(o.q_halves && o.q_in_registers), "Hopper prefill lab: Q halves or Q in registers, not both");
+  // The diagonal's half tiles (lab): built with the lazy rescale and neither Q form only (with either, ptxas lacks
+  // the registers to keep the wgmmas in flight: C7511, every wgmma serialized).
+  RL_CHECK_MSG(!o.diag_half || !(o.q_halves || o.q_in_registers),
+               "Hopper prefill lab: the diagonal's half tiles are built without the Q halves or Q in registers");
+  if (lazy && !multicast && !o.wait_in_place && o.diag_half) {
+    launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, true>(a, o.persistent, num_sms, stream,
+                                                                                o.snake);
+    return;
+  }
   if (lazy && !multicast && !o.wait_in_place && (o.q_halves || o.q_in_registers)) {
     if (o.q_halves) {
       launch_sm90<false, true, 3, 0, true, 3, true, false, 0, true>(a, o.persistent, num_sms, stream, o.snake);
