@@ -7,9 +7,9 @@
 # "production peers") are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=
 # continuous_v3_lazy_snake), qhalf (production with each consumer's Q half given back after its last S = Q Kᵀ:
 # continuous_v3_lazy_qhalf_autosnake), qregs (production with Q in registers for S = Q Kᵀ:
-# continuous_v3_lazy_qregs_autosnake), diaghalf (production with the diagonal's half tiles:
-# continuous_v3_lazy_diaghalf_autosnake), bsN (production over a KV cache of block size N). Carried binaries in
-# $RL_BIN_DIR.
+# continuous_v3_lazy_qregs_autosnake), diaghalf (the diagonal's half tiles at every length:
+# continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without them: continuous_v3_lazy_autosnake), bsN
+# (production over a KV cache of block size N). Carried binaries in $RL_BIN_DIR.
 # Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -26,6 +26,9 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
       qhalf | qregs | diaghalf)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_${who}_autosnake timeout 120 "$bin/rl_bench_kernels" \
+          prefill_production ;;
+      nodiaghalf)
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
       bs*) timeout 120 "$bin/rl_bench_kernels" "prefill_production_$who" ;;
       *) timeout 120 "$bin/rl_bench_kernels" prefill_production ;;

@@ -310,14 +310,16 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const Shape shapes[] = {{32, 8, 128}, {16, 16, 128}, {14, 2, 128}, {8, 1, 128}};
   const cuda::PrefillSm90Options production_form = cuda().prefill_sm90_form();
   const int snake_default = cuda().prefill_snake_mode();
+  const int diag_half_default = cuda().prefill_diag_half_mode();
   // Bits 4, 8 and 16: the lazy rescale (production since session 20: 7 is the full sweep), the K / V multicast over
   // pairs of heads (lab), the wait for P V kept in place (lab, with the lazy rescale); continuous turns and 3 V stages
   // only; an odd GQA group, 14 / 2, runs without the multicast. Bit 32: snake-ordered rounds of work items forced on
   // (production turns them on from kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row). Bit 64:
   // each consumer's half of Q given back after its last S = Q Kᵀ (lab, with the lazy rescale). Bit 128: Q in registers
-  // for S = Q Kᵀ (lab, with the lazy rescale). Bit 256: a consumer's last tile on its first 64 keys where the rest
-  // are past its rows (lab, with the lazy rescale; these batches reach it as the first tile, as the second after a
-  // full one, and after several).
+  // for S = Q Kᵀ (lab, with the lazy rescale). The diagonal's half tiles (a consumer's last tile on its first 64 keys
+  // where the rest are past its rows) are production's at these batches' lengths (prefill_sm90_diag_half; they reach
+  // it as the first tile, as the second after a full one, and after several), with the lazy rescale and no Q form;
+  // bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles).
   for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71, 135, 263}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
@@ -327,16 +329,15 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
     form.wait_in_place = lab & 16;
     form.q_halves = lab & 64;
     form.q_in_registers = lab & 128;
-    form.diag_half = lab & 256;
-    const bool snake = lab & 32;
+    const bool snake = lab & 32, no_diag_half = lab & 256;
     cuda().set_prefill_sm90_form(form);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
+    cuda().set_prefill_diag_half_mode(no_diag_half ? 0 : diag_half_default);
     const bool production =
         form.continuous_turns == production_form.continuous_turns && form.v_stages == production_form.v_stages &&
         form.lazy_rescale == production_form.lazy_rescale && form.multicast == production_form.multicast &&
         form.wait_in_place == production_form.wait_in_place && form.q_halves == production_form.q_halves &&
-        form.q_in_registers == production_form.q_in_registers && form.diag_half == production_form.diag_half &&
-        !snake;
+        form.q_in_registers == production_form.q_in_registers && !snake && !no_diag_half;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -354,7 +355,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << (form.wait_in_place ? " wait in place" : "") << (snake ? " snake" : "")
                                    << (form.q_halves ? " Q halves" : "")
                                    << (form.q_in_registers ? " Q in registers" : "")
-                                   << (form.diag_half ? " diagonal half tiles" : "");
+                                   << (no_diag_half ? " no diagonal half tiles" : "");
           }
         }
       }
@@ -362,6 +363,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   }
   cuda().set_prefill_sm90_form(production_form);
   cuda().set_prefill_snake_mode(snake_default);
+  cuda().set_prefill_diag_half_mode(diag_half_default);
 }
 
 // An FP8 e4m3 cache through every kernel that reads one: the decode kernels (tensor-core kernel at head_dim 64 /

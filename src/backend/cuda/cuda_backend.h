@@ -175,10 +175,10 @@ class CudaBackend final : public Backend {
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
   bool fused_rope_attention() const { return fused_rope_attention_; }
   // The Hopper prefill's form (PrefillSm90Options), set whole: its fields continuous_turns, v_stages, lazy_rescale
-  // and the lab ones (multicast, wait_in_place, q_halves, q_in_registers, diag_half); the launch sets the rest (pack,
-  // intra_overlap, persistent, k_stages, snake). The constructor takes kernel_config.h's production form
+  // and the lab ones (multicast, wait_in_place, q_halves, q_in_registers); the launch sets the rest (pack,
+  // intra_overlap, persistent, k_stages, snake, diag_half). The constructor takes kernel_config.h's production form
   // (kPrefillSm90ContinuousTurns, kPrefillSm90VStages, kPrefillSm90LazyRescale) or RIDGELINE_CUDA_PREFILL_SM90's
-  // words (per_item_v2|continuous|v3|continuous_v3, "lazy", "mc", "waitinplace", "qhalf", "qregs", "diaghalf").
+  // words (per_item_v2|continuous|v3|continuous_v3, "lazy", "mc", "waitinplace", "qhalf", "qregs").
   // Tests run every combination that is built.
   void set_prefill_sm90_form(const cuda::PrefillSm90Options& form) { prefill_form_ = form; }
   const cuda::PrefillSm90Options& prefill_sm90_form() const { return prefill_form_; }
@@ -186,6 +186,10 @@ class CudaBackend final : public Backend {
   // prefill_sm90_snake; the default), 0 off, 1 on (lab).
   void set_prefill_snake_mode(int mode) { prefill_snake_mode_ = mode; }
   int prefill_snake_mode() const { return prefill_snake_mode_; }
+  // The Hopper prefill's half tiles on the causal diagonal (PrefillSm90Options::diag_half): -1 by the launch's longest
+  // key row (kernel_config.h, prefill_sm90_diag_half; the default), 0 off, 1 on; never with a Q lab form.
+  void set_prefill_diag_half_mode(int mode) { prefill_diag_half_mode_ = mode; }
+  int prefill_diag_half_mode() const { return prefill_diag_half_mode_; }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to
   // reach the in-register path.
@@ -206,6 +210,7 @@ class CudaBackend final : public Backend {
   int64_t decode_splits_ = 0;  // RIDGELINE_CUDA_DECODE_SPLITS (lab A/B): the split count forced, 0 = the heuristic
   cuda::PrefillSm90Options prefill_form_;  // set_prefill_sm90_form (the constructor: kernel_config.h)
   int prefill_snake_mode_ = -1;  // set_prefill_snake_mode
+  int prefill_diag_half_mode_ = -1;  // set_prefill_diag_half_mode
   bool copy_kernel_ = true;  // set_copy_kernel
   // The pinned allocations (base → bytes): copy_by_kernel runs only on these.
   mutable std::mutex pinned_mu_;

@@ -220,9 +220,10 @@ struct PrefillSm90Options {
   // back at once; S = Q Kᵀ takes A from registers (less shared-memory traffic a tile, the next Q loading under the
   // whole item).
   bool q_in_registers = false;
-  // Lab, with the lazy rescale and without the multicast, the wait in place or a Q form (prefill_attention_sm90.cu,
-  // DH): a consumer's last key tile runs on its first 64 keys where the rest lie past all of its rows (the causal
-  // diagonal), an m64n64 S = Q Kᵀ and half the P V k-steps.
+  // With the lazy rescale and without the multicast, the wait in place or a Q form (prefill_attention_sm90.cu, DH):
+  // a consumer's last key tile runs on its first 64 keys where the rest lie past all of its rows (the causal
+  // diagonal), an m64n64 S = Q Kᵀ and half the P V k-steps. Production sets it from the launch's longest key row
+  // (kernel_config.h, prefill_sm90_diag_half).
   bool diag_half = false;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it

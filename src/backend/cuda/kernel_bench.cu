@@ -738,7 +738,8 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
       // v = 6: the lazy rescale with the wait for P V kept after the next tile's softmax (lab; production's plain
       // wait is hoisted above it by ptxas); v = 7: production with snake-ordered rounds of items; v = 8: the lazy
       // rescale with each consumer's half of Q given back after its last S = Q Kᵀ (lab); v = 9: the lazy rescale with Q
-      // in registers for S = Q Kᵀ (lab); v = 10: the lazy rescale with the diagonal's half tiles (lab)
+      // in registers for S = Q Kᵀ (lab); v = 10: the lazy rescale with the diagonal's half tiles (production up to
+      // kPrefillSm90DiagHalfMaxKeyTiles key tiles; v = 4 is the form without them)
       for (int v = 0; v < 11; ++v) {
         cuda::PrefillSm90Options o;
         o.pack = v == 3;

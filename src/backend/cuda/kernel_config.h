@@ -442,7 +442,7 @@ constexpr bool kPrefillSm90ContinuousTurns = true;
 // K (released right after S = Q Kᵀ) has two. 3 V stages fit only with one Q buffer (the next item's Q then loads
 // after this item, not under it). Measured with kPrefillSm90ContinuousTurns above.
 constexpr int kPrefillSm90VStages = 3;
-// Lab (session 29, not yet run on a device; PrefillSm90Options::q_halves, RIDGELINE_CUDA_PREFILL_SM90=
+// Lab (session 29; PrefillSm90Options::q_halves, RIDGELINE_CUDA_PREFILL_SM90=
 // continuous_v3_lazy_qhalf_autosnake, prefill_vs_cudnn.sh FORMS="production qhalf peers"): with 3 V stages the one Q
 // buffer is given back only after both consumers' last P V of an item, and the producer loads the next item's Q (and
 // then its first K / V tiles) only after that, so both consumers wait about one TMA round trip an item with the tensor
@@ -450,21 +450,42 @@ constexpr int kPrefillSm90VStages = 3;
 // S = Q Kᵀ is done; the producer loads the first consumer's half, then the item's first K tile, then the second's.
 // Why it may matter: an item is ~8 µs of tensor-core work at 16 × 1k (4.5 key tiles on average),
 // ~30 µs at 4 × 4k and ~120 µs at 1 × 16k, so a ~1 µs wait an item would cost ~12 / 3 / 1 %, the order of the gaps to
-// cuDNN in session 29 (0.909 / 0.956 / 0.964). Production's PTX is unchanged by it (opcode for opcode).
-// Lab (session 30, not yet run on a device; PrefillSm90Options::q_in_registers, RIDGELINE_CUDA_PREFILL_SM90=
+// cuDNN in session 29 (0.909 / 0.956 / 0.964). Production's PTX is unchanged by it (opcode for opcode). Measured (H100,
+// session 31, prefill_vs_cudnn.sh, 2 + 4 + 5 rounds alternating in three calls, medians, TFLOP/s, Q halves /
+// production then without the diagonal's half tiles): 4 × 4k 560.5 / 559.5, 556.0 / 557.9, 555.6 / 558.1; 16 × 1k
+// 396.8 / 387.4, 394.1 / 384.2, 389.8 / 386.9; 1 × 32k 562.1 / 567.2, 558.3 / 570.5, 560.0 / 567.5; the 32k TTFT
+// 1,159.2 ms against 1,151.5 (one each). A gain at 16 × 1k, a loss at 4 × 4k and 1 × 32k: stays lab.
+// Lab (session 30; PrefillSm90Options::q_in_registers, RIDGELINE_CUDA_PREFILL_SM90=
 // continuous_v3_lazy_qregs_autosnake, prefill_vs_cudnn.sh FORMS="production qregs peers"): each consumer warp copies
 // its 16 rows of Q into registers (8 ldmatrix.x4, the A fragments of S = Q Kᵀ's 8 k-steps) as an item starts and
 // gives the Q buffer back at once. Two hypotheses: (1) a tile's shared-memory reads drop from 6 KB to 4 KB a k-step of
 // S = Q Kᵀ (A from registers, K alone from shared memory), which at the tensor cores' rate is ~96 → ~64 B a cycle
 // for S beside ~64 for P V and ~32 of TMA writes, against the SM's 128 B a cycle of shared-memory bandwidth; (2) the
-// next item's Q loads under the whole item, as with the Q halves. Cost: 32 more registers a consumer thread.
-// Lab (session 31, not yet run on a device; PrefillSm90Options::diag_half, RIDGELINE_CUDA_PREFILL_SM90=
-// continuous_v3_lazy_diaghalf_autosnake, prefill_vs_cudnn.sh FORMS="production diaghalf peers"): where a consumer's
-// last row lies in the first half of its last key tile, that tile runs on its first 64 keys (m64n64 S = Q Kᵀ, 4 of the
-// 8 P V k-steps, the softmax on 32 values): the other 64 keys are past all of its rows, so only work that adds zeros
-// goes. In a fresh causal prompt (items start on tile boundaries) that is consumer 0's diagonal tile of every item:
-// 4 of 72 consumer tiles at 16 × 1k (5.6 %), 16 of 1,056 at 4 × 4k (1.5 %), 0.4 % at 1 × 16k. Built without the Q
-// forms: with either, ptxas serializes every wgmma (C7511, too few registers). The other 21 instances' PTX is unchanged.
+// next item's Q loads under the whole item, as with the Q halves. Cost: 32 more registers a consumer thread. Measured
+// (H100, session 31, the same calls and rounds, Q in registers / production then): 4 × 4k 565.1 / 559.5, 563.3 /
+// 557.9, 563.8 / 558.1; 16 × 1k 392.1 / 387.4, 389.8 / 384.2, 389.7 / 386.9; 1 × 32k 566.2 / 567.2, 569.4 / 570.5,
+// 562.6 / 567.5; the 32k TTFT 1,157.6 ms against 1,151.5. About 1 % at the short shapes, none at 32k, less than the
+// diagonal's half tiles at 16 × 1k (which it cannot be built with): stays lab.
+// Hopper prefill: the diagonal's half tiles (PrefillSm90Options::diag_half, session 31). Where a consumer's last row
+// lies in the first half of its last key tile, that tile runs on its first 64 keys (m64n64 S = Q Kᵀ, 4 of the 8 P V
+// k-steps, the softmax on 32 values): the other 64 keys are past all of its rows, so only work that adds zeros goes.
+// In a fresh causal prompt (items start on tile boundaries) that is consumer 0's diagonal tile of every item: 4 of 72
+// consumer tiles at 16 × 1k (5.6 %), 16 of 1,056 at 4 × 4k (1.5 %), 0.4 % at 1 × 16k. Built without the Q forms:
+// with either, ptxas serializes every wgmma (C7511, too few registers). Measured (H100, session 31,
+// prefill_vs_cudnn.sh, short processes alternating, 2 + 4 + 5 rounds in three calls, TFLOP/s, medians, forced on /
+// production without it): 4 × 4k 562.0 / 559.5, 561.6 / 557.9, 562.5 / 558.1; 16 × 1k 392.1 / 387.4, 392.6 / 384.2,
+// 393.2 / 386.9; 1 × 16k bimodal for every form (~590 or ~630 from round to round), no difference to read; 1 × 32k
+// 573.0 / 567.2, 564.0 / 570.5, 567.3 / 567.5; the 32k prompt's TTFT (3 rounds alternating) 1,157.5 / 1,152.8 /
+// 1,154.6 ms against 1,153.2 / 1,148.5 / 1,151.9, slower in every round (its extra code paths, with ~0.2 % of the
+// tiles to save). So on where the launch's longest key row has at most kPrefillSm90DiagHalfMaxKeyTiles key tiles
+// (the measured gains: 4k keys and less), off above (RIDGELINE_CUDA_PREFILL_SM90: "diaghalf" forces it on, a value
+// without "autodiaghalf" or "diaghalf" off). Then in production (H100, session 31, another machine, 3 rounds, medians,
+// production / without it / cuDNN): 4 × 4k 566.7 / 561.2 / 586.2, 16 × 1k 396.8 / 387.0 / 428.6; the CUDA op tests
+// (128), memcheck and racecheck of the small prefill tests, and the engine tests on CUDA passed.
+constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 32;
+inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
+  return max_seqlen_k <= kPrefillSm90DiagHalfMaxKeyTiles * 128;
+}
 // Hopper prefill, the production form (above): a row's running max moves only when a tile's max passes it by more
 // than 2^8, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale). Measured
 // (H100, session 20, `bench kernels prefill`, neighbouring lab rows, TFLOP/s, eager / lazy): 4 × 4k 469.7 / 490.6,

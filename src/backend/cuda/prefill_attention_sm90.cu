@@ -786,7 +786,7 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
 }
 
 void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream) {
-  // The production form (kernel_config.h), so the ablations follow its defaults.
+  // The production form (kernel_config.h) without the diagonal's half tiles, so the ablations follow its defaults.
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
   const bool snake = prefill_sm90_snake(a.max_seqlen_k);
