@@ -28,7 +28,8 @@ namespace {
 constexpr size_t kL2Rotate = size_t(256) << 20;  // rotate inputs until this many bytes are touched
 
 // Median milliseconds of fn(i) over reps, i = repetition index (for rotation).
-double time_ms(CudaBackend& be, const std::function<void(int)>& fn, int reps = 30) {
+// Median milliseconds of reps synchronized launches after 3 warm-ups; sorted, the reps' times go to *all if given.
+double time_ms(CudaBackend& be, const std::function<void(int)>& fn, int reps = 30, std::vector<float>* all = nullptr) {
   cudaEvent_t start, stop;
   RL_CUDA_CHECK(cudaEventCreate(&start));
   RL_CUDA_CHECK(cudaEventCreate(&stop));
@@ -46,6 +47,7 @@ double time_ms(CudaBackend& be, const std::function<void(int)>& fn, int reps = 3
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   std::sort(t.begin(), t.end());
+  if (all != nullptr) *all = t;
   return t[t.size() / 2];
 }
 
@@ -691,13 +693,23 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
     const double fms = time_ms(be, [&](int) { be.attention(fp.qkv, fp.cache, fp.metas[0], fp.out); }, 10);
     result("mixed_attn", "256x1536_decode_8x1024_prefill_fp8", fms * 1e3, "us");
   }
+  // The production rows' launches (default 10; RIDGELINE_BENCH_PREFILL_REPS) and, beside each median, the fastest and
+  // the slowest launch (prefill_attn_fastest / _slowest): whether a row's spread is within a process or between them.
+  const char* reps_env = std::getenv("RIDGELINE_BENCH_PREFILL_REPS");
+  const int reps = reps_env != nullptr ? std::max(1, std::atoi(reps_env)) : 10;
+  const auto spread = [](const std::string& name, double flops, const std::vector<float>& t) {
+    result("prefill_attn_fastest", name, flops / (t.front() * 1e-3) / 1e12, "TFLOP/s");
+    result("prefill_attn_slowest", name, flops / (t.back() * 1e-3) / 1e12, "TFLOP/s");
+  };
   for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{4, 4096}, {16, 1024}, {1, 16384}}) {
     const int64_t b = shape.first, s = shape.second;
     AttnProblem p = make_attn(be, b, s, s, heads, kv_heads, d, 1, block_size);
-    const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 10);
+    std::vector<float> times;
+    const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, reps, &times);
     const double flops = 4.0 * b * s * s * heads * d / 2;
-    result("prefill_attn", std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal",
-           flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+    const std::string name = std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal";
+    result("prefill_attn", name, flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+    spread(name, flops, times);
     if (production_only) continue;
     // Over an FP8 cache: the FA2 kernel converting K / V as it loads (the Hopper kernel reads bf16 only), next to the
     // FA2 kernel over bf16 (the prefill_lab _bn64 row below).
@@ -791,8 +803,11 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
     const int64_t s = 32768;
     AttnProblem p = make_attn(be, 1, s, s, heads, kv_heads, d, 1, block_size);
     const double flops = 4.0 * s * s * heads * d / 2;
-    const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, 5);
+    std::vector<float> times;
+    const double ms =
+        time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, std::max(5, reps / 2), &times);
     result("prefill_attn", "1x32768_h32kv8d128_causal", flops / (ms * 1e-3) / 1e12, "TFLOP/s");
+    spread("1x32768_h32kv8d128_causal", flops, times);
     if (production_only) return;
     const int snake_mode = be.prefill_snake_mode();
     const bool snake_on = snake_mode < 0 ? cuda::prefill_sm90_snake(s) : snake_mode == 1;
