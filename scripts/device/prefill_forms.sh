@@ -46,7 +46,7 @@ tar czf "$final_out/prefill_forms_logs.tgz" -C "$L" .
 echo "== summary =="
 gtest_summary "$L/tests.txt"
 rows="^RESULT (copy|prefill_attn) |_bs(64|128) |_v3_cont |_v3_cont_lazy |_v3_cont_mc |_waitinplace |_snake "
-grep -E "$rows|_qhalf |_qregs |_diaghalf |_abl" "$L/bench_prefill.txt"
+grep -E "$rows|_qhalf |_qregs |_diaghalf |_dyn |_abl" "$L/bench_prefill.txt"
 [ -f "$L/peers_prefill.txt" ] && grep -E "^RESULT" "$L/peers_prefill.txt"
 for f in "$L"/lat_ttft32k_*.json; do
   [ -f "$f" ] || continue

@@ -8,8 +8,9 @@
 # continuous_v3_lazy_snake), qhalf (production with each consumer's Q half given back after its last S = Q Kᵀ:
 # continuous_v3_lazy_qhalf_autosnake), qregs (production with Q in registers for S = Q Kᵀ:
 # continuous_v3_lazy_qregs_autosnake), diaghalf (the diagonal's half tiles at every length:
-# continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without them: continuous_v3_lazy_autosnake), bsN
-# (production over a KV cache of block size N). Carried binaries in $RL_BIN_DIR.
+# continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without them: continuous_v3_lazy_autosnake), dyn
+# (production with dynamic items: continuous_v3_lazy_autosnake_autodiaghalf_dyn), bsN (production over a KV cache of
+# block size N). Carried binaries in $RL_BIN_DIR.
 # Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -26,6 +27,9 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
       qhalf | qregs | diaghalf)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_${who}_autosnake timeout 120 "$bin/rl_bench_kernels" \
+          prefill_production ;;
+      dyn)
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_dyn timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
       nodiaghalf)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake timeout 120 "$bin/rl_bench_kernels" \

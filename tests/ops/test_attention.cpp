@@ -319,8 +319,10 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   // for S = Q Kᵀ (lab, with the lazy rescale). The diagonal's half tiles (a consumer's last tile on its first 64 keys
   // where the rest are past its rows) are production's at these batches' lengths (prefill_sm90_diag_half; they reach
   // it as the first tile, as the second after a full one, and after several), with the lazy rescale and no Q form;
-  // bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles).
-  for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71, 135, 263}) {
+  // bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles). Bit 512: each
+  // block takes its next item from a counter (lab, with the lazy rescale, with and without the half tiles; the many
+  // launches in a row check that every launch leaves the counters at zero).
+  for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71, 135, 263, 519, 775}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
     form.v_stages = lab & 2 ? 3 : 2;
@@ -329,6 +331,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
     form.wait_in_place = lab & 16;
     form.q_halves = lab & 64;
     form.q_in_registers = lab & 128;
+    form.dynamic_items = lab & 512;
     const bool snake = lab & 32, no_diag_half = lab & 256;
     cuda().set_prefill_sm90_form(form);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
@@ -337,7 +340,8 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
         form.continuous_turns == production_form.continuous_turns && form.v_stages == production_form.v_stages &&
         form.lazy_rescale == production_form.lazy_rescale && form.multicast == production_form.multicast &&
         form.wait_in_place == production_form.wait_in_place && form.q_halves == production_form.q_halves &&
-        form.q_in_registers == production_form.q_in_registers && !snake && !no_diag_half;
+        form.q_in_registers == production_form.q_in_registers &&
+        form.dynamic_items == production_form.dynamic_items && !snake && !no_diag_half;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -355,7 +359,8 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << (form.wait_in_place ? " wait in place" : "") << (snake ? " snake" : "")
                                    << (form.q_halves ? " Q halves" : "")
                                    << (form.q_in_registers ? " Q in registers" : "")
-                                   << (no_diag_half ? " no diagonal half tiles" : "");
+                                   << (no_diag_half ? " no diagonal half tiles" : "")
+                                   << (form.dynamic_items ? " dynamic items" : "");
           }
         }
       }

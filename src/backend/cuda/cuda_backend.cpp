@@ -76,6 +76,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_partials_), partial_floats * sizeof(float)));
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), cuda::kDecodeWorkspaceRows * sizeof(int)));
   RL_CUDA_CHECK(cudaMemset(decode_counters_, 0, cuda::kDecodeWorkspaceRows * sizeof(int)));
+  RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&prefill_item_counters_), 2 * sizeof(int)));
+  RL_CUDA_CHECK(cudaMemset(prefill_item_counters_, 0, 2 * sizeof(int)));
   skinny_ws_.partial_floats = cuda::kSkinnyWorkspaceFloats;
   skinny_ws_.num_counters = cuda::kSkinnyWorkspaceCounters;
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&skinny_ws_.partial), skinny_ws_.partial_floats * sizeof(float)));
@@ -115,8 +117,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the
   // form before session 18, "continuous_v3_lazy_autosnake_autodiaghalf" production, "continuous_v3" its eager
-  // rescale; the lab words "mc", "waitinplace", "qhalf", "qregs", "snake" / "autosnake", "diaghalf" / "autodiaghalf":
-  // PrefillSm90Options); "0" turns the kernel off (prefill_attention_sm90_supported).
+  // rescale; the lab words "mc", "waitinplace", "qhalf", "qregs", "dyn", "snake" / "autosnake", "diaghalf" /
+  // "autodiaghalf": PrefillSm90Options); "0" turns the kernel off (prefill_attention_sm90_supported).
   prefill_form_.continuous_turns = cuda::kPrefillSm90ContinuousTurns;
   prefill_form_.v_stages = cuda::kPrefillSm90VStages;
   prefill_form_.lazy_rescale = cuda::kPrefillSm90LazyRescale;
@@ -130,6 +132,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_form_.wait_in_place = has("waitinplace");
     prefill_form_.q_halves = has("qhalf");
     prefill_form_.q_in_registers = has("qregs");
+    prefill_form_.dynamic_items = has("dyn");
     // "autosnake": snake order where production takes it (prefill_sm90_snake); "snake": always.
     prefill_snake_mode_ = has("autosnake") ? -1 : has("snake") ? 1 : 0;
     // "autodiaghalf": the diagonal's half tiles where production takes them (prefill_sm90_diag_half); "diaghalf":
@@ -161,6 +164,7 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   cudaFree(decode_partials_);
   cudaFree(decode_counters_);
+  cudaFree(prefill_item_counters_);
   cudaFree(skinny_ws_.partial);
   cudaFree(skinny_ws_.counters);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
@@ -427,6 +431,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       if (o.pack) o.v_stages = 2;  // 3 V stages are built for unpacked blocks only (the lazy rescale and the lab
                                    // forms: where built, launch_prefill_attention_sm90 decides)
       o.snake = prefill_snake_mode_ < 0 ? cuda::prefill_sm90_snake(a.max_seqlen_k) : prefill_snake_mode_ == 1;
+      o.item_counters = prefill_item_counters_;
       o.diag_half = prefill_diag_half_mode_ < 0
                         ? !o.q_halves && !o.q_in_registers && cuda::prefill_sm90_diag_half(a.max_seqlen_k)
                         : prefill_diag_half_mode_ == 1;

@@ -225,6 +225,11 @@ struct PrefillSm90Options {
   // diagonal), an m64n64 S = Q Kᵀ and half the P V k-steps. Production sets it from the launch's longest key row
   // (kernel_config.h, prefill_sm90_diag_half).
   bool diag_half = false;
+  // Lab, persistent, with the lazy rescale and without the multicast, the wait in place or a Q form
+  // (prefill_attention_sm90.cu, DYN): a block takes its next work item from an atomic counter (the next not yet
+  // taken) instead of static rounds; item_counters: two ints, zero before the launch, and the launch leaves them so.
+  bool dynamic_items = false;
+  int* item_counters = nullptr;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).

@@ -482,6 +482,13 @@ constexpr int kPrefillSm90VStages = 3;
 // without "autodiaghalf" or "diaghalf" off). Then in production (H100, session 31, another machine, 3 rounds, medians,
 // production / without it / cuDNN): 4 × 4k 566.7 / 561.2 / 586.2, 16 × 1k 396.8 / 387.0 / 428.6; the CUDA op tests
 // (128), memcheck and racecheck of the small prefill tests, and the engine tests on CUDA passed.
+// Lab (session 31, not yet run on a device; PrefillSm90Options::dynamic_items, RIDGELINE_CUDA_PREFILL_SM90=
+// continuous_v3_lazy_autosnake_autodiaghalf_dyn, prefill_vs_cudnn.sh FORMS="production dyn peers", test lab bits 512):
+// a persistent block takes its next work item from an atomic counter instead of static rounds. With items' tile
+// counts as their cost, static rounds leave the busiest block 3.1 % above the mean at 16 × 1k (with or without the
+// snake: 512 items of each length against 132 blocks) where taking the next free item leaves 0.3 %; at 4 × 4k, 1 × 16k
+// and 1 × 32k production's snake already leaves ≤ 0.1 %. Varlen batches of mixed lengths (serving) have no order the
+// static rounds fit. The same bits either way (an item's arithmetic does not depend on its block).
 constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 32;
 inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
   return max_seqlen_k <= kPrefillSm90DiagHalfMaxKeyTiles * 128;

@@ -46,9 +46,10 @@ constexpr int q_buffers(int vs) {
   return vs == 3 ? 1 : 2;
 }
 // Q ×QB, KS K stages, VS V stages, the barriers (Q full/empty ×2, tail; full and empty per stage; QS: Q full/empty
-// ×2 more, for the second consumer's half), and slack for the 1024-byte alignment.
-constexpr int smem_bytes(int ks, int vs, bool qs = false) {
-  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs + (qs ? 4 : 0));
+// ×2 more, for the second consumer's half; DYN: a word a Q buffer, its item), and slack for the 1024-byte alignment.
+constexpr int smem_bytes(int ks, int vs, bool qs = false, bool dyn = false) {
+  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs + (qs ? 4 : 0)) +
+         (dyn ? 4 * q_buffers(vs) : 0);
 }
 
 struct Sm90Params {
@@ -57,6 +58,10 @@ struct Sm90Params {
   int m_blocks;  // 128-row blocks of the longest sequence's tile rows
   int heads;     // query heads, or kv heads when packed
   int snake;     // 1: a persistent block walks its rounds of items in alternating directions (PrefillSm90Options)
+};
+// DYN's parameters (a type of their own, so the other instances' parameters stay as they were).
+struct Sm90DynParams : Sm90Params {
+  int* items;  // [0] items taken past the first round, [1] blocks done taking (zero between launches)
 };
 
 // One work item: 128 tile rows of one (head or kv head, sequence).
@@ -87,12 +92,18 @@ struct WorkItem {
 // item whose rows start on a tile boundary: consumer 0's), the tile's other 64 keys lie past all of its rows, so
 // that tile's S = Q Kᵀ (m64n64), softmax and P V (4 k-steps of 8) run on its first 64 keys only. Skipped keys are
 // masked keys: P is 0 there, so only work that adds zeros goes.
+// DYN (lab, persistent, CONT, without MC or a Q form): a block's first item is its index, each later one is the next
+// not yet taken (an atomic counter, p.items), so the blocks that drew short items take more of them: static rounds
+// leave ~3 % of the work on the busiest block at 16 × 1k where taking the next free item leaves 0.3 % (the items' tile
+// counts as a model). The producer takes the item and hands its index to the consumers in shared memory beside Q's
+// buffer (published by Q's full barrier; -1: none left); the last block done taking sets the counters back to zero.
+// An item's arithmetic does not depend on the block that runs it: the same bits as the static rounds.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false>
+          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false, bool DYN = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
-                                  const Sm90Params p) {
+                                  const std::conditional_t<DYN, Sm90DynParams, Sm90Params> p) {
 #if RL_SM90_ENABLED
   using namespace sm90;
   extern __shared__ unsigned char smem_raw[];
@@ -110,6 +121,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     return c == 0 ? q_empty(qb) : bars + 40 + 8 * (2 * KS + 2 * VS + 2 + qb);
   };
   const uint32_t tail_bar = bars + 32;
+  // DYN: Q buffer qb's item (after the stages' barriers).
+  auto item_slot = [&](int qb) { return bars + 40 + 8 * (2 * KS + 2 * VS) + 4 * qb; };
   auto full_k = [&](int st) { return bars + 40 + 8 * st; };
   auto empty_k = [&](int st) { return bars + 40 + 8 * (KS + st); };
   auto full_v = [&](int st) { return bars + 40 + 8 * (2 * KS + st); };
@@ -196,11 +209,42 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int bs_mask = (1 << p.log2_bs) - 1;
     int g = 0, k = 0, tails = 0;  // tiles, items and tail tiles so far: stage and barrier phases
     WorkItem w;
-    for (int r = 0; r * item_stride < total; ++r) {
-      const int i = item_of(r);
-      if (i >= total || !get_item(i, w)) continue;
-      const int kvh = PACK ? w.y : w.y / group;
+    // DYN: the next item not yet taken (lane 0 takes it, the warp learns it).
+    const auto take_item = [&] {
+      int i = 0;
+      if constexpr (DYN) {
+        if (lane == 0) i = item_stride + atomicAdd(p.items, 1);
+      }
+      return __shfl_sync(0xffffffffu, i, 0);
+    };
+    for (int r = 0; DYN || r * item_stride < total; ++r) {
+      int i = item_of(r);
       const int qb = k % QB;
+      if constexpr (DYN) {
+        i = r == 0 ? first_item : take_item();
+        while (i < total && !get_item(i, w)) i = take_item();
+        // The slot is read by the consumers of the item before, who are done with it once they give Q back.
+        if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
+        if (lane == 0) {
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(item_slot(qb)), "r"(i < total ? i : -1) : "memory");
+        }
+        if (i >= total) {
+          // None left: the consumers learn it from the slot (Q's full barrier, no bytes), and the last block done
+          // taking items sets the counters back for the next launch (every block's last take is before its count).
+          if (lane == 0) {
+            mbar_arrive(q_full(qb));
+            __threadfence();
+            if (atomicAdd(p.items + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+              atomicExch(p.items, 0);
+              atomicExch(p.items + 1, 0);
+            }
+          }
+          break;
+        }
+      } else {
+        if (i >= total || !get_item(i, w)) continue;
+      }
+      const int kvh = PACK ? w.y : w.y / group;
       // The two column-half boxes of consumer c's 64 rows of this item's Q into buffer qb, completing on bar.
       const auto issue_q_rows = [&](int c, uint32_t bar) {
         for (int h = 0; h < 2; ++h) {
@@ -225,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (QS) {
         load_q_half(0);
       } else {
-        if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
+        if (!DYN && k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);  // (DYN: waited for above)
         if (lane == 0) {
           mbar_arrive_expect_tx(q_full(qb), kQBytes);
           for (int c = 0; c < 2; ++c) issue_q_rows(c, q_full(qb));  // both consumers' halves
@@ -329,9 +373,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int my_bar = 1 + cw, other_bar = 2 - cw;
   int g = 0, k = 0;  // tiles and items so far: stage and barrier phases, as the producer counts them
   WorkItem w;
-  for (int r = 0; r * item_stride < total; ++r) {
-    const int item = item_of(r);
-    if (item >= total || !get_item(item, w)) continue;
+  for (int r = 0; DYN || r * item_stride < total; ++r) {
+    if constexpr (DYN) {
+      // The producer's item for this Q buffer, published by its full barrier (-1: none left).
+      mbar_wait(q_full(k % QB), (k / QB) & 1);
+      int item;
+      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(item_slot(k % QB)) : "memory");
+      if (item < 0) break;
+      get_item(item, w);
+    } else {
+      const int item = item_of(r);
+      if (item >= total || !get_item(item, w)) continue;
+    }
     const int m0 = w.m0, num_rows = w.num_rows, offset = w.offset, seq_len_k = w.seq_len_k;
     const int num_tiles = w.num_tiles, q_start = w.q_start, kvh = PACK ? w.y : w.y / group;
     auto row_token = [&](int i) { return PACK ? i / G : i; };
@@ -535,7 +588,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     if (cw == 1 && (!CONT || k == 0)) named_arrive(other_bar, 256);
-    mbar_wait(QS ? q_full_half(qb, cw) : q_full(qb), (k / QB) & 1);
+    if (!DYN) mbar_wait(QS ? q_full_half(qb, cw) : q_full(qb), (k / QB) & 1);  // (DYN: waited for above)
     if (QS && my_tiles == 0) release_q_half();  // (after the wait: the release must follow this item's load)
     if constexpr (QR) {
       // ldmatrix.x4 per k-step: lane l gives a row address of 8 × 8 matrix l / 8 (matrices 1 and 3: rows + 8;
@@ -647,10 +700,14 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false>
-void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS, QR, DH>;
-  constexpr int kSmemBytes = smem_bytes(KS, VS, QS);
+          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false, bool DYN = false>
+void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
+                 int* item_counters = nullptr) {
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS, QR, DH, DYN>;
+  constexpr int kSmemBytes = smem_bytes(KS, VS, QS, DYN);
+  static_assert(!DYN || (CONT && !MC && !QS && !QR), "dynamic items: continuous turns, no multicast or Q form");
+  RL_CHECK_MSG(!DYN || (persistent && item_counters != nullptr), "Hopper prefill: dynamic items need a persistent "
+               "grid and their counters");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
   if (!configured) {
@@ -661,7 +718,8 @@ void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStrea
   // Q: (column, head, token) over the query part of the qkv rows; a box is 64 rows of one consumer.
   const CUtensorMap tq = make_map(a.qkv, kD, a.num_heads, a.num_tokens, kD * 2, a.row * 2, 64,
                                   static_cast<uint32_t>(G), static_cast<uint32_t>(64 / G));
-  Sm90Params p;
+  std::conditional_t<DYN, Sm90DynParams, Sm90Params> p;
+  if constexpr (DYN) p.items = item_counters;
   p.log2_bs = 0;
   while ((int64_t(1) << p.log2_bs) < a.block_size) ++p.log2_bs;
   p.box_rows = static_cast<int>(std::min<int64_t>(a.block_size, kBN));
@@ -726,10 +784,24 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
   // The Q halves and Q in registers (lab, built with the lazy rescale only) are two forms of Q's buffer, not one.
   RL_CHECK_MSG(!(o.q_halves && o.q_in_registers), "Hopper prefill lab: Q halves or Q in registers, not both");
-  // The diagonal's half tiles (lab): built with the lazy rescale and neither Q form only (with either, ptxas lacks
-  // the registers to keep the wgmmas in flight: C7511, every wgmma serialized).
+  // Dynamic items (lab): built with the lazy rescale and neither Q form only, with and without the half tiles.
+  RL_CHECK_MSG(!o.dynamic_items || !(o.q_halves || o.q_in_registers),
+               "Hopper prefill lab: dynamic items are built without the Q halves or Q in registers");
+  if (lazy && !multicast && !o.wait_in_place && o.dynamic_items) {
+    if (o.diag_half) {
+      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, true, true>(a, o.persistent, num_sms, stream,
+                                                                                      o.snake, o.item_counters);
+    } else {
+      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, false, true>(a, o.persistent, num_sms,
+                                                                                       stream, o.snake,
+                                                                                       o.item_counters);
+    }
+    return;
+  }
+  // The diagonal's half tiles (production up to 4k keys): built with the lazy rescale and neither Q form only (with
+  // either, ptxas lacks the registers to keep the wgmmas in flight: C7511, every wgmma serialized).
   RL_CHECK_MSG(!o.diag_half || !(o.q_halves || o.q_in_registers),
-               "Hopper prefill lab: the diagonal's half tiles are built without the Q halves or Q in registers");
+               "Hopper prefill: the diagonal's half tiles are built without the Q halves or Q in registers");
   if (lazy && !multicast && !o.wait_in_place && o.diag_half) {
     launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, true>(a, o.persistent, num_sms, stream,
                                                                                 o.snake);
