@@ -789,8 +789,9 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                "Hopper prefill lab: dynamic items are built without the Q halves or Q in registers");
   if (lazy && !multicast && !o.wait_in_place && o.dynamic_items) {
     if (o.diag_half) {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, true, true>(a, o.persistent, num_sms, stream,
-                                                                                      o.snake, o.item_counters);
+      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, true, true>(a, o.persistent, num_sms,
+                                                                                      stream, o.snake,
+                                                                                      o.item_counters);
     } else {
       launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, false, true>(a, o.persistent, num_sms,
                                                                                        stream, o.snake,
