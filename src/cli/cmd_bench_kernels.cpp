@@ -18,7 +18,8 @@ void add_bench_kernels(CLI::App* bench, int* exit_code) {
   auto device = std::make_shared<int>(0);
   cmd->add_option("group", *only,
                   "Only this group: copy, linear, gemv, skinny, decode, prefill, prefill_production (its "
-                  "production rows alone), mla, sample or elementwise (default: all)");
+                  "production rows alone), prefill_trace (where a prefill launch's time goes, item by item; not "
+                  "in the default), mla, sample or elementwise (default: all)");
   cmd->add_option("--device-index", *device, "CUDA device")->capture_default_str();
   cmd->callback([only, device, exit_code] {
 #ifdef RIDGELINE_CUDA

@@ -241,6 +241,16 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
 // Kernel lab: the default variant with one part left out (wrong results; for timing differences): 1 = K/V loads
 // after the first stages, 2 = the softmax, 3 = the P V GEMM.
 void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream);
+// Kernel lab: production's Hopper prefill (persistent, snake order as production takes it; without the diagonal's
+// half tiles, which with the stamps ptxas would serialize) with a timeline. Per block and per item it takes (its
+// first max_items), clock64 stamps (the SM's cycle counter): [0] the producer has the item, [1] the producer's wait
+// for the Q buffer is over (Q's copies go out), [2] consumer 0 has Q, [3] consumer 0's last tile is done, [4] its
+// rows are stored, [5] / [6] / [7] the same for consumer 1. trace: int64 [blocks][max_items][kPrefillSm90TraceStamps],
+// zeroed by the caller (0: no such item); returns the block count. The arithmetic of production without the half
+// tiles: the same bits.
+constexpr int kPrefillSm90TraceStamps = 8;
+int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cudaStream_t stream, long long* trace,
+                                        int max_items);
 // Scratch for chunked batch-invariant attention: per (token, head, chunk) the chunk's unnormalized o (f32
 // [head_dim]) and its (m, l). capacity_floats bounds num_tokens · heads · chunks · (head_dim + 2).
 struct ChunkWorkspace {

@@ -842,6 +842,90 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
 // MLA decode attention (absorbed queries over the paged latent cache, kv_lora_rank 512 + rope 64) at the
 // DeepSeek-V2-Lite (16 heads) and DeepSeek-V3 (128 heads) widths, batch 1 and 64, context 4096: latent bytes / time
 // (TB/s) and FLOPs / time (2 · B · heads · S · (576 + 512)); default and deterministic mode, and a split-count lab.
+// Where a Hopper prefill launch's time goes, item by item (launch_prefill_attention_sm90_trace's stamps): per block,
+// the share of its span each consumer spends in its tiles, storing its rows and waiting for the next item's Q; the
+// producer's wait for the Q buffer and the cycles from Q's copies to consumer 0 having Q (medians over blocks).
+// The traced launch's output is checked bit for bit against the backend's launch of the same form.
+void bench_prefill_trace(CudaBackend& be) {
+  const int64_t heads = 32, kv_heads = 8, d = 128;
+  constexpr int kMaxItems = 256, kS = cuda::kPrefillSm90TraceStamps;
+  for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{16, 1024}, {4, 4096}, {1, 16384}}) {
+    const int64_t b = shape.first, s = shape.second;
+    const std::string name = std::to_string(b) + "x" + std::to_string(s);
+    AttnProblem p = make_attn(be, b, s, s, heads, kv_heads, d, 1, 16);
+    const cuda::AttentionArgs a = attn_args(p, p.metas[0], b, s, s, heads, kv_heads, d);
+    if (!cuda::prefill_attention_sm90_supported(a)) return;
+    const size_t out_bytes = p.out.nbytes();
+    const int diag_mode = be.prefill_diag_half_mode();
+    be.set_prefill_diag_half_mode(0);  // the traced form
+    be.attention(p.qkv, p.cache, p.metas[0], p.out);
+    be.set_prefill_diag_half_mode(diag_mode);
+    std::vector<uint16_t> want(out_bytes / 2), got(out_bytes / 2);
+    be.synchronize();
+    be.download(want.data(), p.out.data, out_bytes);
+    const size_t trace_bytes = static_cast<size_t>(be.num_sms()) * kMaxItems * kS * sizeof(long long);
+    DeviceBuffer trace(&be, trace_bytes);
+    long long* tr = static_cast<long long*>(trace.data());
+    int blocks = 0;
+    for (int rep = 0; rep < 3; ++rep) {  // warm-ups, then the recorded launch
+      RL_CUDA_CHECK(cudaMemsetAsync(tr, 0, trace_bytes, be.stream()));
+      blocks = cuda::launch_prefill_attention_sm90_trace(a, be.num_sms(), be.stream(), tr, kMaxItems);
+    }
+    std::vector<long long> t(trace_bytes / sizeof(long long));
+    be.synchronize();
+    be.download(t.data(), tr, trace_bytes);
+    be.download(got.data(), p.out.data, out_bytes);
+    result("prefill_trace", name + "_same_bits_as_production", want == got ? 1 : 0, "bool");
+    // Per block: shares of its span (first item taken to last rows stored).
+    std::vector<double> tiles[2], store[2], wait_q[2], q_latency, producer_wait, items;
+    for (int blk = 0; blk < blocks; ++blk) {
+      const long long* bt = t.data() + static_cast<size_t>(blk) * kMaxItems * kS;
+      int n = 0;
+      while (n < kMaxItems && bt[n * kS] != 0) ++n;
+      if (n == 0) continue;
+      const long long t0 = bt[0];
+      long long t1 = 0;
+      for (int c = 0; c < 2; ++c) t1 = std::max(t1, bt[(n - 1) * kS + 4 + 3 * c]);
+      const double span = static_cast<double>(t1 - t0);
+      if (span <= 0) continue;
+      items.push_back(n);
+      double pw = 0, ql = 0;
+      for (int k = 0; k < n; ++k) {
+        pw += static_cast<double>(bt[k * kS + 1] - bt[k * kS]);
+        ql += static_cast<double>(bt[k * kS + 2] - bt[k * kS + 1]);
+      }
+      producer_wait.push_back(pw / span);
+      q_latency.push_back(ql / n);
+      for (int c = 0; c < 2; ++c) {
+        double ti = 0, st = 0, wq = 0;
+        for (int k = 0; k < n; ++k) {
+          const long long* e = bt + k * kS + 2 + 3 * c;  // has Q, last tile done, rows stored
+          ti += static_cast<double>(e[1] - e[0]);
+          st += static_cast<double>(e[2] - e[1]);
+          wq += static_cast<double>(e[0] - (k == 0 ? t0 : bt[(k - 1) * kS + 4 + 3 * c]));
+        }
+        tiles[c].push_back(ti / span);
+        store[c].push_back(st / span);
+        wait_q[c].push_back(wq / span);
+      }
+    }
+    const auto median = [](std::vector<double> v) {
+      if (v.empty()) return 0.0;
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    result("prefill_trace", name + "_items_a_block", median(items), "items");
+    for (int c = 0; c < 2; ++c) {
+      const std::string cn = name + "_consumer" + std::to_string(c);
+      result("prefill_trace", cn + "_tiles", 100 * median(tiles[c]), "%");
+      result("prefill_trace", cn + "_store", 100 * median(store[c]), "%");
+      result("prefill_trace", cn + "_wait_for_q", 100 * median(wait_q[c]), "%");
+    }
+    result("prefill_trace", name + "_producer_wait_for_q_buffer", 100 * median(producer_wait), "%");
+    result("prefill_trace", name + "_q_copies_to_consumer0", median(q_latency), "cycles");
+  }
+}
+
 void bench_mla(CudaBackend& be) {
   constexpr int64_t kLat = 576, kRank = 512, kBs = 16;
   for (int64_t heads : {16, 128}) {
@@ -1116,10 +1200,10 @@ namespace rl {
 int run_kernel_benchmarks(const std::string& only, int device_index) {
   if (!only.empty() && only != "copy" && only != "linear" && only != "decode" && only != "prefill" &&
       only != "gemv" && only != "skinny" && only != "mla" && only != "sample" && only != "elementwise" &&
-      only.rfind("prefill_production", 0) != 0) {
+      only != "prefill_trace" && only.rfind("prefill_production", 0) != 0) {
     std::fprintf(stderr,
                  "ridgeline: error: unknown kernel group \"%s\" (copy, linear, gemv, skinny, decode, prefill, "
-                 "prefill_production, mla, sample, elementwise)\n",
+                 "prefill_production, prefill_trace, mla, sample, elementwise)\n",
                  only.c_str());
     return 1;
   }
@@ -1145,6 +1229,7 @@ int run_kernel_benchmarks(const std::string& only, int device_index) {
     }
     bench_prefill(cuda, true, bs);
   }
+  if (only == "prefill_trace") bench_prefill_trace(cuda);
   if (only.empty() || only == "mla") bench_mla(cuda);
   if (only.empty() || only == "sample") bench_sample(cuda);
   if (only.empty() || only == "elementwise") bench_elementwise(cuda);

@@ -38,6 +38,7 @@ constexpr int kBM = 128;       // query rows per block (two consumer warpgroups 
 constexpr int kBN = 128;       // keys per tile
 constexpr int kThreads = 384;  // producer + two consumer warpgroups
 constexpr int kSchedWaitInPlace = 1;  // the kernel's SCHED bits (lab)
+constexpr int kTraceStamps = kPrefillSm90TraceStamps;  // TRACE: stamps an item (cuda_kernels.h)
 constexpr uint32_t kHalfRow = 128;                    // bytes of a 64-column half row
 constexpr uint32_t kQBytes = 2 * kBM * kHalfRow;      // 32 KB
 constexpr uint32_t kTileBytes = 2 * kBN * kHalfRow;   // one K or V tile, 32 KB
@@ -62,6 +63,11 @@ struct Sm90Params {
 // DYN's parameters (a type of their own, so the other instances' parameters stay as they were).
 struct Sm90DynParams : Sm90Params {
   int* items;  // [0] items taken past the first round, [1] blocks done taking (zero between launches)
+};
+// TRACE's (kernel lab): the timeline, int64 [blocks][trace_items][kTraceStamps] clock64 values.
+struct Sm90TraceParams : Sm90Params {
+  long long* trace;
+  int trace_items;
 };
 
 // One work item: 128 tile rows of one (head or kv head, sequence).
@@ -99,11 +105,14 @@ struct WorkItem {
 // buffer (published by Q's full barrier; -1: none left); the last block done taking sets the counters back to zero.
 // An item's arithmetic does not depend on the block that runs it: the same bits as the static rounds.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false, bool DYN = false>
+          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false, bool DYN = false,
+          bool TRACE = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
-                                  const std::conditional_t<DYN, Sm90DynParams, Sm90Params> p) {
+                                  const std::conditional_t<DYN, Sm90DynParams,
+                                                           std::conditional_t<TRACE, Sm90TraceParams, Sm90Params>>
+                                      p) {
 #if RL_SM90_ENABLED
   using namespace sm90;
   extern __shared__ unsigned char smem_raw[];
@@ -121,6 +130,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     return c == 0 ? q_empty(qb) : bars + 40 + 8 * (2 * KS + 2 * VS + 2 + qb);
   };
   const uint32_t tail_bar = bars + 32;
+  // TRACE: stamp e of this block's item number k (lane 0 of the warp that calls it; items past trace_items go
+  // unrecorded).
+  auto stamp = [&](int item_k, int e) {
+    if constexpr (TRACE) {
+      if ((threadIdx.x & 31) == 0 && item_k < p.trace_items) {
+        p.trace[(static_cast<int64_t>(blockIdx.x) * p.trace_items + item_k) * kTraceStamps + e] = clock64();
+      }
+    }
+  };
   // DYN: Q buffer qb's item (after the stages' barriers).
   auto item_slot = [&](int qb) { return bars + 40 + 8 * (2 * KS + 2 * VS) + 4 * qb; };
   auto full_k = [&](int st) { return bars + 40 + 8 * st; };
@@ -244,6 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else {
         if (i >= total || !get_item(i, w)) continue;
       }
+      stamp(k, 0);
       const int kvh = PACK ? w.y : w.y / group;
       // The two column-half boxes of consumer c's 64 rows of this item's Q into buffer qb, completing on bar.
       const auto issue_q_rows = [&](int c, uint32_t bar) {
@@ -270,6 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         load_q_half(0);
       } else {
         if (!DYN && k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);  // (DYN: waited for above)
+        stamp(k, 1);
         if (lane == 0) {
           mbar_arrive_expect_tx(q_full(qb), kQBytes);
           for (int c = 0; c < 2; ++c) issue_q_rows(c, q_full(qb));  // both consumers' halves
@@ -589,6 +609,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     if (cw == 1 && (!CONT || k == 0)) named_arrive(other_bar, 256);
     if (!DYN) mbar_wait(QS ? q_full_half(qb, cw) : q_full(qb), (k / QB) & 1);  // (DYN: waited for above)
+    if (warp == 0) stamp(k, 2 + 3 * cw);
     if (QS && my_tiles == 0) release_q_half();  // (after the wait: the release must follow this item's load)
     if constexpr (QR) {
       // ldmatrix.x4 per k-step: lane l gives a row address of 8 × 8 matrix l / 8 (matrices 1 and 3: rows + 8;
@@ -655,6 +676,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       release_v(t);
     }
 
+    if (warp == 0) stamp(k, 3 + 3 * cw);
     // Q of this item is no longer read: the producer may load the item after next into its buffer (QS: each
     // consumer gave its half back after its last S = Q Kᵀ; QR: each warp gave it back as the item started).
     if constexpr (!QS && !QR) {
@@ -680,6 +702,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         *reinterpret_cast<uint32_t*>(dst + j * 8) = pack_bf16x2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
       }
     }
+    if (warp == 0) stamp(k, 4 + 3 * cw);
     g += num_tiles;
     ++k;
   }
@@ -700,10 +723,12 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false, bool DYN = false>
-void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
-                 int* item_counters = nullptr) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS, QR, DH, DYN>;
+          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false, bool DYN = false,
+          bool TRACE = false>
+int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
+                int* item_counters = nullptr, long long* trace = nullptr, int trace_items = 0) {
+  auto kernel =
+      prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS, QR, DH, DYN, TRACE>;
   constexpr int kSmemBytes = smem_bytes(KS, VS, QS, DYN);
   static_assert(!DYN || (CONT && !MC && !QS && !QR), "dynamic items: continuous turns, no multicast or Q form");
   RL_CHECK_MSG(!DYN || (persistent && item_counters != nullptr), "Hopper prefill: dynamic items need a persistent "
@@ -718,8 +743,12 @@ void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStrea
   // Q: (column, head, token) over the query part of the qkv rows; a box is 64 rows of one consumer.
   const CUtensorMap tq = make_map(a.qkv, kD, a.num_heads, a.num_tokens, kD * 2, a.row * 2, 64,
                                   static_cast<uint32_t>(G), static_cast<uint32_t>(64 / G));
-  std::conditional_t<DYN, Sm90DynParams, Sm90Params> p;
+  std::conditional_t<DYN, Sm90DynParams, std::conditional_t<TRACE, Sm90TraceParams, Sm90Params>> p;
   if constexpr (DYN) p.items = item_counters;
+  if constexpr (TRACE) {
+    p.trace = trace;
+    p.trace_items = trace_items;
+  }
   p.log2_bs = 0;
   while ((int64_t(1) << p.log2_bs) < a.block_size) ++p.log2_bs;
   p.box_rows = static_cast<int>(std::min<int64_t>(a.block_size, kBN));
@@ -754,11 +783,12 @@ void launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStrea
     const int64_t grid_clusters = persistent ? std::min<int64_t>(pairs, std::max(clusters, 1)) : pairs;
     cfg.gridDim = dim3(static_cast<unsigned int>(2 * grid_clusters));
     RL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, a, p));
-    return;
+    return static_cast<int>(2 * grid_clusters);
   }
   const int64_t blocks = persistent ? std::min<int64_t>(items, num_sms) : items;
   kernel<<<static_cast<unsigned int>(blocks), kThreads, kSmemBytes, stream>>>(tq, tk, tv, a, p);
   RL_CUDA_CHECK_LAUNCH();
+  return static_cast<int>(blocks);
 }
 
 }  // namespace
@@ -856,6 +886,16 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
     case 6: launch_sm90<true, true, 2>(a, o.persistent, num_sms, stream, o.snake); break;
     default: launch_sm90<true, true, 3>(a, o.persistent, num_sms, stream, o.snake); break;
   }
+}
+
+int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cudaStream_t stream, long long* trace,
+                                        int max_items) {
+  // Production's form (kernel_config.h) and snake order, without the half tiles at any length: with them and the
+  // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel.
+  constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
+  constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
+  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, 0, false, false, false, false, true>(
+      a, true, num_sms, stream, prefill_sm90_snake(a.max_seqlen_k), nullptr, trace, max_items);
 }
 
 void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream) {
