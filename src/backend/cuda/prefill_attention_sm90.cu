@@ -94,16 +94,18 @@ struct WorkItem {
 // QR (lab): each consumer warp copies its 16 rows of Q into registers (ldmatrix, the wgmma A fragments) when the item
 // starts and gives the buffer back at once; S = Q Kᵀ then reads A from registers, so a tile's S reads only K from
 // shared memory (2 KB of 6 KB a k-step less), and the next item's Q loads under this whole item.
-// DH (lab): where a consumer's last row lies in the first half of its last key tile (the diagonal tile of a causal
-// item whose rows start on a tile boundary: consumer 0's), the tile's other 64 keys lie past all of its rows, so
-// that tile's S = Q Kᵀ (m64n64), softmax and P V (4 k-steps of 8) run on its first 64 keys only. Skipped keys are
-// masked keys: P is 0 there, so only work that adds zeros goes.
+// DH (production up to kPrefillSm90DiagHalfMaxKeyTiles key tiles): where a consumer's last row lies in the first
+// half of its last key tile (the diagonal tile of a causal item whose rows start on a tile boundary: consumer 0's),
+// the tile's other 64 keys lie past all of its rows, so that tile's S = Q Kᵀ (m64n64), softmax and P V (4 k-steps
+// of 8) run on its first 64 keys only. Skipped keys are masked keys: P is 0 there, so only work that adds zeros goes.
 // DYN (lab, persistent, CONT, without MC or a Q form): a block's first item is its index, each later one is the next
 // not yet taken (an atomic counter, p.items), so the blocks that drew short items take more of them: static rounds
 // leave ~3 % of the work on the busiest block at 16 × 1k where taking the next free item leaves 0.3 % (the items' tile
 // counts as a model). The producer takes the item and hands its index to the consumers in shared memory beside Q's
 // buffer (published by Q's full barrier; -1: none left); the last block done taking sets the counters back to zero.
 // An item's arithmetic does not depend on the block that runs it: the same bits as the static rounds.
+// TRACE (kernel lab, launch_prefill_attention_sm90_trace): clock64 stamps per block and item, at the producer's and
+// each consumer's item boundaries.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
           bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false, bool DYN = false,
           bool TRACE = false>
