@@ -27,8 +27,8 @@ namespace {
 
 constexpr size_t kL2Rotate = size_t(256) << 20;  // rotate inputs until this many bytes are touched
 
-// Median milliseconds of fn(i) over reps, i = repetition index (for rotation).
-// Median milliseconds of reps synchronized launches after 3 warm-ups; sorted, the reps' times go to *all if given.
+// Median milliseconds of fn(i) over reps synchronized runs after 3 warm-ups, i = repetition index (for rotation);
+// sorted, the reps' times go to *all if given.
 double time_ms(CudaBackend& be, const std::function<void(int)>& fn, int reps = 30, std::vector<float>* all = nullptr) {
   cudaEvent_t start, stop;
   RL_CUDA_CHECK(cudaEventCreate(&start));
@@ -839,9 +839,6 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
   }
 }
 
-// MLA decode attention (absorbed queries over the paged latent cache, kv_lora_rank 512 + rope 64) at the
-// DeepSeek-V2-Lite (16 heads) and DeepSeek-V3 (128 heads) widths, batch 1 and 64, context 4096: latent bytes / time
-// (TB/s) and FLOPs / time (2 · B · heads · S · (576 + 512)); default and deterministic mode, and a split-count lab.
 // Where a Hopper prefill launch's time goes, item by item (launch_prefill_attention_sm90_trace's stamps): per block,
 // the share of its span each consumer spends in its tiles, storing its rows and waiting for the next item's Q; the
 // producer's wait for the Q buffer and the cycles from Q's copies to consumer 0 having Q (medians over blocks).
@@ -926,6 +923,9 @@ void bench_prefill_trace(CudaBackend& be) {
   }
 }
 
+// MLA decode attention (absorbed queries over the paged latent cache, kv_lora_rank 512 + rope 64) at the
+// DeepSeek-V2-Lite (16 heads) and DeepSeek-V3 (128 heads) widths, batch 1 and 64, context 4096: latent bytes / time
+// (TB/s) and FLOPs / time (2 · B · heads · S · (576 + 512)); default and deterministic mode, and a split-count lab.
 void bench_mla(CudaBackend& be) {
   constexpr int64_t kLat = 576, kRank = 512, kBs = 16;
   for (int64_t heads : {16, 128}) {

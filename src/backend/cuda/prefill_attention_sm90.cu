@@ -238,10 +238,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       return __shfl_sync(0xffffffffu, i, 0);
     };
     for (int r = 0; DYN || r * item_stride < total; ++r) {
-      int i = item_of(r);
+      int i = DYN ? (r == 0 ? first_item : take_item()) : item_of(r);
       const int qb = k % QB;
       if constexpr (DYN) {
-        i = r == 0 ? first_item : take_item();
         while (i < total && !get_item(i, w)) i = take_item();
         // The slot is read by the consumers of the item before, who are done with it once they give Q back.
         if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
