@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # The Hopper prefill's forms against production in one call: production (the lazy rescale since session 20) against
-# the eager rescale (RIDGELINE_CUDA_PREFILL_SM90=continuous_v3), the K / V multicast over pairs of heads
-# (continuous_v3_mc, lab), the wait for P V kept after the next tile's softmax (continuous_v3_lazy_waitinplace, lab;
-# ptxas hoists production's above it). The layout test (every form against the CPU; the lab forms
+# the eager rescale (RIDGELINE_CUDA_PREFILL_SM90=continuous_v3). The layout test (every form against the CPU; the lab forms
 # on the test's subset), `rl_bench_kernels copy prefill` (production at block sizes 16 / 64 / 128, the lab rows, the
 # ablations), PEER=1 (default) torch's SDPA peers in the same call (bench/peers/torch_peers.py prefill: cuDNN, flash),
 # and the 32,000-token TTFT on the Llama-3.1-8B shape, each form that passed the test alternating, ROUNDS rounds
 # (default 2), production also at each KV block size in BLOCK_SIZES (default "64"). LAB_FORMS replaces the lab forms
-# (RIDGELINE_CUDA_PREFILL_SM90 values, e.g. "continuous_v3_lazy_snake", "continuous_v3_lazy_qhalf_autosnake",
-# "continuous_v3_lazy_qregs_autosnake", "continuous_v3_lazy_diaghalf_autosnake"). Carried binaries in $RL_BIN_DIR
+# (RIDGELINE_CUDA_PREFILL_SM90 values, e.g. "continuous_v3_lazy_snake", "continuous_v3_lazy_diaghalf_autosnake",
+# "continuous_v3_lazy_autosnake_autodiaghalf_dyn"). Carried binaries in $RL_BIN_DIR
 # (SOURCE_LINK as common.sh says). Prints a short table last; logs in $OUT/prefill_forms_logs.tgz. About 4 minutes.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -26,7 +24,7 @@ fi
 # A form: production (no variable) or a RIDGELINE_CUDA_PREFILL_SM90 value; bsN: production at KV block size N.
 forms="production"
 grep -q "^\[       OK \] CudaAttention.HopperPrefillLayoutsAndPageSizes" "$L/tests.txt" &&
-  forms="$forms ${LAB_FORMS-continuous_v3 continuous_v3_mc continuous_v3_lazy_waitinplace}"
+  forms="$forms ${LAB_FORMS-continuous_v3}"
 for bs in ${BLOCK_SIZES-64}; do forms="$forms bs$bs"; done
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for f in $forms; do
@@ -45,8 +43,8 @@ done
 tar czf "$final_out/prefill_forms_logs.tgz" -C "$L" .
 echo "== summary =="
 gtest_summary "$L/tests.txt"
-rows="^RESULT (copy|prefill_attn) |_bs(64|128) |_v3_cont |_v3_cont_lazy |_v3_cont_mc |_waitinplace |_snake "
-grep -E "$rows|_qhalf |_qregs |_diaghalf |_dyn |_abl" "$L/bench_prefill.txt"
+rows="^RESULT (copy|prefill_attn) |_bs(64|128) |_v3_cont |_v3_cont_lazy |_snake "
+grep -E "$rows|_diaghalf |_dyn |_abl" "$L/bench_prefill.txt"
 [ -f "$L/peers_prefill.txt" ] && grep -E "^RESULT" "$L/peers_prefill.txt"
 for f in "$L"/lat_ttft32k_*.json; do
   [ -f "$f" ] || continue

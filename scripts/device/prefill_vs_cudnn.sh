@@ -5,9 +5,7 @@
 # (nvidia-smi) and averaged over each run. In one long `rl_bench_kernels prefill` process a row's figure moved by up to
 # 10 % with its place in the run; alternating short processes, each form's rounds agree within 1 %. FORMS (default
 # "production peers") are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=
-# continuous_v3_lazy_snake), qhalf (production with each consumer's Q half given back after its last S = Q Kᵀ:
-# continuous_v3_lazy_qhalf_autosnake), qregs (production with Q in registers for S = Q Kᵀ:
-# continuous_v3_lazy_qregs_autosnake), diaghalf (the diagonal's half tiles at every length:
+# continuous_v3_lazy_snake), diaghalf (the diagonal's half tiles at every length:
 # continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without them: continuous_v3_lazy_autosnake), dyn
 # (production with dynamic items: continuous_v3_lazy_autosnake_autodiaghalf_dyn), bsN (production over a KV cache of
 # block size N). Carried binaries in $RL_BIN_DIR.
@@ -25,8 +23,8 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
       peers) timeout 150 python3 bench/peers/torch_peers.py prefill ;;
       snake)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
-      qhalf | qregs | diaghalf)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_${who}_autosnake timeout 120 "$bin/rl_bench_kernels" \
+      diaghalf)
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_diaghalf_autosnake timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
       dyn)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_dyn timeout 120 "$bin/rl_bench_kernels" \

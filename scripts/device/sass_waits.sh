@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Where the Hopper prefill's wgmma waits land in its SASS (issue 21.1; session 20 found ptxas had moved the wait for
-# P V of tile t ahead of the softmax of S_{t+1}, docs/cuda.md; the lab form's wgmma_wait_in_place keeps it after).
+# P V of tile t ahead of the softmax of S_{t+1}, docs/cuda.md).
 # Needs no GPU time beyond the machine: the image has cuobjdump, which the build machine lacks (there,
 # `nvcc -cubin` and tools/wait_order.py on the cubin give the same verdicts).
-# - The carried binary: `cuobjdump -sass $RL_BIN_DIR/rl_bench_kernels`, the production instance (FUNCTION, default
-#   its template arguments' mangling) and the lab one (SCHED 1: wgmma_wait_in_place), read by
-#   tools/wait_order.py.
+# - The carried binary: `cuobjdump -sass $RL_BIN_DIR/rl_bench_kernels`, the production instance above 4k keys
+#   (FUNCTION, default its template arguments' mangling) and the one with the diagonal's half tiles (production up to
+#   4k keys), read by tools/wait_order.py.
 # - DEFINES="A B=1 ...": src/backend/cuda/prefill_attention_sm90.cu of this tree compiled alone for sm_90a, once
 #   as it is and once per -D in DEFINES (a source variant behind a macro), each read the same way.
 # Prints each verdict ("overlapped" / "serialized") last; listings in $OUT/sass_waits_logs.tgz. Seconds.
@@ -13,13 +13,13 @@ set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
 export PATH="/usr/local/cuda/bin:$PATH"
-# The production instance and the lab one (the kernel's template arguments PACK .. SCHED, mangled; SCHED 1: the wait
-# in place).
-fn="${FUNCTION:-prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb0ELi0EE}"
+# The production instances (the kernel's template arguments PACK .. TRACE, mangled; the first DH, the half tiles, off
+# and the second on).
+fn="${FUNCTION:-prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb0ELb0ELb0EE}"
 if cuobjdump -sass "$bin/rl_bench_kernels" > "$L/carried.sass" 2> "$L/carried.err"; then
   python3 tools/wait_order.py "$L/carried.sass" --function "$fn" > "$L/carried.txt" 2>&1
   python3 tools/wait_order.py "$L/carried.sass" \
-    --function "prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb0ELi1EE" > "$L/carried_sched1.txt" 2>&1
+    --function "prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb1ELb0ELb0EE" > "$L/carried_diaghalf.txt" 2>&1
 else
   echo "cuobjdump failed: $(head -c 300 "$L/carried.err")" > "$L/carried.txt"
 fi

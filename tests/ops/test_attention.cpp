@@ -311,26 +311,19 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const cuda::PrefillSm90Options production_form = cuda().prefill_sm90_form();
   const int snake_default = cuda().prefill_snake_mode();
   const int diag_half_default = cuda().prefill_diag_half_mode();
-  // Bits 4, 8 and 16: the lazy rescale (production since session 20: 7 is the full sweep), the K / V multicast over
-  // pairs of heads (lab), the wait for P V kept in place (lab, with the lazy rescale); continuous turns and 3 V stages
-  // only; an odd GQA group, 14 / 2, runs without the multicast. Bit 32: snake-ordered rounds of work items forced on
-  // (production turns them on from kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row). Bit 64:
-  // each consumer's half of Q given back after its last S = Q Kᵀ (lab, with the lazy rescale). Bit 128: Q in registers
-  // for S = Q Kᵀ (lab, with the lazy rescale). The diagonal's half tiles (a consumer's last tile on its first 64 keys
-  // where the rest are past its rows) are production's at these batches' lengths (prefill_sm90_diag_half; they reach
-  // it as the first tile, as the second after a full one, and after several), with the lazy rescale and no Q form;
-  // bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles). Bit 512: each
-  // block takes its next item from a counter (lab, with the lazy rescale, with and without the half tiles; the many
-  // launches in a row check that every launch leaves the counters at zero).
-  for (const int lab : {0, 1, 2, 3, 7, 11, 23, 39, 71, 135, 263, 519, 775}) {
+  // Bit 4: the lazy rescale (production since session 20: 7 is the full sweep; continuous turns and 3 V stages only).
+  // Bit 32: snake-ordered rounds of work items forced on (production turns them on from kPrefillSm90SnakeMinKeyTiles
+  // key tiles, past these batches' longest row). The diagonal's half tiles (a consumer's last tile on its first 64 keys
+  // where the rest are past its rows) are production's at these batches' lengths (prefill_sm90_diag_half; they reach it
+  // as the first tile, as the second after a full one, and after several), with the lazy rescale; bit 256 turns them
+  // off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles). Bit 512: each block takes its next item
+  // from a counter (lab, with the lazy rescale, with and without the half tiles; the many launches in a row check that
+  // every launch leaves the counters at zero).
+  for (const int lab : {0, 1, 2, 3, 7, 39, 263, 519, 775}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
     form.v_stages = lab & 2 ? 3 : 2;
     form.lazy_rescale = lab & 4;
-    form.multicast = lab & 8;
-    form.wait_in_place = lab & 16;
-    form.q_halves = lab & 64;
-    form.q_in_registers = lab & 128;
     form.dynamic_items = lab & 512;
     const bool snake = lab & 32, no_diag_half = lab & 256;
     cuda().set_prefill_sm90_form(form);
@@ -338,10 +331,8 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
     cuda().set_prefill_diag_half_mode(no_diag_half ? 0 : diag_half_default);
     const bool production =
         form.continuous_turns == production_form.continuous_turns && form.v_stages == production_form.v_stages &&
-        form.lazy_rescale == production_form.lazy_rescale && form.multicast == production_form.multicast &&
-        form.wait_in_place == production_form.wait_in_place && form.q_halves == production_form.q_halves &&
-        form.q_in_registers == production_form.q_in_registers &&
-        form.dynamic_items == production_form.dynamic_items && !snake && !no_diag_half;
+        form.lazy_rescale == production_form.lazy_rescale && form.dynamic_items == production_form.dynamic_items &&
+        !snake && !no_diag_half;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -355,10 +346,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << s.num_kv_heads << (impl == CudaBackend::AttentionImpl::kAuto ? "" : " packed")
                                    << (form.continuous_turns ? " continuous turns" : "") << " V stages "
                                    << form.v_stages << (form.lazy_rescale ? " lazy rescale" : "")
-                                   << (form.multicast ? " multicast" : "")
-                                   << (form.wait_in_place ? " wait in place" : "") << (snake ? " snake" : "")
-                                   << (form.q_halves ? " Q halves" : "")
-                                   << (form.q_in_registers ? " Q in registers" : "")
+                                   << (snake ? " snake" : "")
                                    << (no_diag_half ? " no diagonal half tiles" : "")
                                    << (form.dynamic_items ? " dynamic items" : "");
           }

@@ -115,10 +115,10 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   // End-to-end A/B of the decode split count (kernel_config.h decode_num_splits, decode_staged_num_splits).
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_SPLITS")) decode_splits_ = std::atoll(env);
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
-  // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the
-  // form before session 18, "continuous_v3_lazy_autosnake_autodiaghalf" production, "continuous_v3" its eager
-  // rescale; the lab words "mc", "waitinplace", "qhalf", "qregs", "dyn", "snake" / "autosnake", "diaghalf" /
-  // "autodiaghalf": PrefillSm90Options); "0" turns the kernel off (prefill_attention_sm90_supported).
+  // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the form
+  // before session 18, "continuous_v3_lazy_autosnake_autodiaghalf" production, "continuous_v3" its eager rescale; the
+  // lab words "dyn", "snake" / "autosnake", "diaghalf" / "autodiaghalf": PrefillSm90Options); "0" turns the kernel off
+  // (prefill_attention_sm90_supported).
   prefill_form_.continuous_turns = cuda::kPrefillSm90ContinuousTurns;
   prefill_form_.v_stages = cuda::kPrefillSm90VStages;
   prefill_form_.lazy_rescale = cuda::kPrefillSm90LazyRescale;
@@ -128,15 +128,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_form_.continuous_turns = has("continuous");
     prefill_form_.v_stages = has("v3") ? 3 : 2;
     prefill_form_.lazy_rescale = has("lazy");
-    prefill_form_.multicast = has("mc");
-    prefill_form_.wait_in_place = has("waitinplace");
-    prefill_form_.q_halves = has("qhalf");
-    prefill_form_.q_in_registers = has("qregs");
     prefill_form_.dynamic_items = has("dyn");
     // "autosnake": snake order where production takes it (prefill_sm90_snake); "snake": always.
     prefill_snake_mode_ = has("autosnake") ? -1 : has("snake") ? 1 : 0;
     // "autodiaghalf": the diagonal's half tiles where production takes them (prefill_sm90_diag_half); "diaghalf":
-    // always (with a Q form: refused at launch).
+    // always.
     prefill_diag_half_mode_ = has("autodiaghalf") ? -1 : has("diaghalf") ? 1 : 0;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
@@ -432,9 +428,8 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
                                    // forms: where built, launch_prefill_attention_sm90 decides)
       o.snake = prefill_snake_mode_ < 0 ? cuda::prefill_sm90_snake(a.max_seqlen_k) : prefill_snake_mode_ == 1;
       o.item_counters = prefill_item_counters_;
-      o.diag_half = prefill_diag_half_mode_ < 0
-                        ? !o.q_halves && !o.q_in_registers && cuda::prefill_sm90_diag_half(a.max_seqlen_k)
-                        : prefill_diag_half_mode_ == 1;
+      o.diag_half = prefill_diag_half_mode_ < 0 ? cuda::prefill_sm90_diag_half(a.max_seqlen_k)
+                                                : prefill_diag_half_mode_ == 1;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;
     }

@@ -175,11 +175,11 @@ class CudaBackend final : public Backend {
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
   bool fused_rope_attention() const { return fused_rope_attention_; }
   // The Hopper prefill's form (PrefillSm90Options), set whole: its fields continuous_turns, v_stages, lazy_rescale
-  // and the lab ones (multicast, wait_in_place, q_halves, q_in_registers, dynamic_items); the launch sets the rest
+  // and the lab one (dynamic_items); the launch sets the rest
   // (pack, intra_overlap, persistent, k_stages, snake, diag_half, item_counters). The constructor takes
   // kernel_config.h's production form (kPrefillSm90ContinuousTurns, kPrefillSm90VStages, kPrefillSm90LazyRescale) or
-  // RIDGELINE_CUDA_PREFILL_SM90's words (per_item_v2|continuous|v3|continuous_v3, "lazy", "mc", "waitinplace",
-  // "qhalf", "qregs", "dyn"). Tests run every combination that is built.
+  // RIDGELINE_CUDA_PREFILL_SM90's words (per_item_v2|continuous|v3|continuous_v3, "lazy", "dyn"). Tests run every
+  // combination that is built.
   void set_prefill_sm90_form(const cuda::PrefillSm90Options& form) { prefill_form_ = form; }
   const cuda::PrefillSm90Options& prefill_sm90_form() const { return prefill_form_; }
   // The Hopper prefill's snake-ordered rounds: -1 by the launch's longest key row (kernel_config.h,
@@ -187,7 +187,7 @@ class CudaBackend final : public Backend {
   void set_prefill_snake_mode(int mode) { prefill_snake_mode_ = mode; }
   int prefill_snake_mode() const { return prefill_snake_mode_; }
   // The Hopper prefill's half tiles on the causal diagonal (PrefillSm90Options::diag_half): -1 by the launch's longest
-  // key row (kernel_config.h, prefill_sm90_diag_half; the default), 0 off, 1 on; never with a Q lab form.
+  // key row (kernel_config.h, prefill_sm90_diag_half; the default), 0 off, 1 on.
   void set_prefill_diag_half_mode(int mode) { prefill_diag_half_mode_ = mode; }
   int prefill_diag_half_mode() const { return prefill_diag_half_mode_; }
   // The Hopper prefill's dynamic items' two counters (zero between launches; PrefillSm90Options::item_counters).

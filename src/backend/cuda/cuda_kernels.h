@@ -204,30 +204,13 @@ struct PrefillSm90Options {
   // these two are ignored. The running max moves only by more than 2^8, and O's rescale is skipped where no row of a
   // warp moved (FlashAttention-4's conditional rescale; production since session 20, kPrefillSm90LazyRescale).
   bool lazy_rescale = false;
-  // Lab: clusters of two blocks for the two query heads of a pair in one kv head, each K / V tile's halves multicast
-  // into both (one crossing from L2 per pair); an odd GQA group runs without it.
-  bool multicast = false;
-  // Lab, with the lazy rescale and without the multicast only (prefill_attention_sm90.cu, SCHED): the wait for P V
-  // kept after the softmax of the next tile (wgmma_wait_in_place), where ptxas hoists production's plain wait.
-  bool wait_in_place = false;
-  // Lab, with the lazy rescale and without the multicast or the wait in place only (prefill_attention_sm90.cu, QS):
-  // each consumer's 64-row half of the one Q buffer has its own full / empty barriers and goes back once that
-  // consumer's last S = Q Kᵀ of the item is done, so the next item's Q half loads under its last tile instead of after
-  // both consumers' last P V.
-  bool q_halves = false;
-  // Lab, with the lazy rescale and without the multicast, the wait in place or the Q halves only (prefill_attention_
-  // sm90.cu, QR): each consumer warp copies its 16 rows of Q into registers as the item starts and gives the buffer
-  // back at once; S = Q Kᵀ takes A from registers (less shared-memory traffic a tile, the next Q loading under the
-  // whole item).
-  bool q_in_registers = false;
-  // With the lazy rescale and without the multicast, the wait in place or a Q form (prefill_attention_sm90.cu, DH):
-  // a consumer's last key tile runs on its first 64 keys where the rest lie past all of its rows (the causal
-  // diagonal), an m64n64 S = Q Kᵀ and half the P V k-steps. Production sets it from the launch's longest key row
-  // (kernel_config.h, prefill_sm90_diag_half).
+  // With the lazy rescale (prefill_attention_sm90.cu, DH): a consumer's last key tile runs on its first 64 keys where
+  // the rest lie past all of its rows (the causal diagonal), an m64n64 S = Q Kᵀ and half the P V k-steps. Production
+  // sets it from the launch's longest key row (kernel_config.h, prefill_sm90_diag_half).
   bool diag_half = false;
-  // Lab, persistent, with the lazy rescale and without the multicast, the wait in place or a Q form
-  // (prefill_attention_sm90.cu, DYN): a block takes its next work item from an atomic counter (the next not yet
-  // taken) instead of static rounds; item_counters: two ints, zero before the launch, and the launch leaves them so.
+  // Lab, persistent, with the lazy rescale (prefill_attention_sm90.cu, DYN): a block takes its next work item from an
+  // atomic counter (the next not yet taken) instead of static rounds; item_counters: two ints, zero before the launch,
+  // and the launch leaves them so.
   bool dynamic_items = false;
   int* item_counters = nullptr;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's

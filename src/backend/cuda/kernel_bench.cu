@@ -746,14 +746,10 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
                flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
       }
       // The production variant with the consumers' turns running on across items (also packed) and with 3 V stages.
-      // v = 4 / 5: continuous, 3 V stages and the lazy rescale / the K / V multicast over pairs of heads (lab);
-      // v = 6: the lazy rescale with the wait for P V kept after the next tile's softmax (lab; production's plain
-      // wait is hoisted above it by ptxas); v = 7: production with snake-ordered rounds of items; v = 8: the lazy
-      // rescale with each consumer's half of Q given back after its last S = Q Kᵀ (lab); v = 9: the lazy rescale with Q
-      // in registers for S = Q Kᵀ (lab); v = 10: the lazy rescale with the diagonal's half tiles (production up to
-      // kPrefillSm90DiagHalfMaxKeyTiles key tiles; v = 4 is the form without them); v = 11: the lazy rescale with
-      // dynamic items and the half tiles as production takes them (lab)
-      for (int v = 0; v < 12; ++v) {
+      // v = 4: continuous, 3 V stages and the lazy rescale; v = 5: that with snake-ordered rounds of items; v = 6:
+      // that with the diagonal's half tiles (production up to kPrefillSm90DiagHalfMaxKeyTiles key tiles; v = 4 is the
+      // form without them); v = 7: that with dynamic items and the half tiles as production takes them (lab)
+      for (int v = 0; v < 8; ++v) {
         cuda::PrefillSm90Options o;
         o.pack = v == 3;
         o.intra_overlap = true;
@@ -761,23 +757,17 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
         o.k_stages = 3;
         o.continuous_turns = v != 1;
         o.v_stages = v == 1 || v == 2 || v >= 4 ? 3 : 2;
-        o.lazy_rescale = v == 4 || v >= 6;
-        o.multicast = v == 5;
-        o.wait_in_place = v == 6;
-        o.snake = v == 7;
-        o.q_halves = v == 8;
-        o.q_in_registers = v == 9;
-        o.diag_half = v == 10 || (v == 11 && cuda::prefill_sm90_diag_half(s));
-        o.dynamic_items = v == 11;
+        o.lazy_rescale = v >= 4;
+        o.snake = v == 5;
+        o.diag_half = v == 6 || (v == 7 && cuda::prefill_sm90_diag_half(s));
+        o.dynamic_items = v == 7;
         o.item_counters = be.prefill_item_counters();
         const double lab_ms =
             time_ms(be, [&](int) { cuda::launch_prefill_attention_sm90(a90, o, be.num_sms(), be.stream()); }, 10);
         result("prefill_lab",
                std::to_string(b) + "x" + std::to_string(s) + "_sm90" + (o.pack ? "_packed" : "") +
                    "_intra_persistent_k3" + (o.v_stages == 3 ? "_v3" : "") + (o.continuous_turns ? "_cont" : "") +
-                   (o.lazy_rescale ? "_lazy" : "") + (o.multicast ? "_mc" : "") +
-                   (o.wait_in_place ? "_waitinplace" : "") + (o.snake ? "_snake" : "") + (o.q_halves ? "_qhalf" : "") +
-                   (o.q_in_registers ? "_qregs" : "") + (o.diag_half ? "_diaghalf" : "") +
+                   (o.lazy_rescale ? "_lazy" : "") + (o.snake ? "_snake" : "") + (o.diag_half ? "_diaghalf" : "") +
                    (o.dynamic_items ? "_dyn" : ""),
                flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
       }

@@ -399,8 +399,8 @@ constexpr bool kPrefillSm90Pack = false;
 // Hopper prefill: the softmax of S_{t+1} runs while P V of tile t is on the tensor cores (FlashAttention-3's
 // intra-warpgroup overlap), on top of the ping-pong between the two consumer warpgroups. As compiled, ptxas hoists
 // the wait for P V above that softmax (session 20's ncu; tools/wait_order.py on the SASS says "serialized"), so the
-// issue order is: S_{t+1} and P V issued, the turn passed, both waited for, then the softmax. The lab form that keeps
-// the wait in place (PrefillSm90Options::wait_in_place; SASS "overlapped") ran slower on the H100 (session 21,
+// issue order is: S_{t+1} and P V issued, the turn passed, both waited for, then the softmax. The lab form that kept
+// the wait in place (wgmma_wait_in_place; SASS "overlapped"; deleted in session 32) ran slower on the H100 (session 21,
 // `bench kernels prefill`, three alternating rounds, TFLOP/s of the wait in place against the hoisted wait):
 // 4 × 4k 535.2 / 534.8 / 534.6 against 547.6 / 544.5 / 545.1, 16 × 1k 379.7 / 386.9 / 385.0 against 382.4 / 390.3 /
 // 390.0, 1 × 16k 553.4 / 552.9 / 587.3 against 582.5 / 601.5 / 557.9; the 32k TTFT 1,217-1,230 ms against
@@ -442,30 +442,28 @@ constexpr bool kPrefillSm90ContinuousTurns = true;
 // K (released right after S = Q Kᵀ) has two. 3 V stages fit only with one Q buffer (the next item's Q then loads
 // after this item, not under it). Measured with kPrefillSm90ContinuousTurns above.
 constexpr int kPrefillSm90VStages = 3;
-// Lab (session 29; PrefillSm90Options::q_halves, RIDGELINE_CUDA_PREFILL_SM90=
-// continuous_v3_lazy_qhalf_autosnake, prefill_vs_cudnn.sh FORMS="production qhalf peers"): with 3 V stages the one Q
-// buffer is given back only after both consumers' last P V of an item, and the producer loads the next item's Q (and
+// Measured and dropped (the Q halves: a lab form from session 29 to 31, deleted in session 32): with 3 V stages the one
+// Q buffer is given back only after both consumers' last P V of an item, and the producer loads the next item's Q (and
 // then its first K / V tiles) only after that, so both consumers wait about one TMA round trip an item with the tensor
 // cores idle. In the lab form each consumer's 64-row half has its own barriers and goes back once that consumer's last
-// S = Q Kᵀ is done; the producer loads the first consumer's half, then the item's first K tile, then the second's.
-// Why it may matter: an item is ~8 µs of tensor-core work at 16 × 1k (4.5 key tiles on average),
-// ~30 µs at 4 × 4k and ~120 µs at 1 × 16k, so a ~1 µs wait an item would cost ~12 / 3 / 1 %, the order of the gaps to
-// cuDNN in session 29 (0.909 / 0.956 / 0.964). Production's PTX is unchanged by it (opcode for opcode). Measured (H100,
-// session 31, prefill_vs_cudnn.sh, 2 + 4 + 5 rounds alternating in three calls, medians, TFLOP/s, Q halves /
-// production then without the diagonal's half tiles): 4 × 4k 560.5 / 559.5, 556.0 / 557.9, 555.6 / 558.1; 16 × 1k
-// 396.8 / 387.4, 394.1 / 384.2, 389.8 / 386.9; 1 × 32k 562.1 / 567.2, 558.3 / 570.5, 560.0 / 567.5; the 32k TTFT
-// 1,159.2 ms against 1,151.5 (one each). A gain at 16 × 1k, a loss at 4 × 4k and 1 × 32k: stays lab.
-// Lab (session 30; PrefillSm90Options::q_in_registers, RIDGELINE_CUDA_PREFILL_SM90=
-// continuous_v3_lazy_qregs_autosnake, prefill_vs_cudnn.sh FORMS="production qregs peers"): each consumer warp copies
-// its 16 rows of Q into registers (8 ldmatrix.x4, the A fragments of S = Q Kᵀ's 8 k-steps) as an item starts and
+// S = Q Kᵀ is done; the producer loads the first consumer's half, then the item's first K tile, then the second's. Why
+// it may matter: an item is ~8 µs of tensor-core work at 16 × 1k (4.5 key tiles on average), ~30 µs at 4 × 4k and ~120
+// µs at 1 × 16k, so a ~1 µs wait an item would cost ~12 / 3 / 1 %, the order of the gaps to cuDNN in session 29 (0.909
+// / 0.956 / 0.964). Production's PTX is unchanged by it (opcode for opcode). Measured (H100, session 31,
+// prefill_vs_cudnn.sh, 2 + 4 + 5 rounds alternating in three calls, medians, TFLOP/s, Q halves / production then
+// without the diagonal's half tiles): 4 × 4k 560.5 / 559.5, 556.0 / 557.9, 555.6 / 558.1; 16 × 1k 396.8 / 387.4, 394.1
+// / 384.2, 389.8 / 386.9; 1 × 32k 562.1 / 567.2, 558.3 / 570.5, 560.0 / 567.5; the 32k TTFT 1,159.2 ms against 1,151.5
+// (one each). A gain at 16 × 1k, a loss at 4 × 4k and 1 × 32k.
+// Measured and dropped (Q in registers: a lab form from session 30 to 31, deleted in session 32): each consumer warp
+// copies its 16 rows of Q into registers (8 ldmatrix.x4, the A fragments of S = Q Kᵀ's 8 k-steps) as an item starts and
 // gives the Q buffer back at once. Two hypotheses: (1) a tile's shared-memory reads drop from 6 KB to 4 KB a k-step of
-// S = Q Kᵀ (A from registers, K alone from shared memory), which at the tensor cores' rate is ~96 → ~64 B a cycle
-// for S beside ~64 for P V and ~32 of TMA writes, against the SM's 128 B a cycle of shared-memory bandwidth; (2) the
-// next item's Q loads under the whole item, as with the Q halves. Cost: 32 more registers a consumer thread. Measured
-// (H100, session 31, the same calls and rounds, Q in registers / production then): 4 × 4k 565.1 / 559.5, 563.3 /
-// 557.9, 563.8 / 558.1; 16 × 1k 392.1 / 387.4, 389.8 / 384.2, 389.7 / 386.9; 1 × 32k 566.2 / 567.2, 569.4 / 570.5,
-// 562.6 / 567.5; the 32k TTFT 1,157.6 ms against 1,151.5. About 1 % at the short shapes, none at 32k, less than the
-// diagonal's half tiles at 16 × 1k (which it cannot be built with): stays lab.
+// S = Q Kᵀ (A from registers, K alone from shared memory), which at the tensor cores' rate is ~96 → ~64 B a cycle for S
+// beside ~64 for P V and ~32 of TMA writes, against the SM's 128 B a cycle of shared-memory bandwidth; (2) the next
+// item's Q loads under the whole item, as with the Q halves. Cost: 32 more registers a consumer thread. Measured (H100,
+// session 31, the same calls and rounds, Q in registers / production then): 4 × 4k 565.1 / 559.5, 563.3 / 557.9, 563.8
+// / 558.1; 16 × 1k 392.1 / 387.4, 389.8 / 384.2, 389.7 / 386.9; 1 × 32k 566.2 / 567.2, 569.4 / 570.5, 562.6 / 567.5;
+// the 32k TTFT 1,157.6 ms against 1,151.5. About 1 % at the short shapes, none at 32k, less than the diagonal's half
+// tiles at 16 × 1k (which it cannot be built with).
 // Hopper prefill: the diagonal's half tiles (PrefillSm90Options::diag_half, session 31). Where a consumer's last row
 // lies in the first half of its last key tile, that tile runs on its first 64 keys (m64n64 S = Q Kᵀ, 4 of the 8 P V
 // k-steps, the softmax on 32 values): the other 64 keys are past all of its rows, so only work that adds zeros goes.

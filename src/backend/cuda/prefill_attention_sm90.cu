@@ -8,12 +8,13 @@
 // (ping-pong on named barriers), so one's softmax overlaps the other's GEMMs; with INTRA a consumer's own softmax
 // of the next tile also overlaps its P V GEMM.
 //
-// Shared memory (128-byte swizzle, as TMA writes it and wgmma reads it): every tile is stored as two 64-column
-// halves, each [rows][128 B]; Q ×QB [2][128][128 B], then KS stages of K [2][kBN][128 B], VS of V (the same),
-// then the barriers (a stage's K and V each have a full and an empty barrier). Varlen batches, a causal mask offset by the prefix already in the cache, GQA (optionally
-// packed: a block serves one kv head and its rows are (token, head) pairs, as prefill_attention.cu's PACK), K/V
-// through block tables of any power-of-two block size ≥ 8. Key rows past the sequence are masked in S; in V they
-// are zeroed by the producer (a reused page can hold anything, and 0 · NaN would poison the row).
+// Shared memory (128-byte swizzle, as TMA writes it and wgmma reads it): every tile is stored as two 64-column halves,
+// each [rows][128 B]; Q ×QB [2][128][128 B], then KS stages of K [2][kBN][128 B], VS of V (the same), then the barriers
+// (a stage's K and V each have a full and an empty barrier). Varlen batches, a causal mask offset by the prefix already
+// in the cache, GQA (optionally packed: a block serves one kv head and its rows are (token, head) pairs, as
+// prefill_attention.cu's PACK), K/V through block tables of any power-of-two block size ≥ 8. Key rows past the sequence
+// are masked in S; in V they are zeroed by the producer (a reused page can hold anything, and 0 · NaN would poison the
+// row).
 #include <cuda.h>
 
 #include <algorithm>
@@ -37,7 +38,6 @@ constexpr int kD = 128;        // head_dim
 constexpr int kBM = 128;       // query rows per block (two consumer warpgroups of 64)
 constexpr int kBN = 128;       // keys per tile
 constexpr int kThreads = 384;  // producer + two consumer warpgroups
-constexpr int kSchedWaitInPlace = 1;  // the kernel's SCHED bits (lab)
 constexpr int kTraceStamps = kPrefillSm90TraceStamps;  // TRACE: stamps an item (cuda_kernels.h)
 constexpr uint32_t kHalfRow = 128;                    // bytes of a 64-column half row
 constexpr uint32_t kQBytes = 2 * kBM * kHalfRow;      // 32 KB
@@ -46,10 +46,10 @@ constexpr uint32_t kTileBytes = 2 * kBN * kHalfRow;   // one K or V tile, 32 KB
 constexpr int q_buffers(int vs) {
   return vs == 3 ? 1 : 2;
 }
-// Q ×QB, KS K stages, VS V stages, the barriers (Q full/empty ×2, tail; full and empty per stage; QS: Q full/empty
-// ×2 more, for the second consumer's half; DYN: a word a Q buffer, its item), and slack for the 1024-byte alignment.
-constexpr int smem_bytes(int ks, int vs, bool qs = false, bool dyn = false) {
-  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs + (qs ? 4 : 0)) +
+// Q ×QB, KS K stages, VS V stages, the barriers (Q full/empty ×2, tail; full and empty per stage; DYN: a word a Q
+// buffer, its item), and slack for the 1024-byte alignment.
+constexpr int smem_bytes(int ks, int vs, bool dyn = false) {
+  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs) +
          (dyn ? 4 * q_buffers(vs) : 0);
 }
 
@@ -75,30 +75,20 @@ struct WorkItem {
   int s, y, m0, q_start, num_rows, seq_len_k, offset, num_tiles;
 };
 
-// KS: K stages, VS: V stages (2, or 3 with one Q buffer). ABLATE (kernel lab only, wrong results): 1 = K/V loaded
-// for the first stages only (the stages are reused: no load traffic), 2 = no softmax (P = S as is, no
-// exponentials), 3 = no P V GEMM. CONT: the consumers' turns alternate across work items without a barrier between
-// items (see the consumers). LAZY (production, kPrefillSm90LazyRescale): a row's running max moves only when a tile's max passes it by more than
+// KS: K stages, VS: V stages (2, or 3 with one Q buffer). ABLATE (kernel lab only, wrong results): 1 = K/V loaded for
+// the first stages only (the stages are reused: no load traffic), 2 = no softmax (P = S as is, no exponentials), 3 = no
+// P V GEMM. CONT: the consumers' turns alternate across work items without a barrier between items (see the consumers).
+// LAZY (production, kPrefillSm90LazyRescale): a row's running max moves only when a tile's max passes it by more than
 // kLazyRescaleLog2, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale;
 // the exponentials then reach 2^kLazyRescaleLog2, well inside f32 and bf16's range).
-// MC (lab): clusters of two blocks, the two query heads 2j and 2j + 1 of one kv head (same sequence and rows): each
-// block's producer loads one 64-column half of every K and V tile and multicasts it into both blocks, so each tile
-// crosses from L2 once for two heads; a stage is refilled only once the consumers of both blocks released it (they
-// arrive on both blocks' empty barriers). Unpacked blocks with an even GQA group only.
-// SCHED (lab; bits): bit 0 (kSchedWaitInPlace): the consumer waits for P V of tile t with wgmma_wait_in_place, so
-// the softmax of S_{t+1} runs while P V is on the tensor cores, as the source says. Production's plain wgmma_wait is
-// hoisted by ptxas above that softmax (session 20's ncu; scripts/device/sass_waits.sh), and still ran faster on the
-// H100 in session 21 (kernel_config.h, kPrefillSm90IntraOverlap): the two consumers' ping-pong already keeps the
-// tensor cores fed while one of them runs its softmax.
-// QS (lab): each consumer's 64-row half of Q has its own barriers and goes back after its last S = Q Kᵀ of the item.
-// QR (lab): each consumer warp copies its 16 rows of Q into registers (ldmatrix, the wgmma A fragments) when the item
-// starts and gives the buffer back at once; S = Q Kᵀ then reads A from registers, so a tile's S reads only K from
-// shared memory (2 KB of 6 KB a k-step less), and the next item's Q loads under this whole item.
+// Lab forms that lost were deleted once measured (kernel_config.h and docs/cuda.md keep their figures): the K / V
+// multicast over pairs of heads (clusters of two blocks), the wait for P V kept after the next tile's softmax, each
+// consumer's half of Q given back after its last S = Q Kᵀ, and Q in registers for S = Q Kᵀ.
 // DH (production up to kPrefillSm90DiagHalfMaxKeyTiles key tiles): where a consumer's last row lies in the first
 // half of its last key tile (the diagonal tile of a causal item whose rows start on a tile boundary: consumer 0's),
 // the tile's other 64 keys lie past all of its rows, so that tile's S = Q Kᵀ (m64n64), softmax and P V (4 k-steps
 // of 8) run on its first 64 keys only. Skipped keys are masked keys: P is 0 there, so only work that adds zeros goes.
-// DYN (lab, persistent, CONT, without MC or a Q form): a block's first item is its index, each later one is the next
+// DYN (lab, persistent, CONT): a block's first item is its index, each later one is the next
 // not yet taken (an atomic counter, p.items), so the blocks that drew short items take more of them: static rounds
 // leave ~3 % of the work on the busiest block at 16 × 1k where taking the next free item leaves 0.3 % (the items' tile
 // counts as a model). The producer takes the item and hands its index to the consumers in shared memory beside Q's
@@ -107,8 +97,7 @@ struct WorkItem {
 // TRACE (kernel lab, launch_prefill_attention_sm90_trace): clock64 stamps per block and item, at the producer's and
 // each consumer's item boundaries.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false, bool DYN = false,
-          bool TRACE = false>
+          bool DH = false, bool DYN = false, bool TRACE = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -126,11 +115,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto sq = [&](int qb) { return base + qb * kQBytes; };
   auto q_full = [&](int qb) { return bars + 8 * qb; };
   auto q_empty = [&](int qb) { return bars + 16 + 8 * qb; };
-  // QS: consumer c's 64-row half of Q buffer qb has its own pair (c = 0 the pair above, c = 1 one after the stages').
-  auto q_full_half = [&](int qb, int c) { return c == 0 ? q_full(qb) : bars + 40 + 8 * (2 * KS + 2 * VS + qb); };
-  auto q_empty_half = [&](int qb, int c) {
-    return c == 0 ? q_empty(qb) : bars + 40 + 8 * (2 * KS + 2 * VS + 2 + qb);
-  };
   const uint32_t tail_bar = bars + 32;
   // TRACE: stamp e of this block's item number k (lane 0 of the warp that calls it; items past trace_items go
   // unrecorded).
@@ -154,14 +138,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const int group = static_cast<int>(a.num_heads / a.num_kv_heads);
   const int G = PACK ? group : 1;  // tile rows per query token
-  constexpr int CL = MC ? 2 : 1;   // blocks a cluster (MC: the two heads of a pair, rank = the head's low bit)
-  const int rank = MC ? static_cast<int>(cluster_rank()) : 0;
   // Work items, longest causal rows first across the batch: item i is m-block m_blocks − 1 − i / (heads · seqs),
   // then head, then sequence. A block takes items blockIdx.x, blockIdx.x + gridDim.x, ... (a persistent grid of
   // one block per SM: the next item's Q and first K/V tiles load while this one finishes; or one block per item).
-  // MC: an item is a pair of heads, one per block of the cluster; the clusters take items as blocks do.
-  const int unit_heads = p.heads / CL, first_item = blockIdx.x / CL, item_stride = gridDim.x / CL;
-  const int per_m = unit_heads * static_cast<int>(a.num_seqs), total = p.m_blocks * per_m;
+  const int first_item = blockIdx.x, item_stride = gridDim.x;
+  const int per_m = p.heads * static_cast<int>(a.num_seqs), total = p.m_blocks * per_m;
   // The item of a block's round r (r = 0, 1, ... while r · item_stride < total; past total: none): first_item +
   // r · item_stride, or with snake order the mirrored slot (item_stride − 1 − first_item) on odd rounds, so that
   // the blocks that take a round's longest item take its shortest one next.
@@ -171,8 +152,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Fills w for item i; false when the m-block lies past the sequence's rows (nothing to do).
   auto get_item = [&](int i, WorkItem& w) {
     const int rest = i % per_m;
-    w.y = (rest % unit_heads) * CL + rank;
-    w.s = rest / unit_heads;
+    w.y = rest % p.heads;
+    w.s = rest / p.heads;
     w.m0 = (p.m_blocks - 1 - i / per_m) * kBM;
     w.q_start = a.cu_seqlens_q[w.s];
     w.num_rows = (a.cu_seqlens_q[w.s + 1] - w.q_start) * G;
@@ -187,40 +168,26 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int qb = 0; qb < QB; ++qb) {
-      if constexpr (QS) {
-        for (int c = 0; c < 2; ++c) {
-          mbar_init(q_full_half(qb, c), 1);
-          mbar_init(q_empty_half(qb, c), 4);  // each warp of consumer c
-        }
-      } else {
-        mbar_init(q_full(qb), 1);
-        mbar_init(q_empty(qb), 8);  // each consumer warp
-      }
+      mbar_init(q_full(qb), 1);
+      mbar_init(q_empty(qb), 8);  // each consumer warp
     }
     mbar_init(tail_bar, 1);
     for (int st = 0; st < KS; ++st) {
       mbar_init(full_k(st), 1);
-      mbar_init(empty_k(st), 8 * CL);  // each consumer warp (of both blocks: MC) arrives once per tile
+      mbar_init(empty_k(st), 8);  // each consumer warp arrives once per tile
     }
     for (int st = 0; st < VS; ++st) {
       mbar_init(full_v(st), 1);
-      mbar_init(empty_v(st), 8 * CL);
+      mbar_init(empty_v(st), 8);
     }
     mbar_init_fence();
   }
-  if constexpr (MC) {
-    cluster_sync();  // both blocks' barriers initialized before either's copies or arrivals reach them
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
   if (wg == 0) {
     // ---- producer ----
     regs_dec<40>();
-    if (warp != 0) {
-      if constexpr (MC) cluster_sync();  // every thread of both blocks meets at the end (see the consumers' end)
-      return;
-    }
+    if (warp != 0) return;
     if (lane == 0) {
       prefetch_tensor_map(&tm_q);
       prefetch_tensor_map(&tm_k);
@@ -276,25 +243,11 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       };
-      // QS: consumer c's half as soon as that consumer is done with the previous item's (its last S = Q Kᵀ): the
-      // first consumer's here, the second's after this item's first K tile (below), so neither the first consumer's
-      // Q nor the first K tile waits for the second consumer's last tile of the previous item.
-      const auto load_q_half = [&](int c) {
-        if (k >= QB) mbar_wait(q_empty_half(qb, c), ((k / QB) - 1) & 1);
-        if (lane == 0) {
-          mbar_arrive_expect_tx(q_full_half(qb, c), kQBytes / 2);
-          issue_q_rows(c, q_full_half(qb, c));
-        }
-      };
-      if constexpr (QS) {
-        load_q_half(0);
-      } else {
-        if (!DYN && k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);  // (DYN: waited for above)
-        stamp(k, 1);
-        if (lane == 0) {
-          mbar_arrive_expect_tx(q_full(qb), kQBytes);
-          for (int c = 0; c < 2; ++c) issue_q_rows(c, q_full(qb));  // both consumers' halves
-        }
+      if (!DYN && k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);  // (DYN: waited for above)
+      stamp(k, 1);
+      if (lane == 0) {
+        mbar_arrive_expect_tx(q_full(qb), kQBytes);
+        for (int c = 0; c < 2; ++c) issue_q_rows(c, q_full(qb));  // both consumers' halves
       }
       const int32_t* table = a.block_tables + static_cast<int64_t>(w.s) * a.max_blocks;
       // K and V of a stage are released separately (K once S = Q Kᵀ is done, V once P V is), so the next K tile
@@ -323,33 +276,21 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         // Lane 0 announces the bytes, then lane b issues box b's copies (both column halves): issued from one
         // lane, a tile's 32 K and 32 V copies at block size 16 held the producer for a good part of a tile period.
-        // MC: this block's column half (64 · rank) of each box into both blocks; the other half comes from the
-        // other block, so each block's barrier still counts the whole tile.
-        if (g >= KS) MC ? mbar_wait_cluster(empty_k(kst), kph ^ 1) : mbar_wait(empty_k(kst), kph ^ 1);
+        if (g >= KS) mbar_wait(empty_k(kst), kph ^ 1);
         if (lane == 0) mbar_arrive_expect_tx(full_k(kst), bytes);
         __syncwarp();
         if (lane < boxes) {
           const uint32_t row_off = lane * p.box_rows * kHalfRow;
-          if constexpr (MC) {
-            tma_load_3d_multicast(k_dst + rank * kBN * kHalfRow + row_off, &tm_k, 64 * rank, kvh, slot, full_k(kst),
-                                  0x3);
-          } else {
-            tma_load_3d(k_dst + row_off, &tm_k, 0, kvh, slot, full_k(kst));
-            tma_load_3d(k_dst + kBN * kHalfRow + row_off, &tm_k, 64, kvh, slot, full_k(kst));
-          }
+          tma_load_3d(k_dst + row_off, &tm_k, 0, kvh, slot, full_k(kst));
+          tma_load_3d(k_dst + kBN * kHalfRow + row_off, &tm_k, 64, kvh, slot, full_k(kst));
         }
-        if (QS && t == 0) load_q_half(1);
-        if (g >= VS) MC ? mbar_wait_cluster(empty_v(vst), vph ^ 1) : mbar_wait(empty_v(vst), vph ^ 1);
+        if (g >= VS) mbar_wait(empty_v(vst), vph ^ 1);
         if (lane == 0) mbar_arrive_expect_tx(v_bar, bytes);
         __syncwarp();
         if (lane < boxes) {
           const uint32_t row_off = lane * p.box_rows * kHalfRow;
-          if constexpr (MC) {
-            tma_load_3d_multicast(v_dst + rank * kBN * kHalfRow + row_off, &tm_v, 64 * rank, kvh, slot, v_bar, 0x3);
-          } else {
-            tma_load_3d(v_dst + row_off, &tm_v, 0, kvh, slot, v_bar);
-            tma_load_3d(v_dst + kBN * kHalfRow + row_off, &tm_v, 64, kvh, slot, v_bar);
-          }
+          tma_load_3d(v_dst + row_off, &tm_v, 0, kvh, slot, v_bar);
+          tma_load_3d(v_dst + kBN * kHalfRow + row_off, &tm_v, 64, kvh, slot, v_bar);
         }
         if (tail) {
           // The last tile of the sequence: once its V rows have landed, zero rows [valid, kBN) of both halves
@@ -367,10 +308,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (lane == 0) mbar_arrive(full_v(vst));
         }
       }
-      if (QS && w.num_tiles == 0) load_q_half(1);  // (an item has a tile: get_item's k_end ≥ 1)
       ++k;
     }
-    if constexpr (MC) cluster_sync();
     return;
   }
 
@@ -433,8 +372,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < 64; ++i) o[i] = 0.0f;
     float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
     const uint32_t q_rows = sq(qb) + cw * 64 * kHalfRow;
-    // QR: this warp's 16 rows of Q as the A fragments of the 8 k-steps of S = Q Kᵀ (m16n8k16 layout).
-    uint32_t qf[QR ? kD / 16 : 1][4];
     // S's first 64 keys: the m64n64 accumulator is the first half of the m64n128 one (DH).
     float(&sc_lo)[kBN / 4] = *reinterpret_cast<float(*)[kBN / 4]>(sc);
     // S = Q Kᵀ for the tile in stage st: 8 k-steps of 16 over head_dim (two 64-column halves, 32 bytes per step);
@@ -445,19 +382,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
         const auto k_desc = [&] { return desc_sw128(k_tile + (kk / 4) * kBN * kHalfRow + (kk % 4) * 32, 16, 1024); };
-        if constexpr (QR) {
-          if constexpr (kHalf) {
-            wgmma_m64n64_rs<0>(sc_lo, qf[kk], k_desc(), kk > 0);
-          } else {
-            wgmma_m64n128_rs<0>(sc, qf[kk], k_desc(), kk > 0);
-          }
+        const uint64_t da = desc_sw128(q_rows + (kk / 4) * kBM * kHalfRow + (kk % 4) * 32, 16, 1024);
+        if constexpr (kHalf) {
+          wgmma_m64n64_ss(sc_lo, da, k_desc(), kk > 0);
         } else {
-          const uint64_t da = desc_sw128(q_rows + (kk / 4) * kBM * kHalfRow + (kk % 4) * 32, 16, 1024);
-          if constexpr (kHalf) {
-            wgmma_m64n64_ss(sc_lo, da, k_desc(), kk > 0);
-          } else {
-            wgmma_m64n128_ss(sc, da, k_desc(), kk > 0);
-          }
+          wgmma_m64n128_ss(sc, da, k_desc(), kk > 0);
         }
       }
     };
@@ -470,21 +399,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k2 = 0; k2 < kBN / 16; ++k2) pin(pa[k2]);
     };
-    // A stage goes back to its producer, and with MC also to the other block's (which writes half of it here).
+    // A stage goes back to its producer.
     auto release = [&](uint32_t bar) {
       __syncwarp();
-      if (lane == 0) {
-        mbar_arrive(bar);
-        if constexpr (MC) mbar_arrive_remote(bar, rank ^ 1);
-      }
+      if (lane == 0) mbar_arrive(bar);
     };
     auto release_k = [&](int t) { release(empty_k(stage_k(t))); };
     auto release_v = [&](int t) { release(empty_v(stage_v(t))); };
-    // QS: this consumer's half of Q goes back once its last S = Q Kᵀ of the item is done (Q is read by nothing else).
-    auto release_q_half = [&] {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(q_empty_half(qb, cw));
-    };
     // Mask and online softmax of S (tile t) in place: sc becomes P (unnormalized, log2 domain); returns each row's
     // correction factor for O (r = 0: row r0, r = 1: row r0 + 8; a quad of lanes shares a row). half: the tile's
     // first 64 keys only (sc's first 32 values).
@@ -584,19 +505,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_wait<1>();  // S_{t+1} done, P V of tile t may still run
           pin(sc);
           release_k(t + 1);
-          if (QS && t + 2 == my_tiles) release_q_half();  // S_{t+1} was this consumer's last
           softmax(t + 1, corr, next_half);
-          if constexpr ((SCHED & kSchedWaitInPlace) != 0) {
-            wgmma_wait_in_place<0>(static_cast<uint32_t>(seq_len_k));  // after the softmax, as written
-          } else {
-            wgmma_wait<0>();  // ptxas moves it up to the softmax's first max
-          }
+          wgmma_wait<0>();  // ptxas moves it up to the softmax's first max
           pin_all();
         } else {
           wgmma_wait<0>();
           pin_all();
           release_k(t + 1);
-          if (QS && t + 2 == my_tiles) release_q_half();
           softmax(t + 1, corr, next_half);
         }
         release_v(t);
@@ -609,22 +524,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     if (cw == 1 && (!CONT || k == 0)) named_arrive(other_bar, 256);
-    if (!DYN) mbar_wait(QS ? q_full_half(qb, cw) : q_full(qb), (k / QB) & 1);  // (DYN: waited for above)
+    if (!DYN) mbar_wait(q_full(qb), (k / QB) & 1);  // (DYN: waited for above)
     if (warp == 0) stamp(k, 2 + 3 * cw);
-    if (QS && my_tiles == 0) release_q_half();  // (after the wait: the release must follow this item's load)
-    if constexpr (QR) {
-      // ldmatrix.x4 per k-step: lane l gives a row address of 8 × 8 matrix l / 8 (matrices 1 and 3: rows + 8;
-      // 2 and 3: columns + 8), in the 128-byte swizzle TMA wrote (16-byte chunk c of row r at chunk c ^ (r % 8)).
-      // Then the buffer goes back (each warp, after all its lanes' loads).
-      const int row = cw * 64 + warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const int chunk = (kk % 4) * 2 + (lane >> 4);
-        ldmatrix_x4(qf[kk], sq(qb) + (kk / 4) * kBM * kHalfRow + row * kHalfRow + ((chunk ^ (row & 7)) << 4));
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(q_empty(qb));
-    }
     mbar_wait(full_k(stage_k(0)), phase_k(0));
     named_sync(my_bar, 256);
     if (my_tiles > 0) {
@@ -638,7 +539,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_wait<0>();
         pin(sc);
         release_k(0);
-        if (QS && my_tiles == 1) release_q_half();
         float corr[2];
         softmax(0, corr, half);
         rescale_and_pack(corr, half);
@@ -678,12 +578,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     if (warp == 0) stamp(k, 3 + 3 * cw);
-    // Q of this item is no longer read: the producer may load the item after next into its buffer (QS: each
-    // consumer gave its half back after its last S = Q Kᵀ; QR: each warp gave it back as the item started).
-    if constexpr (!QS && !QR) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(q_empty(qb));
-    }
+    // Q of this item is no longer read: the producer may load the item after next into its buffer.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(q_empty(qb));
     // Default: both consumers are past this item's turn barriers before consumer 1's first arrival for the next
     // item (two arrivals of its on barrier 1 in a row would complete it without consumer 0).
     if (!CONT) named_sync(3, 256);
@@ -708,10 +605,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     ++k;
   }
   if (CONT && cw == 0 && k > 0) named_sync(my_bar, 256);  // consumer 1's pass after the block's last tile
-  // MC: neither block exits while the other's consumers may still arrive on its barriers (every thread of both
-  // blocks, the producers' too, meets here; every copy into this block has landed, as its consumers waited for
-  // every tile).
-  if constexpr (MC) cluster_sync();
 #endif
 }
 
@@ -724,14 +617,12 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool MC = false, int SCHED = 0, bool QS = false, bool QR = false, bool DH = false, bool DYN = false,
-          bool TRACE = false>
+          bool DH = false, bool DYN = false, bool TRACE = false>
 int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
                 int* item_counters = nullptr, long long* trace = nullptr, int trace_items = 0) {
-  auto kernel =
-      prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, MC, SCHED, QS, QR, DH, DYN, TRACE>;
-  constexpr int kSmemBytes = smem_bytes(KS, VS, QS, DYN);
-  static_assert(!DYN || (CONT && !MC && !QS && !QR), "dynamic items: continuous turns, no multicast or Q form");
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, DYN, TRACE>;
+  constexpr int kSmemBytes = smem_bytes(KS, VS, DYN);
+  static_assert(!DYN || CONT, "dynamic items: continuous turns");
   RL_CHECK_MSG(!DYN || (persistent && item_counters != nullptr), "Hopper prefill: dynamic items need a persistent "
                "grid and their counters");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
@@ -763,29 +654,6 @@ int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream
                                   static_cast<uint32_t>(p.box_rows));
   const int64_t items = static_cast<int64_t>(p.m_blocks) * p.heads * a.num_seqs;
   RL_CHECK_MSG(items < (int64_t(1) << 31), "Hopper prefill: %lld work items", static_cast<long long>(items));
-  if constexpr (MC) {
-    // Clusters of two blocks, one item (a pair of heads) each at a time: as many clusters as fit at once.
-    RL_CHECK_MSG(!PACK && p.heads % 2 == 0, "Hopper prefill: multicast pairs of query heads");
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmemBytes;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cfg.gridDim = dim3(static_cast<unsigned int>(2 * (num_sms / 2)));
-    int clusters = 0;
-    RL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
-    const int64_t pairs = items / 2;
-    const int64_t grid_clusters = persistent ? std::min<int64_t>(pairs, std::max(clusters, 1)) : pairs;
-    cfg.gridDim = dim3(static_cast<unsigned int>(2 * grid_clusters));
-    RL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, a, p));
-    return static_cast<int>(2 * grid_clusters);
-  }
   const int64_t blocks = persistent ? std::min<int64_t>(items, num_sms) : items;
   kernel<<<static_cast<unsigned int>(blocks), kThreads, kSmemBytes, stream>>>(tq, tk, tv, a, p);
   RL_CUDA_CHECK_LAUNCH();
@@ -808,54 +676,21 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                                    cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
-  // The lazy rescale (production), the multicast and the wait in place (lab): instantiated with the production form
-  // only, ignored elsewhere (the wait in place also needs the lazy rescale and no multicast); the multicast pairs query
-  // heads of one kv head, so an odd group runs without it.
-  const bool lab_form = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3;
-  const bool lazy = lab_form && o.lazy_rescale, multicast = lab_form && o.multicast && group % 2 == 0;
-  // The Q halves and Q in registers (lab, built with the lazy rescale only) are two forms of Q's buffer, not one.
-  RL_CHECK_MSG(!(o.q_halves && o.q_in_registers), "Hopper prefill lab: Q halves or Q in registers, not both");
-  // Dynamic items (lab): built with the lazy rescale and neither Q form only, with and without the half tiles.
-  RL_CHECK_MSG(!o.dynamic_items || !(o.q_halves || o.q_in_registers),
-               "Hopper prefill lab: dynamic items are built without the Q halves or Q in registers");
-  if (lazy && !multicast && !o.wait_in_place && o.dynamic_items) {
-    if (o.diag_half) {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, true, true>(a, o.persistent, num_sms,
-                                                                                      stream, o.snake,
-                                                                                      o.item_counters);
-    } else {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, false, true>(a, o.persistent, num_sms,
-                                                                                       stream, o.snake,
-                                                                                       o.item_counters);
-    }
-    return;
-  }
-  // The diagonal's half tiles (production up to 4k keys): built with the lazy rescale and neither Q form only (with
-  // either, ptxas lacks the registers to keep the wgmmas in flight: C7511, every wgmma serialized).
-  RL_CHECK_MSG(!o.diag_half || !(o.q_halves || o.q_in_registers),
-               "Hopper prefill: the diagonal's half tiles are built without the Q halves or Q in registers");
-  if (lazy && !multicast && !o.wait_in_place && o.diag_half) {
-    launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, false, true>(a, o.persistent, num_sms, stream,
-                                                                                o.snake);
-    return;
-  }
-  if (lazy && !multicast && !o.wait_in_place && (o.q_halves || o.q_in_registers)) {
-    if (o.q_halves) {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, true>(a, o.persistent, num_sms, stream, o.snake);
-    } else {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, 0, false, true>(a, o.persistent, num_sms, stream, o.snake);
-    }
-    return;
-  }
-  if (lazy && !multicast && o.wait_in_place) {  // lab: built with the lazy rescale only
-    launch_sm90<false, true, 3, 0, true, 3, true, false, kSchedWaitInPlace>(a, o.persistent, num_sms, stream, o.snake);
-    return;
-  }
-  if (lazy || multicast) {
-    if (lazy && multicast) {
+  // The lazy rescale (production): instantiated with the production form only, ignored elsewhere.
+  const bool lazy =
+      !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3 && o.lazy_rescale;
+  if (lazy) {
+    // The diagonal's half tiles (production up to 4k keys) and dynamic items (lab), each with and without the other.
+    if (o.dynamic_items) {
+      if (o.diag_half) {
+        launch_sm90<false, true, 3, 0, true, 3, true, true, true>(a, o.persistent, num_sms, stream, o.snake,
+                                                                  o.item_counters);
+      } else {
+        launch_sm90<false, true, 3, 0, true, 3, true, false, true>(a, o.persistent, num_sms, stream, o.snake,
+                                                                   o.item_counters);
+      }
+    } else if (o.diag_half) {
       launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
-    } else if (multicast) {
-      launch_sm90<false, true, 3, 0, true, 3, false, true>(a, o.persistent, num_sms, stream, o.snake);
     } else {
       launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream, o.snake);
     }
@@ -895,7 +730,7 @@ int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cud
   // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel.
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
-  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, 0, false, false, false, false, true>(
+  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, false, true>(
       a, true, num_sms, stream, prefill_sm90_snake(a.max_seqlen_k), nullptr, trace, max_items);
 }
 

@@ -32,47 +32,21 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
-// The polling loop of mbar_wait and mbar_wait_cluster; SEM is the try_wait's semantics ("" or a scope).
-#define RL_MBAR_WAIT_LOOP(SEM) \
-  "{\n"                        \
-  ".reg .pred done;\n"         \
-  "WAIT:\n"                    \
-  "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n" \
-  "@!done bra WAIT;\n"         \
-  "}\n"
 // Waits until the phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(RL_MBAR_WAIT_LOOP("")::"r"(bar), "r"(parity) : "memory");
-}
-// The same wait with cluster-scope acquire: for a barrier that blocks of the cluster arrive on remotely
-// (mbar_arrive_remote), so their reads before the arrival are ordered before what the waiter does next.
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(RL_MBAR_WAIT_LOOP(".acquire.cluster")::"r"(bar), "r"(parity) : "memory");
-}
-#undef RL_MBAR_WAIT_LOOP
-// One arrival (release, cluster scope) on the barrier at the same shared-memory offset in cluster block `rank`.
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t rank) {
   asm volatile(
       "{\n"
-      ".reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
       "}\n" ::"r"(bar),
-      "r"(rank)
+      "r"(parity)
       : "memory");
 }
-// This block's rank in its cluster, and the cluster barrier (every non-exited thread of the cluster; release /
-// acquire: shared-memory writes and barrier initializations before it are visible to the cluster after it).
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
-}
-// The two halves of cluster_sync, for threads that only publish (arrive, release: their stores into other blocks'
-// shared memory come before it) and threads that consume (arrive, then wait: acquire).
+// The cluster barrier (every non-exited thread of the cluster) in its two halves, for threads that only publish
+// (arrive, release: their stores into other blocks' shared memory come before it) and threads that consume (arrive,
+// then wait: acquire).
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release;" ::: "memory");
 }
@@ -93,16 +67,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
       "[%5];" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-      : "memory");
-}
-// The same box written to the same shared-memory offset of every cluster block in cta_mask (bit r: rank r),
-// completing its bytes on the barrier at bar's offset in each of them.
-__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const void* map, int c0, int c1, int c2,
-                                                      uint32_t bar, uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-      "[%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(cta_mask)
       : "memory");
 }
 // A 2-D box at (c0, c1), innermost first.
@@ -159,21 +123,6 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
-// wgmma_wait<N> where it stands. ptxas schedules a plain wait_group freely within its basic block, and waiting early
-// is always safe, so it may move the wait above independent work that was meant to overlap the wgmma (sessions
-// 20-21: the prefill's wait for P V of tile t rose above the whole softmax of tile t + 1). Here the wait heads a
-// block of its own: a uniform branch on a value ptxas cannot know (`uniform`: any warp-uniform value) picks one of
-// two identical waits, and ptxas does not move instructions across blocks. Its labels are local to the asm's braces;
-// built and tested with one use per kernel (tools/wait_order.py reads the result).
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait_in_place(uint32_t uniform) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.u32 p, %0, 0;\n@p bra.uni RL_WAIT_B;\n"
-      "wgmma.wait_group.sync.aligned %1;\nbra.uni RL_WAIT_DONE;\nRL_WAIT_B:\n"
-      "wgmma.wait_group.sync.aligned %1;\nRL_WAIT_DONE:\n}\n" ::"r"(uniform),
-      "n"(kPending)
-      : "memory");
-}
 // The compiler does not know that wgmma reads and writes registers asynchronously: pinning each accumulator (and
 // register operand) with an empty volatile asm after wgmma_wait keeps its uses after the wait and its value alive
 // until then.
@@ -222,23 +171,6 @@ __device__ __forceinline__ void wgmma_m64n64_ss(float (&d)[32], uint64_t desc_a,
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-// D (64 x 64, f32) (+)= A (64 x 16 in registers, the m16n8k16 A fragment) · B (16 x 64, shared memory); TRANS_B as
-// wgmma_m64n128_rs.
-template <int TRANS_B>
-__device__ __forceinline__ void wgmma_m64n64_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
-                                                int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(TRANS_B));
 }
 // D (64 x 128, f32) (+)= A (64 x 16 in registers, each warp's 16 rows as the m16n8k16 A fragment) · B (16 x 128,
 // shared memory): TRANS_B = 1 for an MN-major B (imm-trans-b), 0 for a K-major one; accumulate = 0 overwrites D.
