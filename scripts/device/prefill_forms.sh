@@ -6,7 +6,7 @@
 # and the 32,000-token TTFT on the Llama-3.1-8B shape, each form that passed the test alternating, ROUNDS rounds
 # (default 2), production also at each KV block size in BLOCK_SIZES (default "64"). LAB_FORMS replaces the lab forms
 # (RIDGELINE_CUDA_PREFILL_SM90 values, e.g. "continuous_v3_lazy_snake", "continuous_v3_lazy_diaghalf_autosnake",
-# "continuous_v3_lazy_autosnake_autodiaghalf_dyn"). Carried binaries in $RL_BIN_DIR
+# "continuous_lazy_autosnake_autodiaghalf"). Carried binaries in $RL_BIN_DIR
 # (SOURCE_LINK as common.sh says). Prints a short table last; logs in $OUT/prefill_forms_logs.tgz. About 4 minutes.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -44,7 +44,7 @@ tar czf "$final_out/prefill_forms_logs.tgz" -C "$L" .
 echo "== summary =="
 gtest_summary "$L/tests.txt"
 rows="^RESULT (copy|prefill_attn) |_bs(64|128) |_v3_cont |_v3_cont_lazy |_snake "
-grep -E "$rows|_diaghalf |_dyn |_abl" "$L/bench_prefill.txt"
+grep -E "$rows|_diaghalf |_abl" "$L/bench_prefill.txt"
 [ -f "$L/peers_prefill.txt" ] && grep -E "^RESULT" "$L/peers_prefill.txt"
 for f in "$L"/lat_ttft32k_*.json; do
   [ -f "$f" ] || continue

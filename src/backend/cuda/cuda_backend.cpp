@@ -76,8 +76,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_partials_), partial_floats * sizeof(float)));
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&decode_counters_), cuda::kDecodeWorkspaceRows * sizeof(int)));
   RL_CUDA_CHECK(cudaMemset(decode_counters_, 0, cuda::kDecodeWorkspaceRows * sizeof(int)));
-  RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&prefill_item_counters_), 2 * sizeof(int)));
-  RL_CUDA_CHECK(cudaMemset(prefill_item_counters_, 0, 2 * sizeof(int)));
   skinny_ws_.partial_floats = cuda::kSkinnyWorkspaceFloats;
   skinny_ws_.num_counters = cuda::kSkinnyWorkspaceCounters;
   RL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&skinny_ws_.partial), skinny_ws_.partial_floats * sizeof(float)));
@@ -116,8 +114,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_SPLITS")) decode_splits_ = std::atoll(env);
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the form
-  // before session 18, "continuous_v3_lazy_autosnake_autodiaghalf" production, "continuous_v3" its eager rescale; the
-  // lab words "dyn", "snake" / "autosnake", "diaghalf" / "autodiaghalf": PrefillSm90Options); "0" turns the kernel off
+  // before session 18, "continuous_v3_lazy_autosnake_autodiaghalf" production, "continuous_v3" its eager rescale,
+  // "continuous_lazy_autosnake_autodiaghalf" production with 2 V stages and two Q buffers; the lab words "snake" /
+  // "autosnake", "diaghalf" / "autodiaghalf": PrefillSm90Options); "0" turns the kernel off
   // (prefill_attention_sm90_supported).
   prefill_form_.continuous_turns = cuda::kPrefillSm90ContinuousTurns;
   prefill_form_.v_stages = cuda::kPrefillSm90VStages;
@@ -128,7 +127,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_form_.continuous_turns = has("continuous");
     prefill_form_.v_stages = has("v3") ? 3 : 2;
     prefill_form_.lazy_rescale = has("lazy");
-    prefill_form_.dynamic_items = has("dyn");
     // "autosnake": snake order where production takes it (prefill_sm90_snake); "snake": always.
     prefill_snake_mode_ = has("autosnake") ? -1 : has("snake") ? 1 : 0;
     // "autodiaghalf": the diagonal's half tiles where production takes them (prefill_sm90_diag_half); "diaghalf":
@@ -160,7 +158,6 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   cudaFree(decode_partials_);
   cudaFree(decode_counters_);
-  cudaFree(prefill_item_counters_);
   cudaFree(skinny_ws_.partial);
   cudaFree(skinny_ws_.counters);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
@@ -427,7 +424,6 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       if (o.pack) o.v_stages = 2;  // 3 V stages are built for unpacked blocks only (the lazy rescale and the lab
                                    // forms: where built, launch_prefill_attention_sm90 decides)
       o.snake = prefill_snake_mode_ < 0 ? cuda::prefill_sm90_snake(a.max_seqlen_k) : prefill_snake_mode_ == 1;
-      o.item_counters = prefill_item_counters_;
       o.diag_half = prefill_diag_half_mode_ < 0 ? cuda::prefill_sm90_diag_half(a.max_seqlen_k)
                                                 : prefill_diag_half_mode_ == 1;
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);

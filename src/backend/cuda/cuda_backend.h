@@ -174,11 +174,10 @@ class CudaBackend final : public Backend {
   // kernel_config.h kDecodeFusedRopeAttention, RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1|0 end to end).
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
   bool fused_rope_attention() const { return fused_rope_attention_; }
-  // The Hopper prefill's form (PrefillSm90Options), set whole: its fields continuous_turns, v_stages, lazy_rescale
-  // and the lab one (dynamic_items); the launch sets the rest
-  // (pack, intra_overlap, persistent, k_stages, snake, diag_half, item_counters). The constructor takes
+  // The Hopper prefill's form (PrefillSm90Options), set whole: its fields continuous_turns, v_stages, lazy_rescale;
+  // the launch sets the rest (pack, intra_overlap, persistent, k_stages, snake, diag_half). The constructor takes
   // kernel_config.h's production form (kPrefillSm90ContinuousTurns, kPrefillSm90VStages, kPrefillSm90LazyRescale) or
-  // RIDGELINE_CUDA_PREFILL_SM90's words (per_item_v2|continuous|v3|continuous_v3, "lazy", "dyn"). Tests run every
+  // RIDGELINE_CUDA_PREFILL_SM90's words (per_item_v2|continuous|v3|continuous_v3, "lazy"). Tests run every
   // combination that is built.
   void set_prefill_sm90_form(const cuda::PrefillSm90Options& form) { prefill_form_ = form; }
   const cuda::PrefillSm90Options& prefill_sm90_form() const { return prefill_form_; }
@@ -190,8 +189,6 @@ class CudaBackend final : public Backend {
   // key row (kernel_config.h, prefill_sm90_diag_half; the default), 0 off, 1 on.
   void set_prefill_diag_half_mode(int mode) { prefill_diag_half_mode_ = mode; }
   int prefill_diag_half_mode() const { return prefill_diag_half_mode_; }
-  // The Hopper prefill's dynamic items' two counters (zero between launches; PrefillSm90Options::item_counters).
-  int* prefill_item_counters() const { return prefill_item_counters_; }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to
   // reach the in-register path.
@@ -207,7 +204,6 @@ class CudaBackend final : public Backend {
   void* gemm_workspace_ = nullptr;
   float* decode_partials_ = nullptr;  // [kDecodeWorkspaceRows * 128] o then [kDecodeWorkspaceRows] lse
   int* decode_counters_ = nullptr;    // [kDecodeWorkspaceRows], zero between decode launches
-  int* prefill_item_counters_ = nullptr;  // [2], zero between prefill launches (dynamic items, lab)
   cuda::SkinnyWorkspace skinny_ws_;   // split partials and per-tile counters of the skinny GEMM
   cuda::DecodeKernel decode_kernel_ = cuda::DecodeKernel::kAuto;  // RIDGELINE_CUDA_DECODE_KERNEL (lab A/B)
   int64_t decode_splits_ = 0;  // RIDGELINE_CUDA_DECODE_SPLITS (lab A/B): the split count forced, 0 = the heuristic

@@ -200,19 +200,16 @@ struct PrefillSm90Options {
   // V tiles in flight: 2, or 3 with one Q buffer instead of two (the next item's Q then loads only once both
   // consumers are done with this one). 3 needs intra_overlap, k_stages 3 and unpacked blocks.
   int v_stages = 2;
-  // Built for the production form only (unpacked, intra overlap, 3 K and 3 V stages, continuous turns); elsewhere
-  // these two are ignored. The running max moves only by more than 2^8, and O's rescale is skipped where no row of a
-  // warp moved (FlashAttention-4's conditional rescale; production since session 20, kPrefillSm90LazyRescale).
+  // Built for the production form only (unpacked, intra overlap, 3 K stages, continuous turns; 3 V stages, or 2 with
+  // two Q buffers: lab); elsewhere these two are ignored. The running max moves only by more than 2^8, and O's rescale
+  // is skipped where no row of a warp moved (FlashAttention-4's conditional rescale; production since session 20,
+  // kPrefillSm90LazyRescale).
   bool lazy_rescale = false;
   // With the lazy rescale (prefill_attention_sm90.cu, DH): a consumer's last key tile runs on its first 64 keys where
   // the rest lie past all of its rows (the causal diagonal), an m64n64 S = Q Kᵀ and half the P V k-steps. Production
-  // sets it from the launch's longest key row (kernel_config.h, prefill_sm90_diag_half).
+  // sets it from the launch's longest key row (kernel_config.h, prefill_sm90_diag_half). Built with 3 V stages only
+  // (ignored with 2).
   bool diag_half = false;
-  // Lab, persistent, with the lazy rescale (prefill_attention_sm90.cu, DYN): a block takes its next work item from an
-  // atomic counter (the next not yet taken) instead of static rounds; item_counters: two ints, zero before the launch,
-  // and the launch leaves them so.
-  bool dynamic_items = false;
-  int* item_counters = nullptr;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).

@@ -480,13 +480,23 @@ constexpr int kPrefillSm90VStages = 3;
 // without "autodiaghalf" or "diaghalf" off). Then in production (H100, session 31, another machine, 3 rounds, medians,
 // production / without it / cuDNN): 4 × 4k 566.7 / 561.2 / 586.2, 16 × 1k 396.8 / 387.0 / 428.6; the CUDA op tests
 // (128), memcheck and racecheck of the small prefill tests, and the engine tests on CUDA passed.
-// Lab (session 31, not yet run on a device; PrefillSm90Options::dynamic_items, RIDGELINE_CUDA_PREFILL_SM90=
-// continuous_v3_lazy_autosnake_autodiaghalf_dyn, prefill_vs_cudnn.sh FORMS="production dyn peers", test lab bits 512):
-// a persistent block takes its next work item from an atomic counter instead of static rounds. With items' tile
-// counts as their cost, static rounds leave the busiest block 3.1 % above the mean at 16 × 1k (with or without the
-// snake: 512 items of each length against 132 blocks) where taking the next free item leaves 0.3 %; at 4 × 4k, 1 × 16k
-// and 1 × 32k production's snake already leaves ≤ 0.1 %. Varlen batches of mixed lengths (serving) have no order the
-// static rounds fit. The same bits either way (an item's arithmetic does not depend on its block).
+// Measured and dropped (dynamic items: written in session 31, run and deleted in session 32): a persistent block took
+// its next work item from an atomic counter instead of static rounds (modelled with items' tile counts, static rounds
+// leave the busiest block 3.1 % over the mean at 16 × 1k, taking the next free item 0.3 %). H100, session 32,
+// prefill_vs_cudnn.sh, 4 rounds alternating, 40 launches a row, dynamic / production, TFLOP/s: 4 × 4k 546.8 / 542.2 /
+// 543.0 / 538.2 against 561.7 / 558.4 / 556.5 / 555.3; 16 × 1k 372.6 / 369.1 / 351.4 / 378.7 against 392.2 / 375.1 /
+// 360.0 / 365.1; 1 × 16k 551.5 / 551.1 / 558.6 / 571.2 against 582.6 / 557.2 / 573.4 / 576.5; the 32k TTFT 1,145.1 /
+// 1,147.2 ms against 1,145.2 / 1,153.1. The layout test and memcheck passed; racecheck reported 70 hazards between
+// the producer's store of an item's index into shared memory and the consumers' load of it, ordered only by the Q
+// barrier's arrive (release) and wait (acquire). The timeline (`rl_bench_kernels prefill_trace`, same call) said why
+// it could not gain: at 16 × 1k each consumer spends ~72 % of its block's span in its tiles, 13-22 % storing its rows
+// and 6-14 % waiting for the next item's Q (the producer ~15 % waiting for the Q buffer), so the time goes between an
+// item's tiles, not to the busiest block.
+// Lab (session 32, not yet run): the lazy rescale with 2 V stages and two Q buffers (RIDGELINE_CUDA_PREFILL_SM90=
+// continuous_lazy_autosnake_autodiaghalf, prefill_vs_cudnn.sh FORMS="production v2 peers", test lab 5, bench row
+// _cont_lazy). With two Q buffers the next item's Q loads under this one, which is the timeline's wait for Q; at
+// 16 × 1k the session-18 forms (eager rescale, H200) read 364 TFLOP/s with 2 V stages against 350 with 3. Built
+// without the diagonal's half tiles: with them ptxas serializes the wgmmas (C7511).
 constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 32;
 inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
   return max_seqlen_k <= kPrefillSm90DiagHalfMaxKeyTiles * 128;

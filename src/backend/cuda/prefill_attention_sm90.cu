@@ -46,11 +46,10 @@ constexpr uint32_t kTileBytes = 2 * kBN * kHalfRow;   // one K or V tile, 32 KB
 constexpr int q_buffers(int vs) {
   return vs == 3 ? 1 : 2;
 }
-// Q ×QB, KS K stages, VS V stages, the barriers (Q full/empty ×2, tail; full and empty per stage; DYN: a word a Q
-// buffer, its item), and slack for the 1024-byte alignment.
-constexpr int smem_bytes(int ks, int vs, bool dyn = false) {
-  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs) +
-         (dyn ? 4 * q_buffers(vs) : 0);
+// Q ×QB, KS K stages, VS V stages, the barriers (Q full/empty ×2, tail; full and empty per stage), and slack for the
+// 1024-byte alignment.
+constexpr int smem_bytes(int ks, int vs) {
+  return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs);
 }
 
 struct Sm90Params {
@@ -59,10 +58,6 @@ struct Sm90Params {
   int m_blocks;  // 128-row blocks of the longest sequence's tile rows
   int heads;     // query heads, or kv heads when packed
   int snake;     // 1: a persistent block walks its rounds of items in alternating directions (PrefillSm90Options)
-};
-// DYN's parameters (a type of their own, so the other instances' parameters stay as they were).
-struct Sm90DynParams : Sm90Params {
-  int* items;  // [0] items taken past the first round, [1] blocks done taking (zero between launches)
 };
 // TRACE's (kernel lab): the timeline, int64 [blocks][trace_items][kTraceStamps] clock64 values.
 struct Sm90TraceParams : Sm90Params {
@@ -88,22 +83,14 @@ struct WorkItem {
 // half of its last key tile (the diagonal tile of a causal item whose rows start on a tile boundary: consumer 0's),
 // the tile's other 64 keys lie past all of its rows, so that tile's S = Q Kᵀ (m64n64), softmax and P V (4 k-steps
 // of 8) run on its first 64 keys only. Skipped keys are masked keys: P is 0 there, so only work that adds zeros goes.
-// DYN (lab, persistent, CONT): a block's first item is its index, each later one is the next
-// not yet taken (an atomic counter, p.items), so the blocks that drew short items take more of them: static rounds
-// leave ~3 % of the work on the busiest block at 16 × 1k where taking the next free item leaves 0.3 % (the items' tile
-// counts as a model). The producer takes the item and hands its index to the consumers in shared memory beside Q's
-// buffer (published by Q's full barrier; -1: none left); the last block done taking sets the counters back to zero.
-// An item's arithmetic does not depend on the block that runs it: the same bits as the static rounds.
 // TRACE (kernel lab, launch_prefill_attention_sm90_trace): clock64 stamps per block and item, at the producer's and
 // each consumer's item boundaries.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool DYN = false, bool TRACE = false>
+          bool DH = false, bool TRACE = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
-                                  const std::conditional_t<DYN, Sm90DynParams,
-                                                           std::conditional_t<TRACE, Sm90TraceParams, Sm90Params>>
-                                      p) {
+                                  const std::conditional_t<TRACE, Sm90TraceParams, Sm90Params> p) {
 #if RL_SM90_ENABLED
   using namespace sm90;
   extern __shared__ unsigned char smem_raw[];
@@ -125,8 +112,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   };
-  // DYN: Q buffer qb's item (after the stages' barriers).
-  auto item_slot = [&](int qb) { return bars + 40 + 8 * (2 * KS + 2 * VS) + 4 * qb; };
   auto full_k = [&](int st) { return bars + 40 + 8 * st; };
   auto empty_k = [&](int st) { return bars + 40 + 8 * (KS + st); };
   auto full_v = [&](int st) { return bars + 40 + 8 * (2 * KS + st); };
@@ -196,40 +181,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int bs_mask = (1 << p.log2_bs) - 1;
     int g = 0, k = 0, tails = 0;  // tiles, items and tail tiles so far: stage and barrier phases
     WorkItem w;
-    // DYN: the next item not yet taken (lane 0 takes it, the warp learns it).
-    const auto take_item = [&] {
-      int i = 0;
-      if constexpr (DYN) {
-        if (lane == 0) i = item_stride + atomicAdd(p.items, 1);
-      }
-      return __shfl_sync(0xffffffffu, i, 0);
-    };
-    for (int r = 0; DYN || r * item_stride < total; ++r) {
-      int i = DYN ? (r == 0 ? first_item : take_item()) : item_of(r);
+    for (int r = 0; r * item_stride < total; ++r) {
+      const int i = item_of(r);
       const int qb = k % QB;
-      if constexpr (DYN) {
-        while (i < total && !get_item(i, w)) i = take_item();
-        // The slot is read by the consumers of the item before, who are done with it once they give Q back.
-        if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
-        if (lane == 0) {
-          asm volatile("st.shared.b32 [%0], %1;" ::"r"(item_slot(qb)), "r"(i < total ? i : -1) : "memory");
-        }
-        if (i >= total) {
-          // None left: the consumers learn it from the slot (Q's full barrier, no bytes), and the last block done
-          // taking items sets the counters back for the next launch (every block's last take is before its count).
-          if (lane == 0) {
-            mbar_arrive(q_full(qb));
-            __threadfence();
-            if (atomicAdd(p.items + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-              atomicExch(p.items, 0);
-              atomicExch(p.items + 1, 0);
-            }
-          }
-          break;
-        }
-      } else {
-        if (i >= total || !get_item(i, w)) continue;
-      }
+      if (i >= total || !get_item(i, w)) continue;
       stamp(k, 0);
       const int kvh = PACK ? w.y : w.y / group;
       // The two column-half boxes of consumer c's 64 rows of this item's Q into buffer qb, completing on bar.
@@ -243,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       };
-      if (!DYN && k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);  // (DYN: waited for above)
+      if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
       stamp(k, 1);
       if (lane == 0) {
         mbar_arrive_expect_tx(q_full(qb), kQBytes);
@@ -333,18 +288,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int my_bar = 1 + cw, other_bar = 2 - cw;
   int g = 0, k = 0;  // tiles and items so far: stage and barrier phases, as the producer counts them
   WorkItem w;
-  for (int r = 0; DYN || r * item_stride < total; ++r) {
-    if constexpr (DYN) {
-      // The producer's item for this Q buffer, published by its full barrier (-1: none left).
-      mbar_wait(q_full(k % QB), (k / QB) & 1);
-      int item;
-      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(item_slot(k % QB)) : "memory");
-      if (item < 0) break;
-      get_item(item, w);
-    } else {
-      const int item = item_of(r);
-      if (item >= total || !get_item(item, w)) continue;
-    }
+  for (int r = 0; r * item_stride < total; ++r) {
+    const int item = item_of(r);
+    if (item >= total || !get_item(item, w)) continue;
     const int m0 = w.m0, num_rows = w.num_rows, offset = w.offset, seq_len_k = w.seq_len_k;
     const int num_tiles = w.num_tiles, q_start = w.q_start, kvh = PACK ? w.y : w.y / group;
     auto row_token = [&](int i) { return PACK ? i / G : i; };
@@ -524,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     if (cw == 1 && (!CONT || k == 0)) named_arrive(other_bar, 256);
-    if (!DYN) mbar_wait(q_full(qb), (k / QB) & 1);  // (DYN: waited for above)
+    mbar_wait(q_full(qb), (k / QB) & 1);
     if (warp == 0) stamp(k, 2 + 3 * cw);
     mbar_wait(full_k(stage_k(0)), phase_k(0));
     named_sync(my_bar, 256);
@@ -617,14 +563,11 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool DYN = false, bool TRACE = false>
+          bool DH = false, bool TRACE = false>
 int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
-                int* item_counters = nullptr, long long* trace = nullptr, int trace_items = 0) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, DYN, TRACE>;
-  constexpr int kSmemBytes = smem_bytes(KS, VS, DYN);
-  static_assert(!DYN || CONT, "dynamic items: continuous turns");
-  RL_CHECK_MSG(!DYN || (persistent && item_counters != nullptr), "Hopper prefill: dynamic items need a persistent "
-               "grid and their counters");
+                long long* trace = nullptr, int trace_items = 0) {
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE>;
+  constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
   if (!configured) {
@@ -635,8 +578,7 @@ int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream
   // Q: (column, head, token) over the query part of the qkv rows; a box is 64 rows of one consumer.
   const CUtensorMap tq = make_map(a.qkv, kD, a.num_heads, a.num_tokens, kD * 2, a.row * 2, 64,
                                   static_cast<uint32_t>(G), static_cast<uint32_t>(64 / G));
-  std::conditional_t<DYN, Sm90DynParams, std::conditional_t<TRACE, Sm90TraceParams, Sm90Params>> p;
-  if constexpr (DYN) p.items = item_counters;
+  std::conditional_t<TRACE, Sm90TraceParams, Sm90Params> p;
   if constexpr (TRACE) {
     p.trace = trace;
     p.trace_items = trace_items;
@@ -676,23 +618,20 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
                                    cudaStream_t stream) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
-  // The lazy rescale (production): instantiated with the production form only, ignored elsewhere.
-  const bool lazy =
-      !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3 && o.lazy_rescale;
+  // The lazy rescale (production): instantiated with the production form only (unpacked, intra overlap, 3 K stages,
+  // continuous turns), with 3 V stages and one Q buffer, with and without the diagonal's half tiles (production up to
+  // 4k keys), or with 2 V stages and two Q buffers (lab) without them (with them ptxas lacks the registers to keep the
+  // wgmmas in flight: C7511, every wgmma serialized); ignored elsewhere.
+  const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.lazy_rescale;
   if (lazy) {
-    // The diagonal's half tiles (production up to 4k keys) and dynamic items (lab), each with and without the other.
-    if (o.dynamic_items) {
+    if (o.v_stages == 3) {
       if (o.diag_half) {
-        launch_sm90<false, true, 3, 0, true, 3, true, true, true>(a, o.persistent, num_sms, stream, o.snake,
-                                                                  o.item_counters);
+        launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
       } else {
-        launch_sm90<false, true, 3, 0, true, 3, true, false, true>(a, o.persistent, num_sms, stream, o.snake,
-                                                                   o.item_counters);
+        launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream, o.snake);
       }
-    } else if (o.diag_half) {
-      launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
     } else {
-      launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream, o.snake);
+      launch_sm90<false, true, 3, 0, true, 2, true>(a, o.persistent, num_sms, stream, o.snake);
     }
     return;
   }
@@ -730,8 +669,9 @@ int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cud
   // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel.
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
-  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, false, true>(
-      a, true, num_sms, stream, prefill_sm90_snake(a.max_seqlen_k), nullptr, trace, max_items);
+  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true>(a, true, num_sms, stream,
+                                                                     prefill_sm90_snake(a.max_seqlen_k), trace,
+                                                                     max_items);
 }
 
 void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream) {
