@@ -210,6 +210,9 @@ struct PrefillSm90Options {
   // sets it from the launch's longest key row (kernel_config.h, prefill_sm90_diag_half). Built with 3 V stages only
   // (ignored with 2).
   bool diag_half = false;
+  // Lab, with the lazy rescale and 3 V stages (prefill_attention_sm90.cu, QP): as the producer reaches an item's last
+  // key tile it fetches the block's next item's Q into L2, so that Q's copy into the one Q buffer hits L2.
+  bool q_prefetch = false;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).

@@ -83,10 +83,14 @@ struct WorkItem {
 // half of its last key tile (the diagonal tile of a causal item whose rows start on a tile boundary: consumer 0's),
 // the tile's other 64 keys lie past all of its rows, so that tile's S = Q Kᵀ (m64n64), softmax and P V (4 k-steps
 // of 8) run on its first 64 keys only. Skipped keys are masked keys: P is 0 there, so only work that adds zeros goes.
+// QP (lab): as the producer reaches an item's last key tile, it fetches the block's next item's Q into L2
+// (cp.async.bulk.prefetch.tensor), so that Q's copy into shared memory, issued once both consumers are done with this
+// item (one Q buffer with 3 V stages), hits L2: session 32's timeline had ~4,300 cycles from that copy's issue to
+// consumer 0 having Q, and consumer 0 waiting for it 14 % of its time at 16 × 1k.
 // TRACE (kernel lab, launch_prefill_attention_sm90_trace): clock64 stamps per block and item, at the producer's and
 // each consumer's item boundaries.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool TRACE = false>
+          bool DH = false, bool QP = false, bool TRACE = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -208,6 +212,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       // K and V of a stage are released separately (K once S = Q Kᵀ is done, V once P V is), so the next K tile
       // loads a whole tile period ahead of its use. The slots of a tile's pages are looked up before the waits.
       for (int t = 0; t < w.num_tiles; ++t, ++g) {
+        if (QP && t + 1 == w.num_tiles && lane < 4 && (r + 1) * item_stride < total) {
+          // Lane 2c + h: the next item's box of consumer c's rows and column half h, into L2.
+          WorkItem wn;
+          const int in = item_of(r + 1), c = lane >> 1, h = lane & 1;
+          if (in < total && get_item(in, wn)) {
+            if (PACK) {
+              tma_prefetch_l2_3d(&tm_q, h * 64, wn.y * G, wn.q_start + (wn.m0 + c * 64) / G);
+            } else {
+              tma_prefetch_l2_3d(&tm_q, h * 64, wn.y, wn.q_start + wn.m0 + c * 64);
+            }
+          }
+        }
         const int kst = g % KS, vst = g % VS;
         const uint32_t kph = (g / KS) & 1, vph = (g / VS) & 1;
         const int n0 = t * kBN, valid = min(kBN, w.seq_len_k - n0);
@@ -563,10 +579,10 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool TRACE = false>
+          bool DH = false, bool QP = false, bool TRACE = false>
 int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
                 long long* trace = nullptr, int trace_items = 0) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, QP, TRACE>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -620,11 +636,18 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool packed = o.pack && group > 1 && 64 % group == 0;
   // The lazy rescale (production): instantiated with the production form only (unpacked, intra overlap, 3 K stages,
   // continuous turns), with 3 V stages and one Q buffer, with and without the diagonal's half tiles (production up to
-  // 4k keys), or with 2 V stages and two Q buffers (lab) without them (with them ptxas lacks the registers to keep the
-  // wgmmas in flight: C7511, every wgmma serialized); ignored elsewhere.
+  // 4k keys) and with and without the next item's Q prefetched into L2 (lab), or with 2 V stages and two Q buffers
+  // (lab) without the half tiles (with them ptxas lacks the registers to keep the wgmmas in flight: C7511, every wgmma
+  // serialized); ignored elsewhere.
   const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.lazy_rescale;
   if (lazy) {
-    if (o.v_stages == 3) {
+    if (o.v_stages == 3 && o.q_prefetch) {
+      if (o.diag_half) {
+        launch_sm90<false, true, 3, 0, true, 3, true, true, true>(a, o.persistent, num_sms, stream, o.snake);
+      } else {
+        launch_sm90<false, true, 3, 0, true, 3, true, false, true>(a, o.persistent, num_sms, stream, o.snake);
+      }
+    } else if (o.v_stages == 3) {
       if (o.diag_half) {
         launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
       } else {
@@ -669,9 +692,9 @@ int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cud
   // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel.
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
-  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true>(a, true, num_sms, stream,
-                                                                     prefill_sm90_snake(a.max_seqlen_k), trace,
-                                                                     max_items);
+  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, false, true>(a, true, num_sms, stream,
+                                                                            prefill_sm90_snake(a.max_seqlen_k), trace,
+                                                                            max_items);
 }
 
 void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream) {
