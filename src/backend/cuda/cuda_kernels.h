@@ -213,6 +213,11 @@ struct PrefillSm90Options {
   // Lab, with the lazy rescale and 3 V stages (prefill_attention_sm90.cu, QP): as the producer reaches an item's last
   // key tile it fetches the block's next item's Q into L2, so that Q's copy into the one Q buffer hits L2.
   bool q_prefetch = false;
+  // Lab, with the lazy rescale and 3 V stages, without q_prefetch or diag_half (prefill_attention_sm90.cu, OS; with
+  // the half tiles ptxas serializes the wgmmas, C7511): a consumer warp whose 16 rows all lie in the sequence stores
+  // them through its rows of the Q buffer with TMA (stmatrix, then two boxes), where the others store four bytes a
+  // thread at a time.
+  bool o_smem_store = false;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).

@@ -497,6 +497,12 @@ constexpr int kPrefillSm90VStages = 3;
 // _cont_lazy). With two Q buffers the next item's Q loads under this one, which is the timeline's wait for Q; at
 // 16 × 1k the session-18 forms (eager rescale, H200) read 364 TFLOP/s with 2 V stages against 350 with 3. Built
 // without the diagonal's half tiles: with them ptxas serializes the wgmmas (C7511).
+// Lab (session 32, not yet run): the next item's Q prefetched into L2 (PrefillSm90Options::q_prefetch, "qprefetch",
+// FORMS="production qp peers", test lab 15 and 271, bench row _qprefetch): in the timeline Q's copy took ~4,300 cycles
+// from issue to consumer 0 having it, with Q read from HBM. And the rows stored through shared memory
+// (PrefillSm90Options::o_smem_store, "ostore", FORMS="production nodiaghalf os peers", test lab 23, bench row
+// _ostore; without the half tiles: with them, C7511): storing rows took 13-22 % of a consumer's span at 16 × 1k with
+// 4-byte stores that each fill half a sector.
 constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 32;
 inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
   return max_seqlen_k <= kPrefillSm90DiagHalfMaxKeyTiles * 128;
