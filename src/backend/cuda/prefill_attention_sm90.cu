@@ -582,6 +582,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           cp_async_bulk_wait_read();  // the rows have left shared memory: Q's buffer may be refilled
           mbar_arrive(q_empty(qb));
         }
+        __syncwarp();  // lane 0 back with the warp before the next item's aligned barriers and wgmmas
         if (warp == 0) stamp(k, 4 + 3 * cw);
         g += num_tiles;
         ++k;
