@@ -311,16 +311,16 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const cuda::PrefillSm90Options production_form = cuda().prefill_sm90_form();
   const int snake_default = cuda().prefill_snake_mode();
   const int diag_half_default = cuda().prefill_diag_half_mode();
-  // Bit 4: the lazy rescale (production since session 20: 7 is the full sweep; with continuous turns only: 5 is the
-  // lab form with 2 V stages and two Q buffers, built without the half tiles below).
+  // Bits 1 and 2: continuous turns and 3 V stages. Bit 4: the lazy rescale (production since session 20: 7 is the full
+  // sweep; with continuous turns only: 5 is the lab form with 2 V stages and two Q buffers, built without the half
+  // tiles). Bit 8: the next item's Q prefetched into L2 (lab, with the lazy rescale and 3 V stages, with and without
+  // the half tiles). Bit 16: rows stored through shared memory with TMA where a warp's 16 rows lie in the sequence
+  // (lab, with the lazy rescale and 3 V stages, without the half tiles; the batches' ragged lengths take both stores).
   // Bit 32: snake-ordered rounds of work items forced on (production turns them on from kPrefillSm90SnakeMinKeyTiles
   // key tiles, past these batches' longest row). The diagonal's half tiles (a consumer's last tile on its first 64 keys
   // where the rest are past its rows) are production's at these batches' lengths (prefill_sm90_diag_half; they reach it
   // as the first tile, as the second after a full one, and after several), with the lazy rescale; bit 256 turns them
-  // off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles). Bit 8: the next item's Q prefetched into
-  // L2 (lab, with the lazy rescale and 3 V stages, with and without the half tiles). Bit 16: rows stored through shared
-  // memory with TMA where a warp's 16 rows lie in the sequence (lab, with the lazy rescale and 3 V stages, without the
-  // half tiles; the batches' ragged lengths take both stores).
+  // off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles).
   for (const int lab : {0, 1, 2, 3, 5, 7, 15, 23, 39, 263, 271}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
