@@ -161,6 +161,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     return true;
   };
 
+  // The coordinates of item x's Q box for consumer c's 64 rows (tm_q: column, head, token): its first head and token.
+  auto q_head = [&](const WorkItem& x) { return PACK ? x.y * G : x.y; };
+  auto q_token = [&](const WorkItem& x, int c) { return x.q_start + (x.m0 + c * 64) / G; };
+
   if (tid == 0) {
     for (int qb = 0; qb < QB; ++qb) {
       mbar_init(q_full(qb), 1);
@@ -200,12 +204,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The two column-half boxes of consumer c's 64 rows of this item's Q into buffer qb, completing on bar.
       const auto issue_q_rows = [&](int c, uint32_t bar) {
         for (int h = 0; h < 2; ++h) {
-          const uint32_t dst = sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow;
-          if (PACK) {
-            tma_load_3d(dst, &tm_q, h * 64, w.y * G, w.q_start + (w.m0 + c * 64) / G, bar);
-          } else {
-            tma_load_3d(dst, &tm_q, h * 64, w.y, w.q_start + w.m0 + c * 64, bar);
-          }
+          tma_load_3d(sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow, &tm_q, h * 64, q_head(w), q_token(w, c), bar);
         }
       };
       if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
@@ -222,13 +221,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           // Lane 2c + h: the next item's box of consumer c's rows and column half h, into L2.
           WorkItem wn;
           const int in = item_of(r + 1), c = lane >> 1, h = lane & 1;
-          if (in < total && get_item(in, wn)) {
-            if (PACK) {
-              tma_prefetch_l2_3d(&tm_q, h * 64, wn.y * G, wn.q_start + (wn.m0 + c * 64) / G);
-            } else {
-              tma_prefetch_l2_3d(&tm_q, h * 64, wn.y, wn.q_start + wn.m0 + c * 64);
-            }
-          }
+          if (in < total && get_item(in, wn)) tma_prefetch_l2_3d(&tm_q, h * 64, q_head(wn), q_token(wn, c));
         }
         const int kst = g % KS, vst = g % VS;
         const uint32_t kph = (g / KS) & 1, vph = (g / VS) & 1;
