@@ -5,8 +5,8 @@
 # ablations), PEER=1 (default) torch's SDPA peers in the same call (bench/peers/torch_peers.py prefill: cuDNN, flash),
 # and the 32,000-token TTFT on the Llama-3.1-8B shape, each form that passed the test alternating, ROUNDS rounds
 # (default 2), production also at each KV block size in BLOCK_SIZES (default "64"). LAB_FORMS replaces the lab forms
-# (RIDGELINE_CUDA_PREFILL_SM90 values, e.g. "continuous_v3_lazy_snake", "continuous_v3_lazy_diaghalf_autosnake",
-# "continuous_lazy_autosnake_autodiaghalf"). Carried binaries in $RL_BIN_DIR
+# (RIDGELINE_CUDA_PREFILL_SM90 values, e.g. "continuous_v3_lazy_snake", "continuous_v3_lazy_diaghalf_autosnake").
+# Carried binaries in $RL_BIN_DIR
 # (SOURCE_LINK as common.sh says). Prints a short table last; logs in $OUT/prefill_forms_logs.tgz. About 4 minutes.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"

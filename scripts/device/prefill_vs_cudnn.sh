@@ -6,11 +6,8 @@
 # 10 % with its place in the run; alternating short processes, each form's rounds agree within 1 %. FORMS (default
 # "production peers") are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=
 # continuous_v3_lazy_snake), diaghalf (the diagonal's half tiles at every length:
-# continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without them: continuous_v3_lazy_autosnake), v2
-# (production with 2 V stages and two Q buffers: continuous_lazy_autosnake_autodiaghalf), bsN (production over a KV
-# cache of block size N), qp (production with the next item's Q prefetched into L2:
-# continuous_v3_lazy_qprefetch_autosnake_autodiaghalf), os (production without the half tiles, with the rows stored
-# through shared memory: continuous_v3_lazy_ostore_autosnake; compare with nodiaghalf). Carried binaries in $RL_BIN_DIR.
+# continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without them: continuous_v3_lazy_autosnake), bsN
+# (production over a KV cache of block size N). Carried binaries in $RL_BIN_DIR.
 # Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -27,15 +24,6 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
       diaghalf)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_diaghalf_autosnake timeout 120 "$bin/rl_bench_kernels" \
-          prefill_production ;;
-      qp)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_qprefetch_autosnake_autodiaghalf timeout 120 \
-          "$bin/rl_bench_kernels" prefill_production ;;
-      os)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_ostore_autosnake timeout 120 \
-          "$bin/rl_bench_kernels" prefill_production ;;
-      v2)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_lazy_autosnake_autodiaghalf timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
       nodiaghalf)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake timeout 120 "$bin/rl_bench_kernels" \

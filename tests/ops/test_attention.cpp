@@ -312,30 +312,23 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const int snake_default = cuda().prefill_snake_mode();
   const int diag_half_default = cuda().prefill_diag_half_mode();
   // Bits 1 and 2: continuous turns and 3 V stages. Bit 4: the lazy rescale (production since session 20: 7 is the full
-  // sweep; with continuous turns only: 5 is the lab form with 2 V stages and two Q buffers, built without the half
-  // tiles). Bit 8: the next item's Q prefetched into L2 (lab, with the lazy rescale and 3 V stages, with and without
-  // the half tiles). Bit 16: rows stored through shared memory with TMA where a warp's 16 rows lie in the sequence
-  // (lab, with the lazy rescale and 3 V stages, without the half tiles; the batches' ragged lengths take both stores).
-  // Bit 32: snake-ordered rounds of work items forced on (production turns them on from kPrefillSm90SnakeMinKeyTiles
-  // key tiles, past these batches' longest row). The diagonal's half tiles (a consumer's last tile on its first 64 keys
-  // where the rest are past its rows) are production's at these batches' lengths (prefill_sm90_diag_half; they reach it
-  // as the first tile, as the second after a full one, and after several), with the lazy rescale; bit 256 turns them
-  // off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles).
-  for (const int lab : {0, 1, 2, 3, 5, 7, 15, 23, 39, 263, 271}) {
+  // sweep). Bit 32: snake-ordered rounds of work items forced on (production turns them on from
+  // kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row). The diagonal's half tiles (a consumer's
+  // last tile on its first 64 keys where the rest are past its rows) are production's at these batches' lengths
+  // (prefill_sm90_diag_half; they reach it as the first tile, as the second after a full one, and after several), with
+  // the lazy rescale; bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles).
+  for (const int lab : {0, 1, 2, 3, 7, 39, 263}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
     form.v_stages = lab & 2 ? 3 : 2;
     form.lazy_rescale = lab & 4;
-    form.q_prefetch = lab & 8;
-    form.o_smem_store = lab & 16;
     const bool snake = lab & 32, no_diag_half = lab & 256;
     cuda().set_prefill_sm90_form(form);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
     cuda().set_prefill_diag_half_mode(no_diag_half ? 0 : diag_half_default);
     const bool production =
         form.continuous_turns == production_form.continuous_turns && form.v_stages == production_form.v_stages &&
-        form.lazy_rescale == production_form.lazy_rescale && form.q_prefetch == production_form.q_prefetch &&
-        form.o_smem_store == production_form.o_smem_store && !snake && !no_diag_half;
+        form.lazy_rescale == production_form.lazy_rescale && !snake && !no_diag_half;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -350,9 +343,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << (form.continuous_turns ? " continuous turns" : "") << " V stages "
                                    << form.v_stages << (form.lazy_rescale ? " lazy rescale" : "")
                                    << (snake ? " snake" : "")
-                                   << (no_diag_half ? " no diagonal half tiles" : "")
-                                   << (form.q_prefetch ? " Q prefetched" : "")
-                                   << (form.o_smem_store ? " rows through shared memory" : "");
+                                   << (no_diag_half ? " no diagonal half tiles" : "");
           }
         }
       }

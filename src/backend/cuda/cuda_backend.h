@@ -174,12 +174,11 @@ class CudaBackend final : public Backend {
   // kernel_config.h kDecodeFusedRopeAttention, RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1|0 end to end).
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
   bool fused_rope_attention() const { return fused_rope_attention_; }
-  // The Hopper prefill's form (PrefillSm90Options), set whole: its fields continuous_turns, v_stages, lazy_rescale and
-  // the lab ones q_prefetch and o_smem_store; the launch sets the rest (pack, intra_overlap, persistent, k_stages,
-  // snake, diag_half). The constructor takes kernel_config.h's production form (kPrefillSm90ContinuousTurns,
-  // kPrefillSm90VStages, kPrefillSm90LazyRescale) or RIDGELINE_CUDA_PREFILL_SM90's words
-  // (per_item_v2|continuous|v3|continuous_v3, "lazy", "qprefetch", "ostore"). Tests run every combination that is
-  // built.
+  // The Hopper prefill's form (PrefillSm90Options), set whole: its fields continuous_turns, v_stages and lazy_rescale;
+  // the launch sets the rest (pack, intra_overlap, persistent, k_stages, snake, diag_half). The constructor takes
+  // kernel_config.h's production form (kPrefillSm90ContinuousTurns, kPrefillSm90VStages, kPrefillSm90LazyRescale) or
+  // RIDGELINE_CUDA_PREFILL_SM90's words (per_item_v2|continuous|v3|continuous_v3, "lazy"). Tests run every combination
+  // that is built.
   void set_prefill_sm90_form(const cuda::PrefillSm90Options& form) { prefill_form_ = form; }
   const cuda::PrefillSm90Options& prefill_sm90_form() const { return prefill_form_; }
   // The Hopper prefill's snake-ordered rounds: -1 by the launch's longest key row (kernel_config.h,

@@ -200,8 +200,8 @@ struct PrefillSm90Options {
   // V tiles in flight: 2, or 3 with one Q buffer instead of two (the next item's Q then loads only once both
   // consumers are done with this one). 3 needs intra_overlap, k_stages 3 and unpacked blocks.
   int v_stages = 2;
-  // Built for the production form only (unpacked, intra overlap, 3 K stages, continuous turns; 3 V stages, or 2 with
-  // two Q buffers: lab); elsewhere these two are ignored. The running max moves only by more than 2^8, and O's rescale
+  // Built for the production form only (unpacked, intra overlap, 3 K stages, continuous turns, 3 V stages); elsewhere
+  // these two are ignored. The running max moves only by more than 2^8, and O's rescale
   // is skipped where no row of a warp moved (FlashAttention-4's conditional rescale; production since session 20,
   // kPrefillSm90LazyRescale).
   bool lazy_rescale = false;
@@ -210,14 +210,6 @@ struct PrefillSm90Options {
   // sets it from the launch's longest key row (kernel_config.h, prefill_sm90_diag_half). Built with 3 V stages only
   // (ignored with 2).
   bool diag_half = false;
-  // Lab, with the lazy rescale and 3 V stages (prefill_attention_sm90.cu, QP): as the producer reaches an item's last
-  // key tile it fetches the block's next item's Q into L2, so that Q's copy into the one Q buffer hits L2.
-  bool q_prefetch = false;
-  // Lab, with the lazy rescale and 3 V stages, without q_prefetch or diag_half (prefill_attention_sm90.cu, OS; with
-  // the half tiles ptxas serializes the wgmmas, C7511): a consumer warp whose 16 rows all lie in the sequence stores
-  // them through its rows of the Q buffer with TMA (stmatrix, then two boxes), where the others store four bytes a
-  // thread at a time.
-  bool o_smem_store = false;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).

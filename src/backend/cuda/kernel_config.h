@@ -492,17 +492,22 @@ constexpr int kPrefillSm90VStages = 3;
 // it could not gain: at 16 × 1k each consumer spends ~72 % of its block's span in its tiles, 13-22 % storing its rows
 // and 6-14 % waiting for the next item's Q (the producer ~15 % waiting for the Q buffer), so the time goes between an
 // item's tiles, not to the busiest block.
-// Lab (session 32, not yet run): the lazy rescale with 2 V stages and two Q buffers (RIDGELINE_CUDA_PREFILL_SM90=
-// continuous_lazy_autosnake_autodiaghalf, prefill_vs_cudnn.sh FORMS="production v2 peers", test lab 5, bench row
-// _cont_lazy). With two Q buffers the next item's Q loads under this one, which is the timeline's wait for Q; at
-// 16 × 1k the session-18 forms (eager rescale, H200) read 364 TFLOP/s with 2 V stages against 350 with 3. Built
-// without the diagonal's half tiles: with them ptxas serializes the wgmmas (C7511).
-// Lab (session 32, not yet run): the next item's Q prefetched into L2 (PrefillSm90Options::q_prefetch, "qprefetch",
-// FORMS="production qp peers", test lab 15 and 271, bench row _qprefetch): in the timeline Q's copy took ~4,300 cycles
-// from issue to consumer 0 having it, with Q read from HBM. And the rows stored through shared memory
-// (PrefillSm90Options::o_smem_store, "ostore", FORMS="production nodiaghalf os peers", test lab 23, bench row
-// _ostore; without the half tiles: with them, C7511): storing rows took 13-22 % of a consumer's span at 16 × 1k with
-// 4-byte stores that each fill half a sector.
+// Measured and dropped (session 33, H100, one call, prefill_vs_cudnn.sh, 3 rounds alternating, 40 launches a row,
+// TFLOP/s by round), three forms aimed at the timeline's time between an item's tiles:
+//   - the lazy rescale with 2 V stages and two Q buffers (the next item's Q loads under this one; without the half
+//     tiles: with them C7511): 4 × 4k 547.3 / 547.7 / 543.5, 16 × 1k 376.9 / 368.9 / 365.8, 1 × 16k 552.8 / 558.8 /
+//     567.1, 1 × 32k 579.9 / 582.2 / 578.2;
+//   - production with the next item's Q prefetched into L2 at an item's last key tile (cp.async.bulk.prefetch.tensor):
+//     542.9 / 539.3 / 545.3, 347.6 / 345.6 / 370.4, 555.0 / 554.1 / 565.3, 575.5 / 579.9 / 575.5; the 32k TTFT
+//     1,152.7 / 1,153.8 ms against 1,143.0 / 1,143.6;
+//   - rows stored through shared memory (stmatrix into the consumer's Q rows, two TMA boxes a warp; without the half
+//     tiles, so against the form without them): 547.1 / 543.0 / 542.3, 352.0 / 373.2 / 367.8, 552.1 / 547.3 / 550.0,
+//     568.2 / 572.6 / 572.5;
+//   - against production 566.6 / 560.7 / 563.6, 363.5 / 374.9 / 395.2, 561.5 / 567.1 / 587.1, 588.6 / 586.3 / 583.2;
+//     without the half tiles 551.1 / 559.5 / 556.2, 379.6 / 354.1 / 351.7, 573.5 / 575.0 / 563.8, 588.6 / 587.9 /
+//     587.3; cuDNN 538.1 / 555.7 / 545.6, 361.4 / 395.1 / 362.0, 648.0 / 612.6 / 630.3.
+//   None gains at any length beyond the rounds' spread, and each loses 1-3 % at 4 × 4k and from 16k keys. The layout
+//   test, memcheck (all three) and racecheck (the first and third) were clean.
 constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 32;
 inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
   return max_seqlen_k <= kPrefillSm90DiagHalfMaxKeyTiles * 128;

@@ -78,29 +78,21 @@ struct WorkItem {
 // the exponentials then reach 2^kLazyRescaleLog2, well inside f32 and bf16's range).
 // Lab forms that lost were deleted once measured (kernel_config.h and docs/cuda.md keep their figures): the K / V
 // multicast over pairs of heads (clusters of two blocks), the wait for P V kept after the next tile's softmax, each
-// consumer's half of Q given back after its last S = Q Kᵀ, and Q in registers for S = Q Kᵀ.
+// consumer's half of Q given back after its last S = Q Kᵀ, Q in registers for S = Q Kᵀ, dynamic work items, the lazy
+// rescale with 2 V stages and two Q buffers, the next item's Q prefetched into L2, and rows stored through shared
+// memory with TMA.
 // DH (production up to kPrefillSm90DiagHalfMaxKeyTiles key tiles): where a consumer's last row lies in the first
 // half of its last key tile (the diagonal tile of a causal item whose rows start on a tile boundary: consumer 0's),
 // the tile's other 64 keys lie past all of its rows, so that tile's S = Q Kᵀ (m64n64), softmax and P V (4 k-steps
 // of 8) run on its first 64 keys only. Skipped keys are masked keys: P is 0 there, so only work that adds zeros goes.
-// QP (lab): as the producer reaches an item's last key tile, it fetches the block's next item's Q into L2
-// (cp.async.bulk.prefetch.tensor), so that Q's copy into shared memory, issued once both consumers are done with this
-// item (one Q buffer with 3 V stages), hits L2: session 32's timeline had ~4,300 cycles from that copy's issue to
-// consumer 0 having Q, and consumer 0 waiting for it 14 % of its time at 16 × 1k.
-// OS (lab, unpacked, CONT): a consumer warp whose 16 rows all lie in the sequence normalizes them into its rows of
-// the Q buffer (stmatrix, in the 128-byte swizzle; this consumer reads no more Q for the item) and one lane stores
-// them with two TMA boxes, giving Q back once the stores have read shared memory. In place of 32 four-byte stores a
-// thread, each writing half a 32-byte sector (session 32's timeline: storing rows took 13-22 % of a consumer's span
-// at 16 × 1k). Warps with rows past the sequence store as before (a box would write into the next sequence's rows).
 // TRACE (kernel lab, launch_prefill_attention_sm90_trace): clock64 stamps per block and item, at the producer's and
 // each consumer's item boundaries.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool QP = false, bool OS = false, bool TRACE = false>
+          bool DH = false, bool TRACE = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
-                                  const std::conditional_t<TRACE, Sm90TraceParams, Sm90Params> p,
-                                  const __grid_constant__ std::conditional_t<OS, CUtensorMap, int> tm_o) {
+                                  const std::conditional_t<TRACE, Sm90TraceParams, Sm90Params> p) {
 #if RL_SM90_ENABLED
   using namespace sm90;
   extern __shared__ unsigned char smem_raw[];
@@ -161,10 +153,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     return true;
   };
 
-  // The coordinates of item x's Q box for consumer c's 64 rows (tm_q: column, head, token): its first head and token.
-  auto q_head = [&](const WorkItem& x) { return PACK ? x.y * G : x.y; };
-  auto q_token = [&](const WorkItem& x, int c) { return x.q_start + (x.m0 + c * 64) / G; };
-
   if (tid == 0) {
     for (int qb = 0; qb < QB; ++qb) {
       mbar_init(q_full(qb), 1);
@@ -204,7 +192,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The two column-half boxes of consumer c's 64 rows of this item's Q into buffer qb, completing on bar.
       const auto issue_q_rows = [&](int c, uint32_t bar) {
         for (int h = 0; h < 2; ++h) {
-          tma_load_3d(sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow, &tm_q, h * 64, q_head(w), q_token(w, c), bar);
+          tma_load_3d(sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow, &tm_q, h * 64, PACK ? w.y * G : w.y,
+                      w.q_start + (w.m0 + c * 64) / G, bar);
         }
       };
       if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
@@ -217,12 +206,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       // K and V of a stage are released separately (K once S = Q Kᵀ is done, V once P V is), so the next K tile
       // loads a whole tile period ahead of its use. The slots of a tile's pages are looked up before the waits.
       for (int t = 0; t < w.num_tiles; ++t, ++g) {
-        if (QP && t + 1 == w.num_tiles && lane < 4 && (r + 1) * item_stride < total) {
-          // Lane 2c + h: the next item's box of consumer c's rows and column half h, into L2.
-          WorkItem wn;
-          const int in = item_of(r + 1), c = lane >> 1, h = lane & 1;
-          if (in < total && get_item(in, wn)) tma_prefetch_l2_3d(&tm_q, h * 64, q_head(wn), q_token(wn, c));
-        }
         const int kst = g % KS, vst = g % VS;
         const uint32_t kph = (g / KS) & 1, vph = (g / VS) & 1;
         const int n0 = t * kBN, valid = min(kBN, w.seq_len_k - n0);
@@ -539,49 +522,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     if (warp == 0) stamp(k, 3 + 3 * cw);
-    if constexpr (OS) {
-      // This warp's 16 rows through shared memory where they all lie in the sequence (warp-uniform).
-      const int warp_row0 = row_base + warp * 16;
-      if (has_rows && warp_row0 + 16 <= num_rows) {
-        float inv[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float l = row_l[r];
-          l += __shfl_xor_sync(0xffffffffu, l, 1);
-          l += __shfl_xor_sync(0xffffffffu, l, 2);
-          inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
-        }
-        // Lane l addresses row l % 8 of matrix l / 8: matrices 1 and 3 are rows + 8, 2 and 3 columns + 8; 16-byte
-        // chunk c of a 256-byte row lies in column half c / 8, at chunk (c % 8) ^ (row % 8) of its 128 bytes.
-        const int srow = cw * 64 + warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
-#pragma unroll
-        for (int m = 0; m < kD / 16; ++m) {
-          const int c16 = 2 * m + (lane >> 4);
-          const uint32_t addr =
-              sq(qb) + (c16 >> 3) * kBM * kHalfRow + srow * kHalfRow + (((c16 & 7) ^ (srow & 7)) << 4);
-          stmatrix_x4(addr, pack_bf16x2(o[8 * m] * inv[0], o[8 * m + 1] * inv[0]),
-                      pack_bf16x2(o[8 * m + 2] * inv[1], o[8 * m + 3] * inv[1]),
-                      pack_bf16x2(o[8 * m + 4] * inv[0], o[8 * m + 5] * inv[0]),
-                      pack_bf16x2(o[8 * m + 6] * inv[1], o[8 * m + 7] * inv[1]));
-        }
-        fence_proxy_async();
-        __syncwarp();
-        if (lane == 0) {
-          for (int h = 0; h < 2; ++h) {
-            tma_store_3d(&tm_o, h * 64, w.y, q_start + warp_row0,
-                         sq(qb) + h * kBM * kHalfRow + (cw * 64 + warp * 16) * kHalfRow);
-          }
-          cp_async_bulk_commit();
-          cp_async_bulk_wait_read();  // the rows have left shared memory: Q's buffer may be refilled
-          mbar_arrive(q_empty(qb));
-        }
-        __syncwarp();  // lane 0 back with the warp before the next item's aligned barriers and wgmmas
-        if (warp == 0) stamp(k, 4 + 3 * cw);
-        g += num_tiles;
-        ++k;
-        continue;
-      }
-    }
     // Q of this item is no longer read: the producer may load the item after next into its buffer.
     __syncwarp();
     if (lane == 0) mbar_arrive(q_empty(qb));
@@ -621,12 +561,11 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool QP = false, bool OS = false, bool TRACE = false>
+          bool DH = false, bool TRACE = false>
 int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
                 long long* trace = nullptr, int trace_items = 0) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, QP, OS, TRACE>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
-  static_assert(!OS || (!PACK && CONT), "rows through shared memory: unpacked blocks, continuous turns");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
   if (!configured) {
@@ -638,9 +577,6 @@ int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream
   const CUtensorMap tq = make_map(a.qkv, kD, a.num_heads, a.num_tokens, kD * 2, a.row * 2, 64,
                                   static_cast<uint32_t>(G), static_cast<uint32_t>(64 / G));
   std::conditional_t<TRACE, Sm90TraceParams, Sm90Params> p;
-  // OS: the output's tensor map (column, head, token), boxes of 64 columns, one head and 16 tokens; elsewhere unused.
-  std::conditional_t<OS, CUtensorMap, int> to{};
-  if constexpr (OS) to = make_map(a.out, kD, a.num_heads, a.num_tokens, kD * 2, a.num_heads * kD * 2, 64, 1, 16);
   if constexpr (TRACE) {
     p.trace = trace;
     p.trace_items = trace_items;
@@ -659,7 +595,7 @@ int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream
   const int64_t items = static_cast<int64_t>(p.m_blocks) * p.heads * a.num_seqs;
   RL_CHECK_MSG(items < (int64_t(1) << 31), "Hopper prefill: %lld work items", static_cast<long long>(items));
   const int64_t blocks = persistent ? std::min<int64_t>(items, num_sms) : items;
-  kernel<<<static_cast<unsigned int>(blocks), kThreads, kSmemBytes, stream>>>(tq, tk, tv, a, p, to);
+  kernel<<<static_cast<unsigned int>(blocks), kThreads, kSmemBytes, stream>>>(tq, tk, tv, a, p);
   RL_CUDA_CHECK_LAUNCH();
   return static_cast<int>(blocks);
 }
@@ -681,29 +617,15 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
   // The lazy rescale (production): instantiated with the production form only (unpacked, intra overlap, 3 K stages,
-  // continuous turns), with 3 V stages and one Q buffer, with and without the diagonal's half tiles (production up to
-  // 4k keys) and with and without the next item's Q prefetched into L2 (lab), or with the rows stored through shared
-  // memory (lab, without the half tiles), or with 2 V stages and two Q buffers
-  // (lab) without the half tiles (with them ptxas lacks the registers to keep the wgmmas in flight: C7511, every wgmma
-  // serialized); ignored elsewhere.
-  const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.lazy_rescale;
+  // continuous turns, 3 V stages and one Q buffer), with and without the diagonal's half tiles (production up to 4k
+  // keys); ignored elsewhere.
+  const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3 &&
+                    o.lazy_rescale;
   if (lazy) {
-    if (o.v_stages == 3 && o.o_smem_store) {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, false, true>(a, o.persistent, num_sms, stream, o.snake);
-    } else if (o.v_stages == 3 && o.q_prefetch) {
-      if (o.diag_half) {
-        launch_sm90<false, true, 3, 0, true, 3, true, true, true>(a, o.persistent, num_sms, stream, o.snake);
-      } else {
-        launch_sm90<false, true, 3, 0, true, 3, true, false, true>(a, o.persistent, num_sms, stream, o.snake);
-      }
-    } else if (o.v_stages == 3) {
-      if (o.diag_half) {
-        launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
-      } else {
-        launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream, o.snake);
-      }
+    if (o.diag_half) {
+      launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
     } else {
-      launch_sm90<false, true, 3, 0, true, 2, true>(a, o.persistent, num_sms, stream, o.snake);
+      launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream, o.snake);
     }
     return;
   }
@@ -741,7 +663,7 @@ int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cud
   // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel.
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
-  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, false, false, true>(
+  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true>(
       a, true, num_sms, stream, prefill_sm90_snake(a.max_seqlen_k), trace, max_items);
 }
 

@@ -69,32 +69,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
-// The same box fetched into L2 only (no shared memory, no barrier): a later tma_load_3d of it then hits L2.
-__device__ __forceinline__ void tma_prefetch_l2_3d(const void* map, int c0, int c1, int c2) {
-  const uint64_t m = reinterpret_cast<uint64_t>(map);
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(m), "r"(c0), "r"(c1), "r"(c2)
-               : "memory");
-}
-// The reverse: the box at (c0, c1, c2) written from shared memory at src (the tensor map's swizzle) into global
-// memory, elements outside the tensor left alone; one bulk group per cp_async_bulk_commit.
-__device__ __forceinline__ void tma_store_3d(const void* map, int c0, int c1, int c2, uint32_t src) {
-  const uint64_t m = reinterpret_cast<uint64_t>(map);
-  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(m), "r"(c0),
-               "r"(c1), "r"(c2), "r"(src)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-// Waits until the committed bulk stores have read their shared-memory sources (their writes may still be in flight).
-__device__ __forceinline__ void cp_async_bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
-// Four 8 x 8 b16 matrices from registers into shared memory: r[i] is this thread's pair (row lane / 4, columns
-// 2 (lane % 4) and + 1) of matrix i, the mma accumulator layout; lane l gives the address of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
-}
 // A 2-D box at (c0, c1), innermost first.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
   asm volatile(
