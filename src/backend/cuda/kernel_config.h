@@ -508,6 +508,21 @@ constexpr int kPrefillSm90VStages = 3;
 //     587.3; cuDNN 538.1 / 555.7 / 545.6, 361.4 / 395.1 / 362.0, 648.0 / 612.6 / 630.3.
 //   None gains at any length beyond the rounds' spread, and each loses 1-3 % at 4 × 4k and from 16k keys. The layout
 //   test, memcheck (all three) and racecheck (the first and third) were clean.
+// Measured and dropped (session 33, H100, one call, prefill_vs_cudnn.sh, 3 rounds alternating, 40 launches a row,
+// TFLOP/s by round): the exponentials against the running max (a lab form, never committed: a tile after an item's
+// first computed its exponentials against the row's running max at once, packing P straight into the A fragments
+// while S stayed in registers, with the tile's max beside them; only where a row's max passed the running max by more
+// than 2^8 did the warp run the usual softmax again, so the bits were production's, which a test checked on the
+// device). It takes the max's dependency chain and shuffles off the path to the first exponential, and it was slower:
+// 4 × 4k 544.7 / 544.5 / 542.4, 16 × 1k 376.7 / 352.8 / 371.7, 1 × 16k 550.0 / 560.6 / 548.5, 1 × 32k 576.5 / 577.7 /
+// 577.9 (built without the half tiles: with them C7511) against production 563.4 / 558.8 / 560.1, 377.6 / 388.5 /
+// 390.6, 572.0 / 571.0 / 576.2, 582.5 / 581.5 / 583.0, without the half tiles 554.6 / 552.9 / 552.7, 382.5 / 360.3 /
+// 349.7, 563.8 / 572.2 / 562.5, 582.9 / 582.5 / 582.0; the 32k TTFT 1,158.8 / 1,157.8 ms against 1,153.3 / 1,158.9.
+// So the softmax is not bound by its latency to the first exponential either (as session 21 found for the
+// special-function unit alone): what costs is the instructions the consumer warps issue.
+// Lab (session 33, not yet run): the wgmma descriptors advanced by an add (PrefillSm90Options::desc_advance,
+// "descadd", FORMS="production descadd peers", test lab 71 / 327 and HopperPrefillDescriptorsAdvancedKeepBits, bench
+// row _descadd): the same descriptors in ~45 fewer instructions a consumer warp a tile (ptxas's loop body 709 -> 666).
 constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 32;
 inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
   return max_seqlen_k <= kPrefillSm90DiagHalfMaxKeyTiles * 128;
