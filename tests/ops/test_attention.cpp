@@ -280,6 +280,21 @@ TEST(CudaAttention, LargeRandomBatch) {
   EXPECT_LT(e, kBf16Tol);
 }
 
+// On compute capability 9.0 the Hopper prefill kernel must be the one that runs (else a test of it tests FA2 again).
+void expect_hopper_prefill_on_sm90() {
+  int major = 0, minor = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cuda().device_index()), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cuda().device_index()), cudaSuccess);
+  cuda::AttentionArgs probe;
+  probe.head_dim = 128;
+  probe.num_heads = 32;
+  probe.num_kv_heads = 8;
+  probe.row = 48 * 128;
+  probe.block_size = 16;
+  probe.kv_slots = 1024;
+  EXPECT_EQ(cuda::prefill_attention_sm90_supported(probe), major == 9 && minor == 0);
+}
+
 // The Hopper prefill (TMA + wgmma; compute capability 9.0, head_dim 128) in both block layouts (one query head per
 // block, and GQA-packed) against the FA2 kernel's reference role: ragged lengths around the 128-key tiles and the
 // 64-row consumer halves, prefixes in the cache, decode rows mixed in, page sizes from 8 to 256 tokens (one TMA
@@ -289,18 +304,7 @@ TEST(CudaAttention, LargeRandomBatch) {
 // items) with 2 and 3 V stages (one Q buffer); the last batch's many short sequences give each block of the
 // persistent grid a long run of short items, some of them empty for one consumer.
 TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
-  int major = 0, minor = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cuda().device_index()), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cuda().device_index()), cudaSuccess);
-  cuda::AttentionArgs probe;
-  probe.head_dim = 128;
-  probe.num_heads = 32;
-  probe.num_kv_heads = 8;
-  probe.row = 48 * 128;
-  probe.block_size = 16;
-  probe.kv_slots = 1024;
-  // On compute capability 9.0 the kernel under test must be the one that runs (else this tests FA2 again).
-  EXPECT_EQ(cuda::prefill_attention_sm90_supported(probe), major == 9 && minor == 0);
+  expect_hopper_prefill_on_sm90();
   const std::vector<SeqSpec> batches[] = {{{1, 1}, {127, 127}, {128, 128}, {129, 129}, {300, 300}},
                                           {{40, 200}, {64, 64 + 16}, {7, 300}, {1, 513}, {200, 457}},
                                           {{1000, 1000}},
@@ -362,17 +366,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
 // problems through both forms, with and without the diagonal's half tiles, with queries in [-2, 2) and in [-16, 16)
 // (scores with a spread of ~20 in the log2 domain, so rows' running max moves and O is rescaled).
 TEST(CudaAttention, HopperPrefillDescriptorsAdvancedKeepBits) {
-  int major = 0, minor = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, cuda().device_index()), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, cuda().device_index()), cudaSuccess);
-  cuda::AttentionArgs probe;
-  probe.head_dim = 128;
-  probe.num_heads = 32;
-  probe.num_kv_heads = 8;
-  probe.row = 48 * 128;
-  probe.block_size = 16;
-  probe.kv_slots = 1024;
-  EXPECT_EQ(cuda::prefill_attention_sm90_supported(probe), major == 9 && minor == 0);
+  expect_hopper_prefill_on_sm90();
   const cuda::PrefillSm90Options production_form = cuda().prefill_sm90_form();
   ASSERT_TRUE(production_form.lazy_rescale && !production_form.desc_advance);
   cuda::PrefillSm90Options lab_form = production_form;
