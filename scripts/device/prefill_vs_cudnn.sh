@@ -7,8 +7,7 @@
 # "production peers") are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=
 # continuous_v3_lazy_snake), diaghalf (the diagonal's half tiles at every length:
 # continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without them: continuous_v3_lazy_autosnake), bsN
-# (production over a KV cache of block size N), descadd (production with the descriptors advanced by an add:
-# continuous_v3_lazy_descadd_autosnake_autodiaghalf). Carried binaries in $RL_BIN_DIR.
+# (production over a KV cache of block size N). Carried binaries in $RL_BIN_DIR.
 # Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -26,9 +25,6 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
       diaghalf)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_diaghalf_autosnake timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
-      descadd)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_descadd_autosnake_autodiaghalf timeout 120 \
-          "$bin/rl_bench_kernels" prefill_production ;;
       nodiaghalf)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;

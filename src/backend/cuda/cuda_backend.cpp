@@ -115,8 +115,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the form
   // before session 18, "continuous_v3_lazy_autosnake_autodiaghalf" production, "continuous_v3" its eager rescale;
-  // the words "snake" / "autosnake", "diaghalf" / "autodiaghalf" and the lab word "descadd": PrefillSm90Options);
-  // "0" turns the kernel off (prefill_attention_sm90_supported).
+  // the words "snake" / "autosnake", "diaghalf" / "autodiaghalf": PrefillSm90Options); "0" turns the kernel off
+  // (prefill_attention_sm90_supported).
   prefill_form_.continuous_turns = cuda::kPrefillSm90ContinuousTurns;
   prefill_form_.v_stages = cuda::kPrefillSm90VStages;
   prefill_form_.lazy_rescale = cuda::kPrefillSm90LazyRescale;
@@ -126,7 +126,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_form_.continuous_turns = has("continuous");
     prefill_form_.v_stages = has("v3") ? 3 : 2;
     prefill_form_.lazy_rescale = has("lazy");
-    prefill_form_.desc_advance = has("descadd");
     // "autosnake": snake order where production takes it (prefill_sm90_snake); "snake": always.
     prefill_snake_mode_ = has("autosnake") ? -1 : has("snake") ? 1 : 0;
     // "autodiaghalf": the diagonal's half tiles where production takes them (prefill_sm90_diag_half); "diaghalf":

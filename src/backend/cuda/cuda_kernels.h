@@ -210,9 +210,6 @@ struct PrefillSm90Options {
   // sets it from the launch's longest key row (kernel_config.h, prefill_sm90_diag_half). Built with 3 V stages only
   // (ignored with 2).
   bool diag_half = false;
-  // Lab, with the lazy rescale (prefill_attention_sm90.cu, DA): each wgmma's descriptor advanced from its operand's
-  // first by one add instead of built from the address again (the same descriptors: production's bits).
-  bool desc_advance = false;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).

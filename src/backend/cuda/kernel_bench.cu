@@ -748,8 +748,8 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
       // The production variant with the consumers' turns running on across items (also packed) and with 3 V stages.
       // v = 4: continuous, 3 V stages and the lazy rescale; v = 5: that with snake-ordered rounds of items; v = 6:
       // that with the diagonal's half tiles (production up to kPrefillSm90DiagHalfMaxKeyTiles key tiles; v = 4 is the
-      // form without them); v = 7: production (v = 6) with the descriptors advanced by an add (lab).
-      for (int v = 0; v < 8; ++v) {
+      // form without them).
+      for (int v = 0; v < 7; ++v) {
         cuda::PrefillSm90Options o;
         o.pack = v == 3;
         o.intra_overlap = true;
@@ -759,15 +759,13 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
         o.v_stages = v == 1 || v == 2 || v >= 4 ? 3 : 2;
         o.lazy_rescale = v >= 4;
         o.snake = v == 5;
-        o.diag_half = v >= 6;
-        o.desc_advance = v == 7;
+        o.diag_half = v == 6;
         const double lab_ms =
             time_ms(be, [&](int) { cuda::launch_prefill_attention_sm90(a90, o, be.num_sms(), be.stream()); }, 10);
         result("prefill_lab",
                std::to_string(b) + "x" + std::to_string(s) + "_sm90" + (o.pack ? "_packed" : "") +
                    "_intra_persistent_k3" + (o.v_stages == 3 ? "_v3" : "") + (o.continuous_turns ? "_cont" : "") +
-                   (o.lazy_rescale ? "_lazy" : "") + (o.snake ? "_snake" : "") + (o.diag_half ? "_diaghalf" : "") +
-                   (o.desc_advance ? "_descadd" : ""),
+                   (o.lazy_rescale ? "_lazy" : "") + (o.snake ? "_snake" : "") + (o.diag_half ? "_diaghalf" : ""),
                flops / (lab_ms * 1e-3) / 1e12, "TFLOP/s");
       }
       for (int ablate = 1; ablate <= 3; ++ablate) {  // where the time goes: one part left out

@@ -520,9 +520,17 @@ constexpr int kPrefillSm90VStages = 3;
 // 349.7, 563.8 / 572.2 / 562.5, 582.9 / 582.5 / 582.0; the 32k TTFT 1,158.8 / 1,157.8 ms against 1,153.3 / 1,158.9.
 // So the softmax is not bound by its latency to the first exponential either (as session 21 found for the
 // special-function unit alone): what costs is the instructions the consumer warps issue.
-// Lab (session 33, not yet run): the wgmma descriptors advanced by an add (PrefillSm90Options::desc_advance,
-// "descadd", FORMS="production descadd peers", test lab 71 / 327 and HopperPrefillDescriptorsAdvancedKeepBits, bench
-// row _descadd): the same descriptors in ~45 fewer instructions a consumer warp a tile (ptxas's loop body 709 -> 666).
+// Hopper prefill: each wgmma's shared-memory descriptor is its operand's k-step-0 descriptor with the address field
+// advanced by one add (sm90.cuh desc_advance), where building it from the address again took five uniform-datapath
+// instructions before each of a tile's 16 wgmma (session 33's SASS): ~80 issue slots a consumer warp a tile, issued
+// on the scheduler the other consumer's softmax runs on. Same descriptors, so the same bits (a device test compared
+// the two forms bit for bit, queries in [-2, 2) and [-16, 16), with and without the half tiles); ptxas's loop body
+// 709 -> 666 instructions. Measured (H100, session 33, prefill_vs_cudnn.sh, 4 rounds alternating, 40 launches a row,
+// TFLOP/s by round, advanced / built again): 4 × 4k 566.9 / 560.0 / 562.1 / 565.8 against 565.6 / 559.4 / 560.8 /
+// 547.2; 16 × 1k 396.6 / 384.0 / 365.0 / 364.6 against 368.4 / 368.3 / 364.9 / 375.0; 1 × 16k 568.7 / 576.7 / 576.2
+// / 576.5 against 578.6 / 571.7 / 566.1 / 567.8; 1 × 32k 584.9 / 585.8 / 585.6 / 585.3 against 587.3 / 581.6 / 581.9
+// / 585.0; the 32k TTFT 1,149.2 / 1,142.6 / 1,146.4 ms against 1,148.8 / 1,151.4 / 1,150.0. Small (0.2-2 %) but never
+// a loss: every instance builds its descriptors this way since.
 constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 32;
 inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
   return max_seqlen_k <= kPrefillSm90DiagHalfMaxKeyTiles * 128;

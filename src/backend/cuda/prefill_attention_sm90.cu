@@ -85,15 +85,10 @@ struct WorkItem {
 // half of its last key tile (the diagonal tile of a causal item whose rows start on a tile boundary: consumer 0's),
 // the tile's other 64 keys lie past all of its rows, so that tile's S = Q Kᵀ (m64n64), softmax and P V (4 k-steps
 // of 8) run on its first 64 keys only. Skipped keys are masked keys: P is 0 there, so only work that adds zeros goes.
-// DA (lab): each wgmma's shared-memory descriptor is its operand's k-step 0 descriptor with the start address
-// advanced (desc_advance: one 32-bit add) instead of built again from the address (an add, a mask, a shift and an or,
-// and the high word moved in: session 33's SASS of production had ~5 uniform-datapath instructions before each of a
-// tile's 16 wgmma, ~80 issue slots a consumer warp a tile, taken from the other consumer's softmax on the same
-// scheduler). The descriptors are the same values, so the results are production's bits.
 // TRACE (kernel lab, launch_prefill_attention_sm90_trace): clock64 stamps per block and item, at the producer's and
 // each consumer's item boundaries.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool DA = false, bool TRACE = false>
+          bool DH = false, bool TRACE = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -328,15 +323,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto issue_s = [&](int st, auto half) {
       constexpr bool kHalf = decltype(half)::value;
       const uint32_t k_tile = sk(st);
-      const uint64_t q0 = desc_sw128(q_rows, 16, 1024), k0 = desc_sw128(k_tile, 16, 1024);  // DA: k-step 0
+      // Each k-step's descriptors: k-step 0's with the start address advanced (desc_advance), one add where building
+      // them from the address again took five uniform-datapath instructions before each wgmma (kernel_config.h).
+      const uint64_t q0 = desc_sw128(q_rows, 16, 1024), k0 = desc_sw128(k_tile, 16, 1024);
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
-        const auto k_desc = [&] {
-          const uint32_t off = (kk / 4) * kBN * kHalfRow + (kk % 4) * 32;
-          return DA ? desc_advance(k0, off) : desc_sw128(k_tile + off, 16, 1024);
-        };
-        const uint32_t q_off = (kk / 4) * kBM * kHalfRow + (kk % 4) * 32;
-        const uint64_t da = DA ? desc_advance(q0, q_off) : desc_sw128(q_rows + q_off, 16, 1024);
+        const auto k_desc = [&] { return desc_advance(k0, (kk / 4) * kBN * kHalfRow + (kk % 4) * 32); };
+        const uint64_t da = desc_advance(q0, (kk / 4) * kBM * kHalfRow + (kk % 4) * 32);
         if constexpr (kHalf) {
           wgmma_m64n64_ss(sc_lo, da, k_desc(), kk > 0);
         } else {
@@ -447,12 +440,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       // O += P V, V MN-major: its two 64-column halves kBN · 128 B apart (leading-dimension offset), 8-key groups
       // 1024 B apart (stride offset).
       const uint32_t v_tile = sv(stage_v(t));
-      const uint64_t v0 = desc_sw128(v_tile, kBN * kHalfRow, 1024);  // DA: k-step 0
+      const uint64_t v0 = desc_sw128(v_tile, kBN * kHalfRow, 1024);
 #pragma unroll
       for (int k2 = 0; k2 < kPvSteps; ++k2) {
-        const uint64_t dv = DA ? desc_advance(v0, k2 * 16 * kHalfRow)
-                               : desc_sw128(v_tile + k2 * 16 * kHalfRow, kBN * kHalfRow, 1024);
-        if (ABLATE != 3) wgmma_m64n128_rs_tb(o, pa[k2], dv);
+        if (ABLATE != 3) wgmma_m64n128_rs_tb(o, pa[k2], desc_advance(v0, k2 * 16 * kHalfRow));
       }
       wgmma_commit();
       pass_turn(t);
@@ -574,10 +565,10 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool DA = false, bool TRACE = false>
+          bool DH = false, bool TRACE = false>
 int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
                 long long* trace = nullptr, int trace_items = 0) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, DA, TRACE>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -631,15 +622,11 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool packed = o.pack && group > 1 && 64 % group == 0;
   // The lazy rescale (production): instantiated with the production form only (unpacked, intra overlap, 3 K stages,
   // continuous turns, 3 V stages and one Q buffer), with and without the diagonal's half tiles (production up to 4k
-  // keys), each with and without the descriptors advanced by an add (lab); ignored elsewhere.
+  // keys); ignored elsewhere.
   const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3 &&
                     o.lazy_rescale;
   if (lazy) {
-    if (o.desc_advance && o.diag_half) {
-      launch_sm90<false, true, 3, 0, true, 3, true, true, true>(a, o.persistent, num_sms, stream, o.snake);
-    } else if (o.desc_advance) {
-      launch_sm90<false, true, 3, 0, true, 3, true, false, true>(a, o.persistent, num_sms, stream, o.snake);
-    } else if (o.diag_half) {
+    if (o.diag_half) {
       launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
     } else {
       launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream, o.snake);
@@ -680,7 +667,7 @@ int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cud
   // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel.
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
-  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, false, true>(
+  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true>(
       a, true, num_sms, stream, prefill_sm90_snake(a.max_seqlen_k), trace, max_items);
 }
 
