@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The Hopper prefill's forms against production in one call: production (the lazy rescale since session 20) against
-# the eager rescale (RIDGELINE_CUDA_PREFILL_SM90=continuous_v3). The layout test (every form against the CPU; the lab forms
+# The Hopper prefill's forms against production in one call: production (the lazy rescale since session 20) against the
+# eager rescale (RIDGELINE_CUDA_PREFILL_SM90=continuous_v3). The layout test (every form against the CPU; the lab forms
 # on the test's subset), `rl_bench_kernels copy prefill` (production at block sizes 16 / 64 / 128, the lab rows, the
 # ablations), PEER=1 (default) torch's SDPA peers in the same call (bench/peers/torch_peers.py prefill: cuDNN, flash),
 # and the 32,000-token TTFT on the Llama-3.1-8B shape, each form that passed the test alternating, ROUNDS rounds
 # (default 2), production also at each KV block size in BLOCK_SIZES (default "64"). LAB_FORMS replaces the lab forms
 # (RIDGELINE_CUDA_PREFILL_SM90 values, e.g. "continuous_v3_lazy_snake", "continuous_v3_lazy_diaghalf_autosnake").
-# Carried binaries in $RL_BIN_DIR
-# (SOURCE_LINK as common.sh says). Prints a short table last; logs in $OUT/prefill_forms_logs.tgz. About 4 minutes.
+# Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says). Prints a short table last; logs in
+# $OUT/prefill_forms_logs.tgz. About 4 minutes.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env

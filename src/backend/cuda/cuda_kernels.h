@@ -201,9 +201,8 @@ struct PrefillSm90Options {
   // consumers are done with this one). 3 needs intra_overlap, k_stages 3 and unpacked blocks.
   int v_stages = 2;
   // Built for the production form only (unpacked, intra overlap, 3 K stages, continuous turns, 3 V stages); elsewhere
-  // these two are ignored. The running max moves only by more than 2^8, and O's rescale
-  // is skipped where no row of a warp moved (FlashAttention-4's conditional rescale; production since session 20,
-  // kPrefillSm90LazyRescale).
+  // these two are ignored. The running max moves only by more than 2^8, and O's rescale is skipped where no row of a
+  // warp moved (FlashAttention-4's conditional rescale; production since session 20, kPrefillSm90LazyRescale).
   bool lazy_rescale = false;
   // With the lazy rescale (prefill_attention_sm90.cu, DH): a consumer's last key tile runs on its first 64 keys where
   // the rest lie past all of its rows (the causal diagonal), an m64n64 S = Q Kᵀ and half the P V k-steps. Production
