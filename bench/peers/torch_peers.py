@@ -3,6 +3,7 @@ bench.sh). Prints `RESULT <kernel> <shape> <value> <unit> <peer-name>` lines at 
 device copy, an 8192^3 bf16 GEMM (tensor-core ceiling), F.linear 4096->14336 at M = 1/16/64/256, SDPA decode
 (flash, cuDNN), SDPA causal GQA prefill (flash, cuDNN) and a naive absorbed MLA decode (bmm + softmax). Median of
 CUDA-event timings after warm-up; inputs rotated when one copy would fit in L2."""
+import os
 import statistics
 import sys
 
@@ -102,13 +103,17 @@ def bench_decode():
 
 def bench_prefill():
     h, kvh, d = 32, 8, 128
+    # As many launches as ours (rl_bench_kernels reads the same variable, default 10): over a long row the GPU's
+    # clock falls as it heats, so a median over fewer launches reads higher (session 34: ours 623 TFLOP/s over a
+    # process's first 20 launches at 1 x 16k, 565-585 over the next 140, at the same addresses).
+    reps = int(os.environ.get("RIDGELINE_BENCH_PREFILL_REPS", "10"))
     for b, s in ((4, 4096), (16, 1024), (1, 16384)):
         q = torch.randn(b, h, s, d, dtype=torch.bfloat16, device="cuda")
         k = torch.randn(b, kvh, s, d, dtype=torch.bfloat16, device="cuda")
         v = torch.randn(b, kvh, s, d, dtype=torch.bfloat16, device="cuda")
         flops = 4 * b * s * s * h * d / 2
         for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
-            value, _ = try_sdpa(name, backend, lambda i: (q, k, v), 10, lambda ms: flops / (ms * 1e-3) / 1e12)
+            value, _ = try_sdpa(name, backend, lambda i: (q, k, v), reps, lambda ms: flops / (ms * 1e-3) / 1e12)
             if value is not None:
                 result("prefill_attn", f"{b}x{s}_h32kv8d128_causal", value, "TFLOP/s", name)
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Issue 12's H200 figures in one call, on an H200 only (elsewhere it prints the GPU's name and exits 0, so a call that
-# gets an H100 costs seconds): the copy bandwidth and the decode rows (`rl_bench_kernels decode`), Llama-3.1-8B
-# batch 1 at ~4k keys with the staged decode kernel's split count as production chooses it and forced to 12 and 16
+# gets an H100 costs seconds): the copy bandwidth and the decode rows (`rl_bench_kernels decode`), Llama-3.1-8B batch 1
+# at ~4k keys with the staged decode kernel's split count as production chooses it and forced to 12 and 16
 # (RIDGELINE_CUDA_DECODE_SPLITS: on the H200 a block's share of the bandwidth may bound batch 1 at 8 splits),
-# Qwen3-0.6B batch 1 (128 + 256), Llama-3.1-8B batch 64 (128 + 128), ROUNDS rounds (default 1); then the offline
-# 1000 x 1024/1024 run over an fp8 cache at 768 sequences (fp8_kv.sh's part 3). Carried binaries in $RL_BIN_DIR.
-# Prints a short table last; logs in $OUT/h200_targets_logs.tgz. About 5 minutes.
+# Llama-3.1-8B and Qwen3-0.6B batch 1 (128 + 256), Llama-3.1-8B batch 64 (128 + 128, one prefill step), ROUNDS rounds
+# (default 1); then the offline 1000 x 1024/1024 run over an fp8 cache at 768 sequences (fp8_kv.sh's part 3). Carried
+# binaries in $RL_BIN_DIR. Prints a short table last; logs in $OUT/h200_targets_logs.tgz. About 5 minutes.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 grep -q H200 <(nvidia-smi --query-gpu=name --format=csv,noheader) || {
@@ -25,8 +25,12 @@ for r in $(seq 1 "${ROUNDS:-1}"); do
       lat "b1_4k_splits_${n}_r$r" "${LONG[@]}" --batch 1 --input-len 4000 --output-len 128
     )
   done
+  lat "llama_b1_r$r" "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256
   lat "qwen_b1_r$r" "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256
-  lat "llama_b64_r$r" "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 128
+  # The 64 prompts in one prefill step, as every batch-64 figure since session 14: with the default 2,048 tokens a
+  # step, the first prompts decode beside the later ones' chunks and the mixed steps count in TPOT (session 34 read
+  # 10,746 tok/s that way, host 16 % of a step).
+  lat "llama_b64_r$r" "${LLAMA8B[@]}" --batch 64 --input-len 128 --output-len 128 --max-num-batched-tokens 8192
 done
 stamp "latency"
 OUT="$L/offline" RL_BIN_DIR="$bin" SKIP_TESTS=1 SKIP_KERNELS=1 LAT_ROUNDS=0 OFFLINE="fp8:768" \

@@ -19,7 +19,8 @@ void add_bench_kernels(CLI::App* bench, int* exit_code) {
   cmd->add_option("group", *only,
                   "Only this group: copy, linear, gemv, skinny, decode, prefill, prefill_production (its "
                   "production rows alone), prefill_trace (where a prefill launch's time goes, item by item; not "
-                  "in the default), mla, sample or elementwise (default: all)");
+                  "in the default), prefill_placement (the 1 x 16k row over eight fresh allocations; not in the "
+                  "default), mla, sample or elementwise (default: all)");
   cmd->add_option("--device-index", *device, "CUDA device")->capture_default_str();
   cmd->callback([only, device, exit_code] {
 #ifdef RIDGELINE_CUDA
