@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Issue 21.1's comparison, alternating: production's prefill rows (`rl_bench_kernels prefill_production`: 4 x 4k,
-# 16 x 1k, 1 x 16k and 1 x 32k, causal, GQA 32 / 8, head_dim 128) and torch's SDPA peers (bench/peers/torch_peers.py
-# prefill: cuDNN, flash), ROUNDS rounds (default 3), the SM clock, power and temperature sampled every 100 ms
-# (nvidia-smi) and averaged over each run. In one long `rl_bench_kernels prefill` process a row's figure moved by up to
-# 10 % with its place in the run; alternating short processes, each form's rounds agree within 1 %. FORMS (default
-# "production peers") are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=
-# continuous_v3_lazy_snake), diaghalf (the diagonal's half tiles at every length:
-# continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without them: continuous_v3_lazy_autosnake), bsN
-# (production over a KV cache of block size N). Carried binaries in $RL_BIN_DIR.
+# Issue 21.1's comparison, alternating: production's prefill rows (`rl_bench_kernels prefill_production`: 4 x 4k, 16 x
+# 1k, 1 x 16k and 1 x 32k, causal, GQA 32 / 8, head_dim 128) and torch's SDPA peers (bench/peers/torch_peers.py prefill:
+# cuDNN, flash), ROUNDS rounds (default 3), the SM clock, power and temperature sampled every 100 ms (nvidia-smi) and
+# averaged over each run. In one long `rl_bench_kernels prefill` process a row's figure moved by up to 10 % with its
+# place in the run; alternating short processes, each form's rounds agree within 1 %. FORMS (default "production peers")
+# are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake), diaghalf
+# (the diagonal's half tiles at every length: continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without
+# them: continuous_v3_lazy_autosnake), expfirst (the exponentials first, lab, where production has no half tiles: above
+# 4k keys), expfirst_nodiaghalf (that at every length, without the half tiles), bsN (production over a KV cache of block
+# size N), alt_NAME (the production rows of another build, carried in $ALT_DIR/NAME/rl_bench_kernels: a kernel variant
+# built from another tree). Carried binaries in $RL_BIN_DIR. Each run prints its outputs' FNV-1a words; the summary
+# lists the distinct words of each shape and form (forms that claim the same bits show one word).
 # Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -28,7 +31,14 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
       nodiaghalf)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
+      expfirst)
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst timeout 120 \
+          "$bin/rl_bench_kernels" prefill_production ;;
+      expfirst_nodiaghalf)
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_expfirst timeout 120 "$bin/rl_bench_kernels" \
+          prefill_production ;;
       bs*) timeout 120 "$bin/rl_bench_kernels" "prefill_production_$who" ;;
+      alt_*) timeout 120 "${ALT_DIR:?alt forms need ALT_DIR}/${who#alt_}/rl_bench_kernels" prefill_production ;;
       *) timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
     esac > "$L/${who}_r$r.txt" 2>&1
     echo "$who $r rc=$? $t_start $(date +%s.%N)" | tee -a "$L/phases.txt"
@@ -50,6 +60,7 @@ for line in open(os.path.join(d, "clocks.csv")):
         pass
 rows = {}  # (shape, form or peer) -> [value by round]
 names = {}  # in order of appearance
+hashes = {}  # shape -> form -> the output words its runs printed
 print("== phases (mean SM MHz / W / C over each run)")
 for line in open(os.path.join(d, "phases.txt")):
     who, r, rc, t0, t1 = line.split()
@@ -62,6 +73,8 @@ for line in open(os.path.join(d, "phases.txt")):
         name = m.group(3) or who
         rows.setdefault((m.group(1), name), []).append(float(m.group(2)))
         names.setdefault(name, None)
+    for m in re.finditer(r"^# output (\S+): FNV-1a (\S+)", text, re.M):
+        hashes.setdefault(m.group(1), {}).setdefault(who, set()).add(m.group(2))
 print("== TFLOP/s by round")
 shapes = sorted({k[0] for k in rows}, key=lambda x: (len(x), x))
 for shape in shapes:
@@ -73,4 +86,8 @@ for shape in shapes:
         if v and cudnn and not name.startswith("sdpa"):
             line += f" ({statistics.median(v) / statistics.median(cudnn):.3f}x cuDNN)"
     print(line)
+if hashes:
+    print("== output words (FNV-1a) by form")
+    for shape in sorted(hashes, key=lambda x: (len(x), x)):
+        print(shape + " | " + " | ".join(f"{who} {' '.join(sorted(w))}" for who, w in hashes[shape].items()))
 PY

@@ -13,12 +13,12 @@ set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
 export PATH="/usr/local/cuda/bin:$PATH"
-# The production instances (the kernel's template arguments PACK .. TRACE, mangled: PACK INTRA KS ABLATE CONT VS LAZY
-# DH TRACE; the first with DH, the half tiles, off and the second on).
-fn="${FUNCTION:-prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb0ELb0EE}"
+# The production instances (the kernel's template arguments PACK .. EF, mangled: PACK INTRA KS ABLATE CONT VS LAZY
+# DH TRACE EF; the first with DH, the half tiles, off and the second on).
+fn="${FUNCTION:-prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb0ELb0ELb0EE}"
 if cuobjdump -sass "$bin/rl_bench_kernels" > "$L/carried.sass" 2> "$L/carried.err"; then
   python3 tools/wait_order.py "$L/carried.sass" --function "$fn" > "$L/carried.txt" 2>&1
-  dh="prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb1ELb0EE"
+  dh="prefill_attention_sm90_kernelILb0ELb1ELi3ELi0ELb1ELi3ELb1ELb1ELb0ELb0EE"
   python3 tools/wait_order.py "$L/carried.sass" --function "$dh" > "$L/carried_diaghalf.txt" 2>&1
 else
   echo "cuobjdump failed: $(head -c 300 "$L/carried.err")" > "$L/carried.txt"

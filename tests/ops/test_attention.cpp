@@ -24,10 +24,11 @@ struct SeqSpec {
 // the softmax); blocks wholly before every query's window read kNullBlock in the table and their slots hold NaN,
 // as after the KV manager released them. block_size: tokens per KV page. fp8: the CUDA cache holds FP8 e4m3 codes
 // (unused slots the NaN code) and the CPU reference the f32 values they stand for.
+// q_range: the new rows' values (queries among them) lie in [-q_range, q_range); keys and values in [-2, 2).
 double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
                 CudaBackend::AttentionImpl impl, int64_t max_seqlen_k_override = 0, int64_t window = 0,
                 bool sinks = false, int64_t block_size = 16, int64_t leading_decodes = 0, bool fp8 = false,
-                std::vector<float>* cuda_out = nullptr) {
+                std::vector<float>* cuda_out = nullptr, float q_range = 2.0f) {
   const QkvLayout l{num_heads, num_kv_heads, head_dim};
   const int64_t num_seqs = static_cast<int64_t>(seqs.size());
   int64_t num_tokens = 0, max_q = 0, max_k = 0, max_blocks = 0, total_blocks = 0;
@@ -77,7 +78,7 @@ double run_case(const std::vector<SeqSpec>& seqs, int64_t num_heads, int64_t num
       k[slot * kv_row + i] = v[slot * kv_row + i] = 0.0f;
     }
   }
-  auto qkv = random_bf16_values(num_tokens * l.row(), -2, 2);
+  auto qkv = random_bf16_values(num_tokens * l.row(), -q_range, q_range);
 
   auto make_meta = [&](Backend& be, std::vector<Owned>& keep) {
     keep.push_back(make_i32(be, cu, {num_seqs + 1}));
@@ -316,19 +317,22 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   // kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row). The diagonal's half tiles (a consumer's
   // last tile on its first 64 keys where the rest are past its rows) are production's at these batches' lengths
   // (prefill_sm90_diag_half; they reach it as the first tile, as the second after a full one, and after several), with
-  // the lazy rescale; bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles).
-  for (const int lab : {0, 1, 2, 3, 7, 39, 263}) {
+  // the lazy rescale; bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles). Bit
+  // 512: the exponentials first (lab, built without the half tiles).
+  for (const int lab : {0, 1, 2, 3, 7, 39, 263, 775}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
     form.v_stages = lab & 2 ? 3 : 2;
     form.lazy_rescale = lab & 4;
+    form.exp_first = lab & 512;
     const bool snake = lab & 32, no_diag_half = lab & 256;
     cuda().set_prefill_sm90_form(form);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
     cuda().set_prefill_diag_half_mode(no_diag_half ? 0 : diag_half_default);
     const bool production =
         form.continuous_turns == production_form.continuous_turns && form.v_stages == production_form.v_stages &&
-        form.lazy_rescale == production_form.lazy_rescale && !snake && !no_diag_half;
+        form.lazy_rescale == production_form.lazy_rescale && form.exp_first == production_form.exp_first && !snake &&
+        !no_diag_half;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -343,7 +347,8 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << (form.continuous_turns ? " continuous turns" : "") << " V stages "
                                    << form.v_stages << (form.lazy_rescale ? " lazy rescale" : "")
                                    << (snake ? " snake" : "")
-                                   << (no_diag_half ? " no diagonal half tiles" : "");
+                                   << (no_diag_half ? " no diagonal half tiles" : "")
+                                   << (form.exp_first ? " exponentials first" : "");
           }
         }
       }
@@ -351,6 +356,33 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   }
   cuda().set_prefill_sm90_form(production_form);
   cuda().set_prefill_snake_mode(snake_default);
+  cuda().set_prefill_diag_half_mode(diag_half_default);
+}
+
+// Queries in [-16, 16), scores 8 times as wide as the other cases': later key tiles often pass a row's running max by
+// more than 2^8, so the Hopper prefill's lazy rescale moves it. Production with and without the diagonal's half tiles,
+// and the exponentials first (lab: a tile's exponentials against the running max past a row's first tile, the max
+// only in warps where a row's sum reaches 2^8), whose rows here take both paths.
+TEST(CudaAttention, HopperPrefillWideScores) {
+  const std::vector<SeqSpec> batches[] = {{{40, 1000}, {1, 513}, {200, 457}}, {{700, 700}}};
+  const Shape shapes[] = {{32, 8, 128}, {8, 1, 128}};
+  const cuda::PrefillSm90Options production_form = cuda().prefill_sm90_form();
+  const int diag_half_default = cuda().prefill_diag_half_mode();
+  for (int form = 0; form < 3; ++form) {
+    cuda::PrefillSm90Options o = production_form;
+    o.exp_first = form == 2;
+    cuda().set_prefill_sm90_form(o);
+    cuda().set_prefill_diag_half_mode(form == 0 ? diag_half_default : 0);
+    for (size_t b = 0; b < std::size(batches); ++b) {
+      for (const Shape& s : shapes) {
+        const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim,
+                                  CudaBackend::AttentionImpl::kAuto, 0, 0, false, 16, 0, false, nullptr, 16.0f);
+        EXPECT_LT(e, kBf16Tol) << "batch " << b << " heads " << s.num_heads << "/" << s.num_kv_heads
+                               << (form == 0 ? "" : form == 1 ? " without the half tiles" : " exponentials first");
+      }
+    }
+  }
+  cuda().set_prefill_sm90_form(production_form);
   cuda().set_prefill_diag_half_mode(diag_half_default);
 }
 

@@ -541,6 +541,26 @@ inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
 // 16 × 1k 369.2 / 370.6, 1 × 16k 514.5 / 542.6; the 32k prompt's TTFT 1,224 / 1,228 ms eager against 1,219 / 1,213
 // lazy. On. RIDGELINE_CUDA_PREFILL_SM90=continuous_v3 runs the eager form, continuous_v3_lazy this one.
 constexpr bool kPrefillSm90LazyRescale = true;
+// Hopper prefill, kernel lab (session 34; PrefillSm90Options::exp_first, RIDGELINE_CUDA_PREFILL_SM90 word "expfirst",
+// built with the lazy rescale and without the diagonal's half tiles): past an item's first tile a tile's
+// exponentials come first, against the row's running max, packed into P as they come, with no max; only a warp where
+// some row's 32 exponentials sum to 2^8 or more runs the usual path (max, shuffles, lazy test, exponentials again from
+// S, which stayed in its registers). A sum below 2^8 means no exponential reached 2^8, so the tile's max stayed within
+// 2^8 of the running max, where the lazy rescale keeps it: the same values, so the same bits. It removes a tile's 64
+// FMNMX, 4 shuffles and ~20 flag instructions a consumer warp, which session 34's Nsight Compute profile (H200, 16k
+// tokens, layer 0) put at ~335 of the softmax's ~1,140 cycles a tile. Session 33's form that took the max beside the
+// exponentials (issued, off the path) lost 2-3 %: the issue slots are what costs. Measured (H100, session 34,
+// prefill_vs_cudnn.sh, two calls on one machine, 3 + 3 rounds alternating, 40 launches a row, TFLOP/s, this form in
+// production's place above 4k keys / production; each form's rl_bench_kernels built from its own tree, this
+// instance's PTX byte for byte the one that ran): 1 × 16k 614.8 / 594.4 / 590.3 and 594.9 / 589.1 / 606.0 against
+// 610.4 / 571.2 / 565.1 and 560.1 / 590.0 / 560.9; 1 × 32k 614.6 / 611.8 / 602.2 and 617.3 / 612.2 / 612.0 against
+// 577.4 / 583.0 / 582.3 and 585.4 / 583.8 / 586.0 (+5 %); 4 × 4k and 16 × 1k ran the half-tile instance, unchanged.
+// The outputs' FNV-1a words equal production's at all four shapes. Its op tests (the layout test, wide scores) have
+// not run on a device yet: a lab form until they do. With the half tiles ptxas serializes the wgmma (C7511) once the
+// softmax writes P, so it is not built there. Also measured there and dropped: P packed before O's rescale branch in
+// the usual path (so ptxas mixes the F2FP into the exponentials and row 1's max into row 0's): 1-3 % slower
+// everywhere (4 × 4k 554.1 / 552.0 / 549.0 against 559.2 / 563.2 / 563.1, 1 × 32k 567.0 / 563.3 / 566.7 against
+// 577.4 / 583.0 / 582.3).
 // Hopper prefill: a persistent block's rounds of work items in alternating directions (PrefillSm90Options::snake).
 // Items go longest causal rows first and block b takes slot b of every round, so block 0 takes each round's longest
 // item: about 4 key tiles a round more than block 131 at 32 heads, ~3 % of a 1 × 16k launch's work. Measured (H100,

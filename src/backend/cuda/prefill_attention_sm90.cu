@@ -76,6 +76,10 @@ struct WorkItem {
 // LAZY (production, kPrefillSm90LazyRescale): a row's running max moves only when a tile's max passes it by more than
 // kLazyRescaleLog2, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale;
 // the exponentials then reach 2^kLazyRescaleLog2, well inside f32 and bf16's range).
+// EF (kernel lab, with LAZY and without DH): past an item's first tile a tile's exponentials come first, against the
+// running max, packed into P as they come, the tile's max taken only in a warp where a row's sum shows an
+// exponential may have reached 2^kLazyRescaleLog2 (the same bits; kernel_config.h has the figures). With DH ptxas
+// serializes the wgmma that way (C7511).
 // Lab forms that lost were deleted once measured (kernel_config.h and docs/cuda.md keep their figures): the K / V
 // multicast over pairs of heads (clusters of two blocks), the wait for P V kept after the next tile's softmax, each
 // consumer's half of Q given back after its last S = Q Kᵀ, Q in registers for S = Q Kᵀ, dynamic work items, the lazy
@@ -88,11 +92,12 @@ struct WorkItem {
 // TRACE (kernel lab, launch_prefill_attention_sm90_trace): clock64 stamps per block and item, at the producer's and
 // each consumer's item boundaries.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool TRACE = false>
+          bool DH = false, bool TRACE = false, bool EF = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
                                   const std::conditional_t<TRACE, Sm90TraceParams, Sm90Params> p) {
+  static_assert(!EF || (LAZY && !DH), "the exponentials first are built with the lazy rescale, without DH");
 #if RL_SM90_ENABLED
   using namespace sm90;
   extern __shared__ unsigned char smem_raw[];
@@ -357,10 +362,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto release_v = [&](int t) { release(empty_v(stage_v(t))); };
     // Mask and online softmax of S (tile t) in place: sc becomes P (unnormalized, log2 domain); returns each row's
     // correction factor for O (r = 0: row r0, r = 1: row r0 + 8; a quad of lanes shares a row). half: the tile's
-    // first 64 keys only (sc's first 32 values).
+    // first 64 keys only (sc's first 32 values). EF, past the first tile: P may go straight into pa (p_packed), sc
+    // left as S.
+    bool p_packed = false;
     auto softmax = [&](int t, float (&corr)[2], auto half) {
       constexpr int kCols = decltype(half)::value ? kBN / 2 : kBN;
       const int n0 = t * kBN;
+      if constexpr (EF) p_packed = false;
       if (ABLATE == 2) {
         corr[0] = corr[1] = 1.0f;
         return;
@@ -373,6 +381,34 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int e = 0; e < 4; ++e) {
             const int key = n0 + j * 8 + 2 * (lane & 3) + (e & 1);
             if (key > pos[e >> 1] || key >= seq_len_k) sc[4 * j + e] = -INFINITY;
+          }
+        }
+      }
+      if constexpr (EF) {
+        if (t > 0) {
+          // Past its first tile (which holds key 0) a row's running max is finite: the exponentials against it at
+          // once, P packed as they come, no max. A row whose 32 exponentials here sum below 2^kLazyRescaleLog2 has
+          // none at or above it, so the tile's max did not pass the running max by kLazyRescaleLog2: the path below
+          // would keep the running max and compute these very values. A warp with any other row runs that path
+          // (sc is still S), which takes the max and may move it.
+          constexpr float kKeepBelow = 1 << static_cast<int>(kLazyRescaleLog2);
+          float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+          for (int j = 0; j < kCols / 8; ++j) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const float e0 = fast_exp2(fmaf(sc[4 * j + 2 * r], scale_log2, -row_m[r]));
+              const float e1 = fast_exp2(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -row_m[r]));
+              sum[r] += e0 + e1;
+              pa[j / 2][(j & 1) * 2 + r] = pack_bf16x2(e0, e1);
+            }
+          }
+          if (__all_sync(0xffffffffu, sum[0] < kKeepBelow && sum[1] < kKeepBelow)) {
+            row_l[0] += sum[0];
+            row_l[1] += sum[1];
+            corr[0] = corr[1] = 1.0f;
+            p_packed = true;
+            return;
           }
         }
       }
@@ -411,6 +447,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           o[4 * j + 3] *= corr[1];
         }
       }
+      if (EF && p_packed) return;  // P is in pa (and the running max stayed: corr is 1, O was left alone)
 #pragma unroll
       for (int k2 = 0; k2 < kSteps; ++k2) {
         pa[k2][0] = pack_bf16x2(sc[8 * k2 + 0], sc[8 * k2 + 1]);
@@ -451,7 +488,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       pass_turn(t);
       if constexpr (kNext) {
         float corr[2];
-        if constexpr (INTRA) {
+        if constexpr (INTRA && EF) {
+          wgmma_wait<1>();  // S_{t+1} done
+          pin(sc);
+          release_k(t + 1);
+          wgmma_wait<0>();  // P V of tile t done before the softmax writes P (ptxas had it there anyway)
+          pin_all();
+          softmax(t + 1, corr, next_half);
+        } else if constexpr (INTRA) {
           wgmma_wait<1>();  // S_{t+1} done, P V of tile t may still run
           pin(sc);
           release_k(t + 1);
@@ -567,10 +611,10 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool TRACE = false>
+          bool DH = false, bool TRACE = false, bool EF = false>
 int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
                 long long* trace = nullptr, int trace_items = 0) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE, EF>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -624,12 +668,14 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool packed = o.pack && group > 1 && 64 % group == 0;
   // The lazy rescale (production): instantiated with the production form only (unpacked, intra overlap, 3 K stages,
   // continuous turns, 3 V stages and one Q buffer), with and without the diagonal's half tiles (production up to 4k
-  // keys); ignored elsewhere.
+  // keys); ignored elsewhere. The exponentials first (lab): in the form without the half tiles only.
   const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3 &&
                     o.lazy_rescale;
   if (lazy) {
     if (o.diag_half) {
       launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
+    } else if (o.exp_first) {
+      launch_sm90<false, true, 3, 0, true, 3, true, false, false, true>(a, o.persistent, num_sms, stream, o.snake);
     } else {
       launch_sm90<false, true, 3, 0, true, 3, true>(a, o.persistent, num_sms, stream, o.snake);
     }
