@@ -9,7 +9,7 @@
 # them: continuous_v3_lazy_autosnake), expfirst (the exponentials first, lab, where production has no half tiles: above
 # 4k keys), expfirst_nodiaghalf (that at every length, without the half tiles), bsN (production over a KV cache of block
 # size N), alt_NAME (the production rows of another build, carried in $ALT_DIR/NAME/rl_bench_kernels: a kernel variant
-# built from another tree). Carried binaries in $RL_BIN_DIR. Each run prints its outputs' FNV-1a words; the summary
+# built from another tree). Carried binaries in $RL_BIN_DIR. Each run prints its outputs' XXH3 words; the summary
 # lists the distinct words of each shape and form (forms that claim the same bits show one word).
 # Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
 set -uo pipefail
@@ -73,7 +73,7 @@ for line in open(os.path.join(d, "phases.txt")):
         name = m.group(3) or who
         rows.setdefault((m.group(1), name), []).append(float(m.group(2)))
         names.setdefault(name, None)
-    for m in re.finditer(r"^# output (\S+): FNV-1a (\S+)", text, re.M):
+    for m in re.finditer(r"^# output (\S+): XXH3 (\S+)", text, re.M):
         hashes.setdefault(m.group(1), {}).setdefault(who, set()).add(m.group(2))
 print("== TFLOP/s by round")
 shapes = sorted({k[0] for k in rows}, key=lambda x: (len(x), x))
@@ -87,7 +87,7 @@ for shape in shapes:
             line += f" ({statistics.median(v) / statistics.median(cudnn):.3f}x cuDNN)"
     print(line)
 if hashes:
-    print("== output words (FNV-1a) by form")
+    print("== output words (XXH3) by form")
     for shape in sorted(hashes, key=lambda x: (len(x), x)):
         print(shape + " | " + " | ".join(f"{who} {' '.join(sorted(w))}" for who, w in hashes[shape].items()))
 PY

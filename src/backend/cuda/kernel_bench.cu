@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <xxhash.h>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -72,14 +74,13 @@ void result(const char* kernel, const std::string& shape, double value, const ch
   std::fflush(stdout);
 }
 
-// A launch's output bits as one FNV-1a word, printed beside its row: two builds whose forms claim the same bits show
+// A launch's output bits as one XXH3-64 word, printed beside its row: two builds whose forms claim the same bits show
 // the same word for the same row (the inputs are filled from fixed seeds).
 void print_output_hash(CudaBackend& be, const std::string& name, const Tensor& out) {
   std::vector<uint8_t> host(out.nbytes());
   be.download(host.data(), out.data, host.size());
-  uint32_t h = 2166136261u;
-  for (const uint8_t b : host) h = (h ^ b) * 16777619u;
-  std::printf("# output %s: FNV-1a %08x over %zu bytes\n", name.c_str(), h, host.size());
+  std::printf("# output %s: XXH3 %016llx over %zu bytes\n", name.c_str(),
+              static_cast<unsigned long long>(XXH3_64bits(host.data(), host.size())), host.size());
 }
 
 void bench_copy(CudaBackend& be) {
