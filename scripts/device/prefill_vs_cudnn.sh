@@ -6,8 +6,9 @@
 # place in the run; alternating short processes, each form's rounds agree within 1 %. FORMS (default "production peers")
 # are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake), diaghalf
 # (the diagonal's half tiles at every length: continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without
-# them: continuous_v3_lazy_autosnake), expfirst (the exponentials first, lab, where production has no half tiles: above
-# 4k keys), expfirst_nodiaghalf (that at every length, without the half tiles), bsN (production over a KV cache of block
+# them: continuous_v3_lazy_autosnake_expfirst), expfirst (the exponentials first where production has no half tiles:
+# above 2k keys; production's form since session 35), noexpfirst (production without them: the form before session
+# 35), expfirst_nodiaghalf (them at every length, without the half tiles), bsN (production over a KV cache of block
 # size N), alt_NAME (the production rows of another build, carried in $ALT_DIR/NAME/rl_bench_kernels: a kernel variant
 # built from another tree). Carried binaries in $RL_BIN_DIR. Each run prints its outputs' XXH3 words; the summary
 # lists the distinct words of each shape and form (forms that claim the same bits show one word).
@@ -29,7 +30,10 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_diaghalf_autosnake timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
       nodiaghalf)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake timeout 120 "$bin/rl_bench_kernels" \
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_expfirst timeout 120 "$bin/rl_bench_kernels" \
+          prefill_production ;;
+      noexpfirst)
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
       expfirst)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst timeout 120 \

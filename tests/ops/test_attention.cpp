@@ -317,14 +317,15 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   // kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row). The diagonal's half tiles (a consumer's
   // last tile on its first 64 keys where the rest are past its rows) are production's at these batches' lengths
   // (prefill_sm90_diag_half; they reach it as the first tile, as the second after a full one, and after several), with
-  // the lazy rescale; bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles). Bit
-  // 512: the exponentials first (lab, built without the half tiles).
+  // the lazy rescale; bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles, with
+  // the exponentials first where production has them: 263). Bit 512 turns production's choice of the exponentials
+  // first over (built without the half tiles: 775 is the form without them).
   for (const int lab : {0, 1, 2, 3, 7, 39, 263, 775}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
     form.v_stages = lab & 2 ? 3 : 2;
     form.lazy_rescale = lab & 4;
-    form.exp_first = lab & 512;
+    form.exp_first = production_form.exp_first != static_cast<bool>(lab & 512);
     const bool snake = lab & 32, no_diag_half = lab & 256;
     cuda().set_prefill_sm90_form(form);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
@@ -360,9 +361,10 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
 }
 
 // Queries in [-16, 16), scores 8 times as wide as the other cases': later key tiles often pass a row's running max by
-// more than 2^8, so the Hopper prefill's lazy rescale moves it. Production with and without the diagonal's half tiles,
-// and the exponentials first (lab: a tile's exponentials against the running max past a row's first tile, the max
-// only in warps where a row's sum reaches 2^8), whose rows here take both paths.
+// more than 2^8, so the Hopper prefill's lazy rescale moves it. Production's form up to 2k keys (the diagonal's half
+// tiles), and without the half tiles both without and with the exponentials first (production's form above 2k keys:
+// a tile's exponentials against the running max past a row's first tile, the max only in warps where a row's sum
+// reaches 2^8), whose rows here take both paths.
 TEST(CudaAttention, HopperPrefillWideScores) {
   const std::vector<SeqSpec> batches[] = {{{40, 1000}, {1, 513}, {200, 457}}, {{700, 700}}};
   const Shape shapes[] = {{32, 8, 128}, {8, 1, 128}};

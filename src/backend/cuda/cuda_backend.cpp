@@ -114,12 +114,13 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_SPLITS")) decode_splits_ = std::atoll(env);
   // End-to-end A/B of the Hopper prefill's forms (kernel_config.h, kPrefillSm90ContinuousTurns and
   // kPrefillSm90VStages): a value names its form whole, "continuous" and "v3" its choices (so "per_item_v2" is the form
-  // before session 18, "continuous_v3_lazy_autosnake_autodiaghalf" production, "continuous_v3" its eager rescale;
-  // the words "snake" / "autosnake", "diaghalf" / "autodiaghalf", "expfirst": PrefillSm90Options); "0" turns the
-  // kernel off (prefill_attention_sm90_supported).
+  // before session 18, "continuous_v3_lazy_autosnake_autodiaghalf_expfirst" production, "continuous_v3" its eager
+  // rescale; the words "snake" / "autosnake", "diaghalf" / "autodiaghalf", "expfirst": PrefillSm90Options); "0" turns
+  // the kernel off (prefill_attention_sm90_supported).
   prefill_form_.continuous_turns = cuda::kPrefillSm90ContinuousTurns;
   prefill_form_.v_stages = cuda::kPrefillSm90VStages;
   prefill_form_.lazy_rescale = cuda::kPrefillSm90LazyRescale;
+  prefill_form_.exp_first = cuda::kPrefillSm90ExpFirst;
   if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_SM90"); env != nullptr && std::string(env) != "0") {
     const std::string v = env;
     const auto has = [&v](const char* word) { return v.find(word) != std::string::npos; };
@@ -131,7 +132,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     // "autodiaghalf": the diagonal's half tiles where production takes them (prefill_sm90_diag_half); "diaghalf":
     // always.
     prefill_diag_half_mode_ = has("autodiaghalf") ? -1 : has("diaghalf") ? 1 : 0;
-    // "expfirst": the exponentials first (lab), where the half tiles are off.
+    // "expfirst": the exponentials first, where the half tiles are off (production's form above them).
     prefill_form_.exp_first = has("expfirst");
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {

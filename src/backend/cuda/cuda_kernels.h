@@ -209,9 +209,9 @@ struct PrefillSm90Options {
   // sets it from the launch's longest key row (kernel_config.h, prefill_sm90_diag_half). Built with 3 V stages only
   // (ignored with 2).
   bool diag_half = false;
-  // Kernel lab (session 34), with the lazy rescale and without the half tiles: past an item's first key tile a tile's
-  // exponentials come first, against the rows' running max, and its max only where a row's sum reaches 2^8 (the same
-  // bits; kernel_config.h). Ignored elsewhere.
+  // With the lazy rescale and without the half tiles (production there since session 35, kPrefillSm90ExpFirst): past
+  // an item's first key tile a tile's exponentials come first, against the rows' running max, and its max only where
+  // a row's sum reaches 2^8 (the same bits; kernel_config.h). Ignored elsewhere.
   bool exp_first = false;
   // A persistent block walks its rounds of work items in alternating directions (the item that is a round's
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it

@@ -474,12 +474,13 @@ constexpr int kPrefillSm90VStages = 3;
 // production without it): 4 × 4k 562.0 / 559.5, 561.6 / 557.9, 562.5 / 558.1; 16 × 1k 392.1 / 387.4, 392.6 / 384.2,
 // 393.2 / 386.9; 1 × 16k bimodal for every form (~590 or ~630 from round to round), no difference to read; 1 × 32k
 // 573.0 / 567.2, 564.0 / 570.5, 567.3 / 567.5; the 32k prompt's TTFT (3 rounds alternating) 1,157.5 / 1,152.8 /
-// 1,154.6 ms against 1,153.2 / 1,148.5 / 1,151.9, slower in every round (its extra code paths, with ~0.2 % of the
-// tiles to save). So on where the launch's longest key row has at most kPrefillSm90DiagHalfMaxKeyTiles key tiles
-// (the measured gains: 4k keys and less), off above (RIDGELINE_CUDA_PREFILL_SM90: "diaghalf" forces it on, a value
-// without "autodiaghalf" or "diaghalf" off). Then in production (H100, session 31, another machine, 3 rounds, medians,
-// production / without it / cuDNN): 4 × 4k 566.7 / 561.2 / 586.2, 16 × 1k 396.8 / 387.0 / 428.6; the CUDA op tests
-// (128), memcheck and racecheck of the small prefill tests, and the engine tests on CUDA passed.
+// 1,154.6 ms against 1,153.2 / 1,148.5 / 1,151.9, slower in every round (its extra code paths, with ~0.2 % of the tiles
+// to save). So on where the launch's longest key row has at most kPrefillSm90DiagHalfMaxKeyTiles key tiles (the
+// measured gains: 4k keys and less; 2k since session 35, below), off above (RIDGELINE_CUDA_PREFILL_SM90: "diaghalf"
+// forces it on, a value without "autodiaghalf" or "diaghalf" off). Then in production (H100, session 31, another
+// machine, 3 rounds, medians, production / without it / cuDNN): 4 × 4k 566.7 / 561.2 / 586.2, 16 × 1k 396.8 / 387.0 /
+// 428.6; the CUDA op tests (128), memcheck and racecheck of the small prefill tests, and the engine tests on CUDA
+// passed.
 // Measured and dropped (dynamic items: written in session 31, run and deleted in session 32): a persistent block took
 // its next work item from an atomic counter instead of static rounds (modelled with items' tile counts, static rounds
 // leave the busiest block 3.1 % over the mean at 16 × 1k, taking the next free item 0.3 %). H100, session 32,
@@ -531,7 +532,13 @@ constexpr int kPrefillSm90VStages = 3;
 // / 576.5 against 578.6 / 571.7 / 566.1 / 567.8; 1 × 32k 584.9 / 585.8 / 585.6 / 585.3 against 587.3 / 581.6 / 581.9
 // / 585.0; the 32k TTFT 1,149.2 / 1,142.6 / 1,146.4 ms against 1,148.8 / 1,151.4 / 1,150.0. Small (0.2-2 %) but never
 // a loss: every instance builds its descriptors this way since.
-constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 32;
+// The half tiles' limit, from session 35 (H100): without the half tiles production runs the exponentials first
+// (kPrefillSm90ExpFirst, below), which cannot be built with them. That form against the half tiles, at every length
+// (2-3 rounds in two calls, TFLOP/s): 4 × 4k 572.5 / 576.2 / 573.4 against 566.5 / 565.5 / 563.3 (+1.5 %), 16 × 1k
+// 386.3 / 384.5 / 386.3 against 392.1 / 401.8 / 394.3 (−2 %). So the half tiles up to 16 key tiles (2k keys), the
+// exponentials first above: the limit lies between the two measured lengths (1k and 4k), where neither 2k nor 3k has
+// been timed. Until session 35: 32 (4k keys).
+constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 16;
 inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
   return max_seqlen_k <= kPrefillSm90DiagHalfMaxKeyTiles * 128;
 }
@@ -541,26 +548,32 @@ inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
 // 16 × 1k 369.2 / 370.6, 1 × 16k 514.5 / 542.6; the 32k prompt's TTFT 1,224 / 1,228 ms eager against 1,219 / 1,213
 // lazy. On. RIDGELINE_CUDA_PREFILL_SM90=continuous_v3 runs the eager form, continuous_v3_lazy this one.
 constexpr bool kPrefillSm90LazyRescale = true;
-// Hopper prefill, kernel lab (session 34; PrefillSm90Options::exp_first, RIDGELINE_CUDA_PREFILL_SM90 word "expfirst",
-// built with the lazy rescale and without the diagonal's half tiles): past an item's first tile a tile's
-// exponentials come first, against the row's running max, packed into P as they come, with no max; only a warp where
-// some row's 32 exponentials sum to 2^8 or more runs the usual path (max, shuffles, lazy test, exponentials again from
-// S, which stayed in its registers). A sum below 2^8 means no exponential reached 2^8, so the tile's max stayed within
-// 2^8 of the running max, where the lazy rescale keeps it: the same values, so the same bits. It removes a tile's 64
-// FMNMX, 4 shuffles and ~20 flag instructions a consumer warp, which session 34's Nsight Compute profile (H200, 16k
-// tokens, layer 0) put at ~335 of the softmax's ~1,140 cycles a tile. Session 33's form that took the max beside the
-// exponentials (issued, off the path) lost 2-3 %: the issue slots are what costs. Measured (H100, session 34,
-// prefill_vs_cudnn.sh, two calls on one machine, 3 + 3 rounds alternating, 40 launches a row, TFLOP/s, this form in
-// production's place above 4k keys / production; each form's rl_bench_kernels built from its own tree, this
-// instance's PTX byte for byte the one that ran): 1 × 16k 614.8 / 594.4 / 590.3 and 594.9 / 589.1 / 606.0 against
-// 610.4 / 571.2 / 565.1 and 560.1 / 590.0 / 560.9; 1 × 32k 614.6 / 611.8 / 602.2 and 617.3 / 612.2 / 612.0 against
-// 577.4 / 583.0 / 582.3 and 585.4 / 583.8 / 586.0 (+5 %); 4 × 4k and 16 × 1k ran the half-tile instance, unchanged.
-// The outputs' FNV-1a words equal production's at all four shapes. Its op tests (the layout test, wide scores) have
-// not run on a device yet: a lab form until they do. With the half tiles ptxas serializes the wgmma (C7511) once the
-// softmax writes P, so it is not built there. Also measured there and dropped: P packed before O's rescale branch in
-// the usual path (so ptxas mixes the F2FP into the exponentials and row 1's max into row 0's): 1-3 % slower
-// everywhere (4 × 4k 554.1 / 552.0 / 549.0 against 559.2 / 563.2 / 563.1, 1 × 32k 567.0 / 563.3 / 566.7 against
-// 577.4 / 583.0 / 582.3).
+// Hopper prefill, the exponentials first (production since session 35 where the diagonal's half tiles are off:
+// PrefillSm90Options::exp_first, RIDGELINE_CUDA_PREFILL_SM90 word "expfirst"; built with the lazy rescale and without
+// the half tiles): past an item's first tile a tile's exponentials come first, against the row's running max, packed
+// into P as they come, with no max; only a warp where some row's 32 exponentials sum to 2^8 or more runs the usual path
+// (max, shuffles, lazy test, exponentials again from S, which stayed in its registers). A sum below 2^8 means no
+// exponential reached 2^8, so the tile's max stayed within 2^8 of the running max, where the lazy rescale keeps it: the
+// same values, so the same bits. It removes a tile's 64 FMNMX, 4 shuffles and ~20 flag instructions a consumer warp,
+// which session 34's Nsight Compute profile (H200, 16k tokens, layer 0) put at ~335 of the softmax's ~1,140 cycles a
+// tile. Session 33's form that took the max beside the exponentials (issued, off the path) lost 2-3 %: the issue slots
+// are what costs. Measured as a lab form (H100, session 34, prefill_vs_cudnn.sh, two calls on one machine, 3 + 3 rounds
+// alternating, 40 launches a row, TFLOP/s, this form in production's place above 4k keys / production; each form's
+// rl_bench_kernels built from its own tree): 1 × 16k 614.8 / 594.4 / 590.3 and 594.9 / 589.1 / 606.0 against 610.4 /
+// 571.2 / 565.1 and 560.1 / 590.0 / 560.9; 1 × 32k 614.6 / 611.8 / 602.2 and 617.3 / 612.2 / 612.0 against 577.4 /
+// 583.0 / 582.3 and 585.4 / 583.8 / 586.0 (+5 %). In production (H100, session 35, one machine, the op tests (the
+// layout test's bits 256 and 512, HopperPrefillWideScores with queries in [-16, 16)), memcheck and racecheck of the
+// small prefill tests with it, memcheck of the wide test; then prefill_vs_cudnn.sh, 40 launches a row, medians of 6-8
+// rounds over four calls, TFLOP/s, production / without it ("noexpfirst")): 1 × 16k 614.0 / 562.4, 1 × 32k 615.2 /
+// 582.6 (+5.6 %), the same XXH3 output words at every shape; the 32k prompt's TTFT 1,119 / 1,121 ms against 1,137 /
+// 1,138 (80.3 against 79.0 % of its 899.5 ms roofline). At every length without the half tiles ("expfirst_nodiaghalf",
+// 2-3 rounds in two calls against production beside it): 4 × 4k 572.5 / 576.2 / 573.4 against 566.5 / 565.5 / 563.3
+// (+1.5 %), 16 × 1k 386.3 / 384.5 / 386.3 against 392.1 / 401.8 / 394.3 (−2 %): see kPrefillSm90DiagHalfMaxKeyTiles.
+// With the half tiles ptxas serializes the wgmma (C7511) once the softmax writes P, so it is not built there. Also
+// measured there and dropped: P packed before O's rescale branch in the usual path (so ptxas mixes the F2FP into the
+// exponentials and row 1's max into row 0's): 1-3 % slower everywhere (4 × 4k 554.1 / 552.0 / 549.0 against 559.2 /
+// 563.2 / 563.1, 1 × 32k 567.0 / 563.3 / 566.7 against 577.4 / 583.0 / 582.3).
+constexpr bool kPrefillSm90ExpFirst = true;
 // Hopper prefill: a persistent block's rounds of work items in alternating directions (PrefillSm90Options::snake).
 // Items go longest causal rows first and block b takes slot b of every round, so block 0 takes each round's longest
 // item: about 4 key tiles a round more than block 131 at 32 heads, ~3 % of a 1 × 16k launch's work. Measured (H100,

@@ -76,10 +76,10 @@ struct WorkItem {
 // LAZY (production, kPrefillSm90LazyRescale): a row's running max moves only when a tile's max passes it by more than
 // kLazyRescaleLog2, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale;
 // the exponentials then reach 2^kLazyRescaleLog2, well inside f32 and bf16's range).
-// EF (kernel lab, with LAZY and without DH): past an item's first tile a tile's exponentials come first, against the
-// running max, packed into P as they come, the tile's max taken only in a warp where a row's sum shows an
-// exponential may have reached 2^kLazyRescaleLog2 (the same bits; kernel_config.h has the figures). With DH ptxas
-// serializes the wgmma that way (C7511).
+// EF (production, kPrefillSm90ExpFirst; with LAZY and without DH): past an item's first tile a tile's exponentials come
+// first, against the running max, packed into P as they come, the tile's max taken only in a warp where a row's sum
+// shows an exponential may have reached 2^kLazyRescaleLog2 (the same bits; kernel_config.h has the figures). With DH
+// ptxas serializes the wgmma that way (C7511).
 // Lab forms that lost were deleted once measured (kernel_config.h and docs/cuda.md keep their figures): the K / V
 // multicast over pairs of heads (clusters of two blocks), the wait for P V kept after the next tile's softmax, each
 // consumer's half of Q given back after its last S = Q Kᵀ, Q in registers for S = Q Kᵀ, dynamic work items, the lazy
@@ -667,8 +667,8 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const int64_t group = a.num_heads / a.num_kv_heads;
   const bool packed = o.pack && group > 1 && 64 % group == 0;
   // The lazy rescale (production): instantiated with the production form only (unpacked, intra overlap, 3 K stages,
-  // continuous turns, 3 V stages and one Q buffer), with and without the diagonal's half tiles (production up to 4k
-  // keys); ignored elsewhere. The exponentials first (lab): in the form without the half tiles only.
+  // continuous turns, 3 V stages and one Q buffer), with and without the diagonal's half tiles (production up to 2k
+  // keys); ignored elsewhere. The exponentials first (production without the half tiles): in that form only.
   const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3 &&
                     o.lazy_rescale;
   if (lazy) {
