@@ -12,6 +12,8 @@
 # size N), alt_NAME (the production rows of another build, carried in $ALT_DIR/NAME/rl_bench_kernels: a kernel variant
 # built from another tree). Carried binaries in $RL_BIN_DIR. Each run prints its outputs' XXH3 words; the summary
 # lists the distinct words of each shape and form (forms that claim the same bits show one word).
+# RIDGELINE_BENCH_PREFILL_EXTRA="8x2048,6x3072" adds those causal shapes to our rows (not the peers'): lengths between
+# the four fixed shapes, where production's choices by length change (kernel_config.h).
 # Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"

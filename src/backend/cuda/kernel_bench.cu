@@ -674,9 +674,40 @@ void bench_decode(CudaBackend& be) {
   }
 }
 
+// RIDGELINE_BENCH_PREFILL_EXTRA: more causal shapes for the production rows, "BxS" items separated by commas (at most
+// 8, B in [1, 64], S in [1, 32768], B × S at most 65,536 tokens), for choices by length (kernel_config.h,
+// kPrefillSm90DiagHalfMaxKeyTiles) whose limit lies between the four fixed shapes. A malformed list stops the bench
+// with a message naming the item.
+std::vector<std::pair<int64_t, int64_t>> prefill_extra_shapes() {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  const char* env = std::getenv("RIDGELINE_BENCH_PREFILL_EXTRA");
+  if (env == nullptr || *env == '\0') return shapes;
+  const std::string list = env;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, end - start);
+    long long b = 0, s = 0;
+    int used = 0;
+    const bool ok = std::sscanf(item.c_str(), "%lldx%lld%n", &b, &s, &used) == 2 &&
+                    used == static_cast<int>(item.size()) && b >= 1 && b <= 64 && s >= 1 && s <= 32768 &&
+                    b * s <= 65536 && shapes.size() < 8;
+    if (!ok) {
+      std::fprintf(stderr,
+                   "RIDGELINE_BENCH_PREFILL_EXTRA: bad item \"%s\" (want BxS, B in [1, 64], S in [1, 32768], "
+                   "B x S <= 65536, at most 8 items)\n",
+                   item.c_str());
+      std::exit(2);
+    }
+    shapes.emplace_back(b, s);
+    start = end + 1;
+  }
+  return shapes;
+}
+
 // production_only (group prefill_production, or prefill_production_bsN for a KV block size of N): the production rows
-// of the four causal shapes and nothing else, for calls that alternate them with the torch peers
-// (scripts/device/prefill_vs_cudnn.sh).
+// of the four causal shapes (and RIDGELINE_BENCH_PREFILL_EXTRA's) and nothing else, for calls that alternate them with
+// the torch peers (scripts/device/prefill_vs_cudnn.sh).
 void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 16) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
   // A mixed step as the offline run has them: 256 decode rows at 1,536 keys first, then 8 prefill chunks of 1,024
@@ -815,6 +846,17 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
     spread("1x32768_h32kv8d128_causal", flops, times);
     if (production_only) {
       print_output_hash(be, "1x32768_h32kv8d128_causal", p.out);
+      for (const auto& [eb, es] : prefill_extra_shapes()) {
+        AttnProblem ep = make_attn(be, eb, es, es, heads, kv_heads, d, 1, block_size);
+        std::vector<float> etimes;
+        const double ems =
+            time_ms(be, [&](int) { be.attention(ep.qkv, ep.cache, ep.metas[0], ep.out); }, reps, &etimes);
+        const double eflops = 4.0 * eb * es * es * heads * d / 2;
+        const std::string name = std::to_string(eb) + "x" + std::to_string(es) + "_h32kv8d128_causal";
+        result("prefill_attn", name, eflops / (ems * 1e-3) / 1e12, "TFLOP/s");
+        spread(name, eflops, etimes);
+        print_output_hash(be, name, ep.out);
+      }
       return;
     }
     const int snake_mode = be.prefill_snake_mode();
