@@ -132,7 +132,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     // "autodiaghalf": the diagonal's half tiles where production takes them (prefill_sm90_diag_half); "diaghalf":
     // always.
     prefill_diag_half_mode_ = has("autodiaghalf") ? -1 : has("diaghalf") ? 1 : 0;
-    // "expfirst": the exponentials first, where the half tiles are off (production's form above them).
+    // "expfirst": the exponentials first, where the half tiles are off (production's form past the half tiles' limit).
     prefill_form_.exp_first = has("expfirst");
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
