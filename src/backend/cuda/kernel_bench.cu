@@ -743,19 +743,24 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
     result("prefill_attn_fastest", name, flops / (t.front() * 1e-3) / 1e12, "TFLOP/s");
     result("prefill_attn_slowest", name, flops / (t.back() * 1e-3) / 1e12, "TFLOP/s");
   };
-  for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{4, 4096}, {16, 1024}, {1, 16384}}) {
-    const int64_t b = shape.first, s = shape.second;
+  // One production row: b causal sequences of s tokens, `launches` timed launches (the median, and the spread); in
+  // production_only runs also the output's hash. Returns the problem for the lab rows that follow.
+  const auto production_row = [&](int64_t b, int64_t s, int launches) {
     AttnProblem p = make_attn(be, b, s, s, heads, kv_heads, d, 1, block_size);
     std::vector<float> times;
-    const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, reps, &times);
+    const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, launches, &times);
     const double flops = 4.0 * b * s * s * heads * d / 2;
     const std::string name = std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal";
     result("prefill_attn", name, flops / (ms * 1e-3) / 1e12, "TFLOP/s");
     spread(name, flops, times);
-    if (production_only) {
-      print_output_hash(be, name, p.out);
-      continue;
-    }
+    if (production_only) print_output_hash(be, name, p.out);
+    return p;
+  };
+  for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{{4, 4096}, {16, 1024}, {1, 16384}}) {
+    const int64_t b = shape.first, s = shape.second;
+    AttnProblem p = production_row(b, s, reps);
+    if (production_only) continue;
+    const double flops = 4.0 * b * s * s * heads * d / 2;
     // Over an FP8 cache: the FA2 kernel converting K / V as it loads (the Hopper kernel reads bf16 only), next to the
     // FA2 kernel over bf16 (the prefill_lab _bn64 row below).
     {
@@ -837,28 +842,12 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
   // the step, this row its rate away from the GEMMs around it.
   {
     const int64_t s = 32768;
-    AttnProblem p = make_attn(be, 1, s, s, heads, kv_heads, d, 1, block_size);
-    const double flops = 4.0 * s * s * heads * d / 2;
-    std::vector<float> times;
-    const double ms =
-        time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, std::max(5, reps / 2), &times);
-    result("prefill_attn", "1x32768_h32kv8d128_causal", flops / (ms * 1e-3) / 1e12, "TFLOP/s");
-    spread("1x32768_h32kv8d128_causal", flops, times);
+    AttnProblem p = production_row(1, s, std::max(5, reps / 2));
     if (production_only) {
-      print_output_hash(be, "1x32768_h32kv8d128_causal", p.out);
-      for (const auto& [eb, es] : prefill_extra_shapes()) {
-        AttnProblem ep = make_attn(be, eb, es, es, heads, kv_heads, d, 1, block_size);
-        std::vector<float> etimes;
-        const double ems =
-            time_ms(be, [&](int) { be.attention(ep.qkv, ep.cache, ep.metas[0], ep.out); }, reps, &etimes);
-        const double eflops = 4.0 * eb * es * es * heads * d / 2;
-        const std::string name = std::to_string(eb) + "x" + std::to_string(es) + "_h32kv8d128_causal";
-        result("prefill_attn", name, eflops / (ems * 1e-3) / 1e12, "TFLOP/s");
-        spread(name, eflops, etimes);
-        print_output_hash(be, name, ep.out);
-      }
+      for (const auto& [eb, es] : prefill_extra_shapes()) production_row(eb, es, reps);
       return;
     }
+    const double flops = 4.0 * s * s * heads * d / 2;
     const int snake_mode = be.prefill_snake_mode();
     const bool snake_on = snake_mode < 0 ? cuda::prefill_sm90_snake(s) : snake_mode == 1;
     be.set_prefill_snake_mode(snake_on ? 0 : 1);
