@@ -438,6 +438,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // the first 64 keys' P only.
     auto rescale_and_pack = [&](const float (&corr)[2], auto half) {
       constexpr int kSteps = (decltype(half)::value ? kBN / 2 : kBN) / 16;
+      if (EF && p_packed) return;  // P is in pa, the running max stayed: corr is 1, O stays as it is
       if (!LAZY || __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
         for (int j = 0; j < kD / 8; ++j) {
@@ -447,7 +448,6 @@ __global__ void __launch_bounds__(kThreads, 1)
           o[4 * j + 3] *= corr[1];
         }
       }
-      if (EF && p_packed) return;  // P is in pa (and the running max stayed: corr is 1, O was left alone)
 #pragma unroll
       for (int k2 = 0; k2 < kSteps; ++k2) {
         pa[k2][0] = pack_bf16x2(sc[8 * k2 + 0], sc[8 * k2 + 1]);
