@@ -23,6 +23,11 @@ void Backend::download_async(void* pinned_dst, const void* src, size_t nbytes) {
   download(pinned_dst, src, nbytes);
 }
 
+void Backend::upload_many_async(const PinnedUpload* uploads, size_t num_uploads, const PendingIds* pending) {
+  for (size_t i = 0; i < num_uploads; ++i) upload_async(uploads[i].dst, uploads[i].pinned_src, uploads[i].nbytes);
+  if (pending != nullptr) resolve_pending_ids(pending->ids, pending->sampled);
+}
+
 Status Backend::start_kernel_trace() {
   return Status::error("per-kernel timelines (--profile-kernels) need the CUDA backend; " + name() + " has none");
 }

@@ -49,6 +49,21 @@ class Backend {
   // after the copy has passed. CPU: immediate.
   virtual void upload_async(void* dst, const void* pinned_src, size_t nbytes);
   virtual void download_async(void* pinned_dst, const void* src, size_t nbytes);
+  // One copy of upload_many_async.
+  struct PinnedUpload {
+    void* dst = nullptr;
+    const void* pinned_src = nullptr;
+    size_t nbytes = 0;
+  };
+  // resolve_pending_ids's arguments, for upload_many_async.
+  struct PendingIds {
+    Tensor ids;
+    Tensor sampled;
+  };
+  // upload_async of each copy, then, with pending (ids that the copies write), resolve_pending_ids over them: what
+  // a step stages, enqueued as one (CUDA: one copy kernel, which resolves the ids as it writes them, where every
+  // copy could run as a kernel on its own).
+  virtual void upload_many_async(const PinnedUpload* uploads, size_t num_uploads, const PendingIds* pending);
   // A fence after everything enqueued so far; wait_fence blocks the host until the device has passed it.
   virtual uint64_t record_fence() { return 0; }
   virtual void wait_fence(uint64_t /*fence*/) {}

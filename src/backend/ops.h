@@ -211,6 +211,10 @@ struct SampleRowParams {
   // >= 0: a teacher-forced row (prompt logprobs): nothing is sampled and no state is touched; the row's token is
   // this id, with its raw logprob, its rank (1 + the tokens ranked before it) and the top num_logprobs (>= 0).
   int32_t forced_token = -1;
+  // Pinned host memory (Backend::alloc_pinned) the row's token is also written to, in stream order like out_tokens
+  // (readable once a fence after the op has passed); null: out_tokens only. The step's sampled ids reach the host
+  // this way, with no download after the sampler.
+  int32_t* host_token = nullptr;
 };
 
 inline constexpr int32_t kMaxTopLogprobs = 20;

@@ -221,13 +221,14 @@ int64_t ModelRunner::launch(const std::vector<SeqStep>& seqs, std::span<const Sa
   const int64_t t = stage(h, seqs, num_rows, &n, &max_q, &max_k, &all_decode, &any_pending);
   RL_CHECK(static_cast<int64_t>(rows.size()) == n);
   Backend& be = model_->backend();
-  be.upload_async(d_staging_.data(), h, upload_bytes(num_rows));
   const int64_t num_sample_rows = bucket > 0 ? bucket : n;
-  sampler->prepare(rows, num_sample_rows, parity);
-
-  // Pending ids are resolved in place in the staged input ids, from the previous step's sampled ids.
-  const Tensor ids(static_cast<int32_t*>(d_staging_.data()) + off_.ids, DType::kI32, {t});
-  const Tensor prev = sampler->sampled_ids();
+  // The staging and the sampling parameters in one upload, which resolves the pending input ids (from the previous
+  // step's sampled ids, still on the device) as it writes them.
+  Backend::PinnedUpload uploads[2] = {{d_staging_.data(), h, upload_bytes(num_rows)}, {}};
+  sampler->prepare(rows, num_sample_rows, parity, &uploads[1]);
+  const Backend::PendingIds pending{Tensor(static_cast<int32_t*>(d_staging_.data()) + off_.ids, DType::kI32, {t}),
+                                    sampler->sampled_ids()};
+  be.upload_many_async(uploads, 2, any_pending ? &pending : nullptr);
   // A single short sequence: the short graphs, captured with max_seqlen_k = short_context_.
   const bool short_step = bucket == 1 && short_graphs_ && max_k <= short_context_;
   std::unique_ptr<DecodeGraphs>& graphs = short_step ? short_graphs_ : graphs_;
@@ -237,7 +238,6 @@ int64_t ModelRunner::launch(const std::vector<SeqStep>& seqs, std::span<const Sa
     const ForwardBatch b = make_batch(t, num_rows, num_rows, 1, short_step ? short_context_ : limits_.max_model_len,
                                       true);
     const auto body = [&] {
-      be.resolve_pending_ids(ids, prev);
       Tensor logits = model_->forward(b, kv_->layers());
       sampler->sample(logits, num_rows);
     };
@@ -255,7 +255,6 @@ int64_t ModelRunner::launch(const std::vector<SeqStep>& seqs, std::span<const Sa
       }
     }
   } else {
-    if (any_pending) be.resolve_pending_ids(ids, prev);
     ForwardBatch b = make_batch(t, num_seqs, n, max_q, max_k, all_decode);
     b.attn.num_leading_decodes = leading_decodes(seqs);
     set_logits_queries(seqs, &b.logits_q);

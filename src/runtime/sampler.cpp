@@ -93,7 +93,8 @@ Sampler::Sampler(Backend* backend, int64_t max_rows, int64_t vocab, int64_t num_
 
 Sampler::~Sampler() = default;
 
-void Sampler::prepare(std::span<const SamplerRow> rows, int64_t num_rows, int parity) {
+void Sampler::prepare(std::span<const SamplerRow> rows, int64_t num_rows, int parity,
+                      Backend::PinnedUpload* params_upload) {
   RL_CHECK(static_cast<int64_t>(rows.size()) <= num_rows && num_rows <= max_rows_);
   Host& h = *host_[static_cast<size_t>(parity)];
   int32_t nb = 0, ns = 0, nm = 0;
@@ -127,6 +128,7 @@ void Sampler::prepare(std::span<const SamplerRow> rows, int64_t num_rows, int pa
     d.seed = row.seed;
     d.step = static_cast<uint64_t>(row.num_outputs);
     d.num_logprobs = p.logprobs ? *p.logprobs : -1;
+    d.host_token = h.tokens + r;
     forced_[parity][r] = row.forced_token >= 0 ? 1 : 0;
     if (row.forced_token >= 0) {  // teacher-forced: scored only, no processor or state is involved
       RL_CHECK(row.forced_token < vocab_ && row.forced_num_logprobs >= 0 &&
@@ -195,7 +197,13 @@ void Sampler::prepare(std::span<const SamplerRow> rows, int64_t num_rows, int pa
   any_logprobs_[parity] = any_forced_[parity] || std::any_of(rows.begin(), rows.end(), [](const SamplerRow& r) {
     return r.params->logprobs.has_value();
   });
-  backend_->upload_async(d_params_.data(), h.params, static_cast<size_t>(num_rows) * sizeof(SampleRowParams));
+  const Backend::PinnedUpload params{d_params_.data(), h.params,
+                                     static_cast<size_t>(num_rows) * sizeof(SampleRowParams)};
+  if (params_upload != nullptr) {
+    *params_upload = params;
+  } else {
+    backend_->upload_async(params.dst, params.pinned_src, params.nbytes);
+  }
   if (nb > 0) {
     backend_->upload_async(d_bias_ids_.data(), h.bias_ids, static_cast<size_t>(nb) * 4);
     backend_->upload_async(d_bias_values_.data(), h.bias_values, static_cast<size_t>(nb) * 4);
@@ -218,7 +226,6 @@ void Sampler::fetch(int64_t num_rows, int parity) {
   Host& h = *host_[static_cast<size_t>(parity)];
   const auto n = static_cast<size_t>(num_rows);
   if (n == 0) return;
-  backend_->download_async(h.tokens, d_tokens_.data(), n * 4);
   if (any_logprobs_[parity]) {
     backend_->download_async(h.logprobs, d_logprobs_.data(), n * 4);
     backend_->download_async(h.top_ids, d_top_ids_.data(), n * kMaxTopLogprobs * 4);

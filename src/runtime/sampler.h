@@ -68,11 +68,15 @@ class Sampler {
   Sampler& operator=(const Sampler&) = delete;
 
   // Stages rows (padded with greedy rows up to num_rows) into the parity's pinned buffers and enqueues their
-  // uploads and the penalty slot resets. Before sample() of the same step.
-  void prepare(std::span<const SamplerRow> rows, int64_t num_rows, int parity);
+  // uploads and the penalty slot resets. Before sample() of the same step. params_upload: the rows' parameters'
+  // upload is not enqueued but returned there, for the caller to enqueue with its own before sample() (one copy
+  // for a step's staging).
+  void prepare(std::span<const SamplerRow> rows, int64_t num_rows, int parity,
+               Backend::PinnedUpload* params_upload = nullptr);
   // Enqueues sampling of logits [num_rows, vocab] (graph-capturable; num_rows as prepared).
   void sample(const Tensor& logits, int64_t num_rows);
-  // Enqueues the download of the first num_rows results into the parity's pinned buffers.
+  // Enqueues the download of the first num_rows results into the parity's pinned buffers (the tokens need none:
+  // sample() writes them there itself, SampleRowParams::host_token).
   void fetch(int64_t num_rows, int parity);
   // The results of the parity's last fetch, once a fence recorded after it has passed.
   SampleResult result(int parity, int64_t row) const;

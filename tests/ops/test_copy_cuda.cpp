@@ -1,7 +1,9 @@
 // CudaBackend::upload_async / download_async: copies of at most kCopyKernelMaxBytes between alloc_pinned memory and
 // the device run as a kernel in the stream (launch_copy_bytes), the rest through the copy engine. Every size and
 // alignment below must arrive byte for byte on both paths, in stream order with the kernels around it; a pageable
-// host buffer, or a range running past the end of its pinned block, takes the copy engine.
+// host buffer, or a range running past the end of its pinned block, takes the copy engine. upload_many_async (a
+// step's staging: several copies as one kernel, the pending input ids resolved on the way) must give what the
+// copies one by one and resolve_pending_ids give, for every mix of sizes, alignments and paths.
 #include "backend/cuda/kernel_config.h"
 #include "ops_test_util.h"
 
@@ -120,6 +122,95 @@ TEST(CudaCopy, OrderedWithTheKernelsAroundIt) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(zs[i], static_cast<float>(i % 200 + round)) << "element " << i;
     }
     be.free_pinned(pin);
+  }
+}
+
+// One upload_many_async case: copy i takes sizes[i] bytes from host_at[i] of one pinned block to dev_at[i] of one
+// device block; with ids_in >= 0, num_ids i32 ids at word ids_at of copy ids_in's destination hold pending
+// references among plain ids. The result must be what the copies one by one and resolve_pending_ids give.
+struct ManyCase {
+  std::vector<size_t> sizes, host_at, dev_at;
+  int ids_in = -1;
+  size_t ids_at = 0, num_ids = 0;
+};
+
+void check_many(const ManyCase& mc, uint32_t seed) {
+  CudaBackend& be = cuda();
+  size_t cap = 64;
+  for (size_t i = 0; i < mc.sizes.size(); ++i) {
+    cap = std::max(cap, std::max(mc.host_at[i], mc.dev_at[i]) + mc.sizes[i]);
+  }
+  uint8_t* pin = static_cast<uint8_t*>(be.alloc_pinned(cap));
+  uint8_t* back = static_cast<uint8_t*>(be.alloc_pinned(cap));
+  uint8_t* dev = static_cast<uint8_t*>(be.alloc(cap));
+  const std::vector<uint8_t> bytes = pattern(cap, seed);
+  std::memcpy(pin, bytes.data(), cap);
+  std::vector<Backend::PinnedUpload> ups;
+  for (size_t i = 0; i < mc.sizes.size(); ++i) ups.push_back({dev + mc.dev_at[i], pin + mc.host_at[i], mc.sizes[i]});
+  // The previous step's sampled ids (device; row 5 failed) and pending references to them in the staged ids.
+  const int64_t num_sampled = 64;
+  std::vector<int32_t> sampled(num_sampled);
+  for (int64_t k = 0; k < num_sampled; ++k) {
+    sampled[static_cast<size_t>(k)] = k == 5 ? -1 : 1000 + static_cast<int32_t>(k);
+  }
+  Owned sampled_dev = make(be, DType::kI32, {num_sampled});
+  be.upload(sampled_dev.t.data, sampled.data(), sampled.size() * 4);
+  std::vector<int32_t> resolved(mc.num_ids);
+  Backend::PendingIds pending;
+  if (mc.ids_in >= 0) {
+    const size_t c = static_cast<size_t>(mc.ids_in);
+    for (size_t j = 0; j < mc.num_ids; ++j) {
+      // Every third a pending reference (one of them to row 5: token 0), the rest plain ids.
+      const int32_t v = j % 3 == 0 ? -static_cast<int32_t>((j * 7) % num_sampled) - 1 : static_cast<int32_t>(j);
+      std::memcpy(pin + mc.host_at[c] + (mc.ids_at + j) * 4, &v, 4);
+      resolved[j] = v < 0 ? std::max(sampled[static_cast<size_t>(-v - 1)], 0) : v;
+    }
+    pending.ids = Tensor(dev + mc.dev_at[c] + mc.ids_at * 4, DType::kI32, {static_cast<int64_t>(mc.num_ids)});
+    pending.sampled = sampled_dev.t;
+  }
+  std::vector<uint8_t> want(cap, 0xAB);
+  be.upload(dev, want.data(), cap);
+  for (size_t i = 0; i < mc.sizes.size(); ++i) {
+    std::memcpy(want.data() + mc.dev_at[i], pin + mc.host_at[i], mc.sizes[i]);
+  }
+  if (mc.ids_in >= 0) {
+    std::memcpy(want.data() + mc.dev_at[static_cast<size_t>(mc.ids_in)] + mc.ids_at * 4, resolved.data(),
+                mc.num_ids * 4);
+  }
+  be.upload_many_async(ups.data(), ups.size(), mc.ids_in >= 0 ? &pending : nullptr);
+  be.download_async(back, dev, cap);
+  be.synchronize();
+  for (size_t i = 0; i < cap; ++i) {
+    ASSERT_EQ(back[i], want[i]) << "byte " << i << " of " << mc.sizes.size() << " copies, seed " << seed
+                                << (be.copy_kernel() ? " (copy kernel)" : " (copy engine)");
+  }
+  be.free(dev);
+  be.free_pinned(pin);
+  be.free_pinned(back);
+}
+
+TEST(CudaCopy, ManyUploadsAsOneWithPendingIdsResolved) {
+  const size_t max = static_cast<size_t>(cuda::kCopyKernelMaxBytes);
+  uint32_t seed = 100;
+  for (const bool kernel : {true, false}) {
+    CopyPath path(kernel);
+    // A step's staging: ids at the start of an aligned copy, the sampling parameters beside it.
+    check_many({{4096, 384}, {0, 8192}, {0, 8192}, 0, 0, 100}, seed++);
+    // Ids that start and end inside 16-byte chunks, in the second of three copies; odd sizes and offsets around.
+    check_many({{17, 1028, 3}, {0, 64, 2005}, {0, 64, 2007}, 1, 3, 37}, seed++);
+    // Both sides on words, not on 16 bytes: the ids go a word at a time.
+    check_many({{2000, 64}, {4, 4096}, {8, 4096}, 0, 10, 200}, seed++);
+    // The host side off the words (the kernel cannot resolve there): the copies one by one, then the resolve.
+    check_many({{1001, 64}, {0, 4098}, {0, 4096}, 1, 2, 10}, seed++);
+    // A size off the words: the same.
+    check_many({{1000, 802}, {0, 4096}, {0, 4096}, 1, 4, 150}, seed++);
+    // No pending ids; the most copies one kernel takes, and one more (with ids); a copy too large for the kernel.
+    check_many({{100, 200, 300, 400}, {0, 512, 1024, 2048}, {0, 512, 1024, 2048}}, seed++);
+    check_many({{100, 200, 300, 400, 500}, {0, 512, 1024, 2048, 4096}, {0, 512, 1024, 2048, 4096}, 4, 1, 50},
+               seed++);
+    check_many({{max + 64, 256}, {0, max + 128}, {0, max + 128}, 1, 0, 64}, seed++);
+    // Empty copies among the others.
+    check_many({{0, 512, 0}, {0, 0, 1024}, {0, 0, 1024}, 1, 0, 128}, seed++);
   }
 }
 

@@ -65,6 +65,46 @@ TEST(Sampler, GreedyTakesTheLowestIdOnTies) {
   p.logit_bias.clear();
 }
 
+// The engine's step staging (ModelRunner::launch): prepare() hands the parameters' upload back instead of enqueuing
+// it, the caller enqueues it with the input ids in one upload_many_async that resolves the pending ids, and the
+// sampled tokens reach the parity's host results with no download (SampleRowParams::host_token). Two steps, so a
+// token left from the first cannot pass for the second's.
+TEST(Sampler, DeferredParametersAndPendingIdsInOneUpload) {
+  CpuBackend be{1};
+  Sampler s(&be, 2, 4, 2);
+  SamplingParams greedy, biased;
+  greedy.temperature = 0.0f;
+  biased.temperature = 0.0f;
+  biased.logit_bias[0] = 10.0f;
+  int32_t* ids_host = static_cast<int32_t*>(be.alloc_pinned(3 * 4));
+  DeviceBuffer ids(&be, 3 * 4);
+  std::vector<int32_t> prev = {11, 22};
+  const std::vector<std::vector<float>> steps = {{0.5f, 2.0f, -1.0f, 0.0f, 0.5f, 2.0f, -1.0f, 0.0f},
+                                                 {0.5f, -2.0f, -1.0f, 3.0f, 0.5f, 2.0f, -1.0f, 0.0f}};
+  const std::vector<std::vector<TokenId>> want = {{1, 0}, {3, 0}};
+  for (size_t step = 0; step < steps.size(); ++step) {
+    const std::vector<SamplerRow> rows = {row_of(greedy, {}, {}), row_of(biased, {}, {})};
+    Backend::PinnedUpload params;
+    s.prepare(rows, 2, 0, &params);
+    EXPECT_EQ(params.nbytes, 2 * sizeof(SampleRowParams));
+    ids_host[0] = -1;  // the previous step's row 0
+    ids_host[1] = 7;
+    ids_host[2] = -2;  // its row 1
+    const Backend::PinnedUpload uploads[2] = {{ids.data(), ids_host, 3 * 4}, params};
+    const Backend::PendingIds pending{Tensor(ids.data(), DType::kI32, {3}), Tensor(prev.data(), DType::kI32, {2})};
+    be.upload_many_async(uploads, 2, &pending);
+    std::vector<float> logits = steps[step];
+    s.sample(Tensor(logits.data(), DType::kF32, {2, 4}), 2);
+    s.fetch(2, 0);
+    EXPECT_EQ(s.result(0, 0).token, want[step][0]) << "step " << step;
+    EXPECT_EQ(s.result(0, 1).token, want[step][1]) << "step " << step;
+    const int32_t* staged = static_cast<const int32_t*>(ids.data());
+    EXPECT_EQ(std::vector<int32_t>(staged, staged + 3), (std::vector<int32_t>{prev[0], 7, prev[1]}));
+    prev = {want[step][0], want[step][1]};
+  }
+  be.free_pinned(ids_host);
+}
+
 // A numerically broken model is a per-request error, not an abort: NaN or +Inf anywhere in the raw row gives
 // kSampleNonFinite; nothing finite left after the processors gives kSampleNothingLeft. Other rows are untouched.
 TEST(Sampler, NonFiniteLogitsAreAnErrorForThatRowOnly) {

@@ -15,6 +15,12 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr double kMassScale = 1099511627776.0;  // 2^40: top-p mass in fixed point, exact and order-free
 
+// The row's token into out_tokens and, where the row names it, into host memory (SampleRowParams::host_token).
+void put_token(const SampleBatch& b, const SampleRowParams& p, int64_t r, int32_t token) {
+  b.out_tokens[r] = token;
+  if (p.host_token != nullptr) *p.host_token = token;
+}
+
 // Descending value, then ascending id: the order of argmax and of the top logprobs.
 bool ranks_before(float va, int64_t a, float vb, int64_t b) { return va > vb || (va == vb && a < b); }
 
@@ -82,7 +88,7 @@ void CpuBackend::sample(const Tensor& logits, const SampleBatch& b) {
     for (int64_t i = 0; i < vocab; ++i) num_raw_bad += x[i] < std::numeric_limits<float>::infinity() ? 0 : 1;
     const bool raw_bad = num_raw_bad > 0;
     if (raw_bad) {  // a numerically broken model: NaN or +Inf among the raw logits
-      b.out_tokens[r] = kSampleNonFinite;
+      put_token(b, p, r, kSampleNonFinite);
       if (p.num_logprobs >= 0) b.out_logprobs[r] = 0.0f;
       continue;
     }
@@ -110,7 +116,7 @@ void CpuBackend::sample(const Tensor& logits, const SampleBatch& b) {
       const int64_t f = std::min<int64_t>(p.forced_token, vocab - 1);
       int32_t rank = 1;
       for (int64_t i = 0; i < vocab; ++i) rank += ranks_before(x[i], i, x[f], f) ? 1 : 0;
-      b.out_tokens[r] = static_cast<int32_t>(f);
+      put_token(b, p, r, static_cast<int32_t>(f));
       b.out_logprobs[r] = x[f] - lse;
       b.out_ranks[r] = rank;
       continue;
@@ -181,7 +187,7 @@ void CpuBackend::sample(const Tensor& logits, const SampleBatch& b) {
         }
       }
     }
-    b.out_tokens[r] = static_cast<int32_t>(token);
+    put_token(b, p, r, static_cast<int32_t>(token));
     if (token >= 0 && p.penalty_slot >= 0) b.penalty_counts[p.penalty_slot * vocab + token] += 1;
     if (p.num_logprobs >= 0) b.out_logprobs[r] = token >= 0 ? b.raw_scratch[r * vocab + token] - lse : 0.0f;
   }

@@ -630,6 +630,39 @@ void CudaBackend::upload_async(void* dst, const void* src, size_t n) {
   RL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_));
 }
 
+void CudaBackend::upload_many_async(const PinnedUpload* uploads, size_t num_uploads, const PendingIds* pending) {
+  bool one = num_uploads <= static_cast<size_t>(cuda::kCopyMaxSegments);
+  for (size_t i = 0; i < num_uploads; ++i) one = one && copy_by_kernel(uploads[i].pinned_src, uploads[i].nbytes);
+  cuda::CopySegments c;
+  for (size_t i = 0; i < num_uploads && one; ++i) {
+    const PinnedUpload& u = uploads[i];
+    if (u.nbytes == 0) continue;
+    c.dst[c.num] = static_cast<char*>(u.dst);
+    c.src[c.num] = static_cast<const char*>(u.pinned_src);
+    c.bytes[c.num++] = static_cast<int64_t>(u.nbytes);
+  }
+  if (one && pending != nullptr && pending->ids.numel() > 0) {
+    RL_CHECK(pending->ids.dtype == DType::kI32 && pending->sampled.dtype == DType::kI32);
+    const auto lo = reinterpret_cast<uintptr_t>(pending->ids.data);
+    const uintptr_t hi = lo + static_cast<uintptr_t>(pending->ids.numel()) * 4;
+    bool inside = false;  // in one copy's destination, on its words
+    for (int s = 0; s < c.num; ++s) {
+      const auto d = reinterpret_cast<uintptr_t>(c.dst[s]), h = reinterpret_cast<uintptr_t>(c.src[s]);
+      const auto n = static_cast<uintptr_t>(c.bytes[s]);
+      inside = inside || (lo >= d && hi <= d + n && ((d | h | n | (lo - d)) & 3) == 0);
+    }
+    one = inside;
+    c.ids = pending->ids.as<int32_t>();
+    c.num_ids = pending->ids.numel();
+    c.sampled = pending->sampled.as<int32_t>();
+  }
+  if (!one) {
+    Backend::upload_many_async(uploads, num_uploads, pending);
+    return;
+  }
+  if (c.num > 0) cuda::launch_copy_segments(c, stream_);
+}
+
 void CudaBackend::download_async(void* dst, const void* src, size_t n) {
   if (copy_by_kernel(dst, n)) {
     cuda::launch_copy_bytes(dst, src, static_cast<int64_t>(n), stream_);

@@ -97,6 +97,10 @@ class CudaBackend final : public Backend {
   // says why); the rest through the copy engine.
   void upload_async(void* dst, const void* pinned_src, size_t nbytes) override;
   void download_async(void* pinned_dst, const void* src, size_t nbytes) override;
+  // One copy kernel (launch_copy_segments) where each copy would run as a kernel alone, at most
+  // cuda::kCopyMaxSegments of them, and the pending ids lie inside one copy's destination with the alignment the
+  // kernel resolves them at; else the copies one by one and resolve_pending_ids.
+  void upload_many_async(const PinnedUpload* uploads, size_t num_uploads, const PendingIds* pending) override;
   // Whether small copies may run as a kernel (RIDGELINE_CUDA_COPY_KERNEL=0 turns it off; tests set both).
   void set_copy_kernel(bool on) { copy_kernel_ = on; }
   bool copy_kernel() const { return copy_kernel_; }

@@ -432,6 +432,54 @@ __global__ void copy_bytes_kernel(char* dst, const char* src, int64_t n) {
   for (int64_t i = done + first; i < n; i += stride) dst[i] = src[i];
 }
 
+// launch_copy_segments: copy blockIdx.y as copy_bytes_kernel makes it, 16 bytes at a time where both sides allow it,
+// then 4 at a time where they allow that (the copies that hold pending ids always do), else bytes; a word the
+// pending ids cover is resolved on its way (resolve_pending_ids_kernel's rule). The copies run side by side, so
+// their reads over the bus are in flight together.
+__device__ __forceinline__ uint32_t resolve_word(uint32_t w, uintptr_t at, const CopySegments& c) {
+  const auto lo = reinterpret_cast<uintptr_t>(c.ids);
+  const int32_t v = static_cast<int32_t>(w);
+  if (at < lo || at >= lo + static_cast<uintptr_t>(c.num_ids) * 4 || v >= 0) return w;
+  return static_cast<uint32_t>(max(c.sampled[-static_cast<int64_t>(v) - 1], 0));
+}
+
+__global__ void copy_segments_kernel(const CopySegments c) {
+  pdl_wait();  // launched with PDL (cuda_launch.cuh): the previous kernel may read a dst or write sampled
+  pdl_launch_dependents();
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  char* dst = c.dst[blockIdx.y];
+  const char* src = c.src[blockIdx.y];
+  const int64_t n = c.bytes[blockIdx.y];
+  const auto d = reinterpret_cast<uintptr_t>(dst);
+  const uintptr_t align = d | reinterpret_cast<uintptr_t>(src);
+  // Units: the 16-byte chunks, then the words or bytes past them; thread t takes unit t (one load each where the
+  // grid covers the copy).
+  const int64_t chunks = (align & 15) == 0 ? n / 16 : 0;
+  const bool words = (align & 3) == 0 && n % 4 == 0;
+  const int64_t unit = words ? 4 : 1, units = chunks + (n - chunks * 16) / unit;
+  for (int64_t u = first; u < units; u += stride) {
+    if (u < chunks) {
+      uint4 v = reinterpret_cast<const uint4*>(src)[u];
+      if (c.num_ids > 0) {
+        const uintptr_t at = d + static_cast<uintptr_t>(u) * 16;
+        v.x = resolve_word(v.x, at, c);
+        v.y = resolve_word(v.y, at + 4, c);
+        v.z = resolve_word(v.z, at + 8, c);
+        v.w = resolve_word(v.w, at + 12, c);
+      }
+      reinterpret_cast<uint4*>(dst)[u] = v;
+    } else if (words) {
+      const int64_t i = chunks * 4 + (u - chunks);
+      const uint32_t w = reinterpret_cast<const uint32_t*>(src)[i];
+      reinterpret_cast<uint32_t*>(dst)[i] = c.num_ids > 0 ? resolve_word(w, d + static_cast<uintptr_t>(i) * 4, c) : w;
+    } else {
+      const int64_t i = chunks * 16 + (u - chunks);
+      dst[i] = src[i];
+    }
+  }
+}
+
 // The exact math of rl::mix64 / rl::uniform_from_counter (core/random.h), duplicated for the device.
 __device__ __forceinline__ uint64_t mix64_dev(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -570,6 +618,17 @@ void launch_copy_bytes(void* dst, const void* src, int64_t n, cudaStream_t strea
   if (n == 0) return;
   launch_pdl(copy_bytes_kernel, dim3(std::min<unsigned int>(grid_for((n + 15) / 16), kCopyKernelMaxBlocks)),
              dim3(kElementwiseThreads), 0, stream, static_cast<char*>(dst), static_cast<const char*>(src), n);
+  RL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_copy_segments(const CopySegments& c, cudaStream_t stream) {
+  RL_CHECK(c.num >= 0 && c.num <= kCopyMaxSegments);
+  int64_t chunks = 0;  // the longest copy's 16-byte chunks set the grid
+  for (int s = 0; s < c.num; ++s) chunks = std::max(chunks, (c.bytes[s] + 15) / 16);
+  if (chunks == 0) return;
+  launch_pdl(copy_segments_kernel,
+             dim3(std::min<unsigned int>(grid_for(chunks), kCopyKernelMaxBlocks), static_cast<unsigned int>(c.num)),
+             dim3(kElementwiseThreads), 0, stream, c);
   RL_CUDA_CHECK_LAUNCH();
 }
 

@@ -17,7 +17,8 @@ constexpr int64_t kElementwiseMaxBlocks = 132 * 8;
 constexpr int kSiluMulChunks = 2;
 // Host <-> device copies of at most kCopyKernelMaxBytes between pinned host memory and the device run as a kernel
 // (launch_copy_bytes, ≤ kCopyKernelMaxBlocks blocks) in the stream instead of through the copy engine: a step's
-// staging upload, sampling parameters and sampled ids are a few hundred bytes to a few KB each, and every hand-off
+// staging upload and sampling parameters are a few hundred bytes to a few KB each (since session 36 one kernel,
+// launch_copy_segments; the sampled ids need no copy, the sampler writes them to the host), and every hand-off
 // between the copy engine and the kernels in one stream left the GPU idle. Measured (H100, session 20,
 // scripts/device/step_gaps.sh, Qwen3-0.6B batch 1): from one step's sampling kernel to the next step's first graph
 // kernel 17.3 µs as kernels against 27.4 µs through the copy engine (a download and two uploads between them);

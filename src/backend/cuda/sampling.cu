@@ -169,6 +169,13 @@ __device__ __forceinline__ bool cluster_or(bool v, int* slot) {
   return t != 0;
 }
 
+// The row's token into out_tokens and, where the row names it, into pinned host memory (SampleRowParams::host_token,
+// mapped: the store crosses the bus as the kernel runs, and the host reads it after a fence).
+__device__ __forceinline__ void put_token(const SampleBatch& b, const SampleRowParams& p, int64_t r, int32_t token) {
+  b.out_tokens[r] = token;
+  if (p.host_token != nullptr) *p.host_token = token;
+}
+
 // The steps of ops.h (SampleRowParams) in order, as the CPU reference (cpu_sampling.cpp); grid (cluster, rows).
 // Top-k and top-p thresholds come from an MSB-first radix select over order-preserving keys (4 passes of 8 bits;
 // counts for top-k, fixed-point mass for top-p), then an exponential race among the kept tokens. The raw
@@ -215,7 +222,7 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
   }
   if (cluster_or(__syncthreads_or(raw_bad), &x_raw_bad)) {
     if (tid == 0 && rank == 0) {
-      b.out_tokens[r_id] = kSampleNonFinite;
+      put_token(b, p, r_id, kSampleNonFinite);
       if (p.num_logprobs >= 0) b.out_logprobs[r_id] = 0.0f;
     }
     cl_sync();
@@ -269,7 +276,7 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
       }
       const unsigned long long rank_f = block_sum_u64(before, reinterpret_cast<unsigned long long*>(sd));
       if (tid == 0) {
-        b.out_tokens[r_id] = f;
+        put_token(b, p, r_id, f);
         b.out_logprobs[r_id] = fv - lse;
         b.out_ranks[r_id] = static_cast<int32_t>(rank_f + 1);
       }
@@ -463,7 +470,7 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
     token = chosen == INT_MAX ? top : chosen;
   }
   if (tid == 0 && rank == 0) {
-    b.out_tokens[r_id] = token;
+    put_token(b, p, r_id, token);
     if (token >= 0 && p.penalty_slot >= 0) b.penalty_counts[p.penalty_slot * vocab + token] += 1;
     if (p.num_logprobs >= 0) {
       b.out_logprobs[r_id] = token >= 0 ? b.raw_scratch[r_id * vocab + token] - lse : 0.0f;
