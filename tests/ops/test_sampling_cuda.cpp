@@ -173,6 +173,62 @@ TEST(CudaSampling, ForcedRowsMatchTheCpuReference) {
 }
 
 
+// Plain rows (no processor before the choice, no logprobs: sampling.cu skips their raw pass) find NaN and +Inf in the
+// choosing pass and fail with the raw code, kSampleNonFinite, in any slice of the cluster; a row with nothing above
+// -inf fails with kSampleNothingLeft; a biased row (not plain) with NaN still fails in the raw pass. Every row as the
+// CPU reference gives it, greedy and sampled.
+TEST(CudaSampling, PlainRowsFindBrokenLogitsWhileChoosing) {
+  const int64_t rows = 16, vocab = 151936;
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(rows * vocab));
+  for (float& v : x) v = normal(gen);
+  const auto at = [&](int64_t r, int64_t i) -> float& { return x[static_cast<size_t>(r * vocab + i)]; };
+  // Rows 2k greedy, 2k + 1 at temperature 0.8; row pairs: NaN in the last slice, +Inf in the first, NaN in the
+  // middle, all -inf, fine, fine with the largest logit in the last slice, NaN beside a bias, -inf beside a bias.
+  for (int64_t r : {0, 1}) at(r, vocab - 3) = NAN;
+  for (int64_t r : {2, 3}) at(r, 5) = INFINITY;
+  for (int64_t r : {4, 5}) at(r, vocab / 2) = NAN;
+  for (int64_t r : {6, 7}) {
+    for (int64_t i = 0; i < vocab; ++i) at(r, i) = -INFINITY;
+  }
+  for (int64_t r : {10, 11}) at(r, vocab - 1) = 30.0f;
+  for (int64_t r : {12, 13}) at(r, 77) = NAN;
+  for (int64_t r : {14, 15}) {
+    for (int64_t i = 0; i < vocab; ++i) at(r, i) = -INFINITY;
+  }
+  SamplingParams greedy, hot, greedy_bias, hot_bias;
+  greedy.temperature = 0.0f;
+  hot.temperature = 0.8f;
+  greedy_bias = greedy;
+  hot_bias = hot;
+  greedy_bias.logit_bias = {{3, 1.0f}};
+  hot_bias.logit_bias = {{3, 1.0f}};
+  std::vector<SamplerRow> sr(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    SamplerRow& row = sr[static_cast<size_t>(r)];
+    row.params = r >= 12 ? (r % 2 ? &hot_bias : &greedy_bias) : (r % 2 ? &hot : &greedy);
+    row.seed = 500 + static_cast<uint64_t>(r);
+  }
+  const std::vector<SampleResult> got = sample_rows(cuda(), x, rows, vocab, sr);
+  const std::vector<SampleResult> want = sample_rows(cpu(), x, rows, vocab, sr);
+  const int32_t last = static_cast<int32_t>(vocab - 1), bad = kSampleNonFinite, none = kSampleNothingLeft;
+  const std::vector<int32_t> codes = {bad, bad, bad, bad, bad, bad, none, none, 0, 0, last, last, bad, bad, none, none};
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    if (r == 8 || r == 9) {  // fine rows: the greedy one as the reference, the sampled one a valid id
+      EXPECT_GE(got[i].token, 0) << "row " << r;
+      if (r == 8) {
+        EXPECT_EQ(got[i].token, want[i].token);
+      }
+    } else {
+      EXPECT_EQ(got[i].token, codes[i]) << "row " << r;
+      EXPECT_EQ(want[i].token, codes[i]) << "row " << r << " (CPU reference)";
+    }
+  }
+}
+
+
 // A row is sampled by a cluster of blocks, each owning a slice of the vocabulary (sampling.cu): vocabularies
 // smaller than the cluster (empty slices), not a multiple of it, and the winner, a biased token, a suppressed
 // one or the whole top-k/top-p set lying in any slice give the CPU reference's tokens.

@@ -206,11 +206,18 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
   __shared__ unsigned long long x_total;
   const int tid = threadIdx.x;
 
+  // A plain row: nothing changes its logits before the choice (no bias, no min_tokens suppression in force, no
+  // mask, no penalties), and it wants no logprobs and forces no token. Its raw logits are the ones the choice reads,
+  // so the choice's pass finds NaN and +Inf itself (a greedy decode's every row): no raw pass, no exchange for it.
+  const bool plain = p.num_logprobs < 0 && p.forced_token < 0 && p.bias_begin == p.bias_end &&
+                     !(static_cast<int64_t>(p.step) < p.min_tokens && p.suppress_begin < p.suppress_end) &&
+                     p.mask_row < 0 && p.penalty_slot < 0;
+
   // 0. A numerically broken model (NaN or +Inf among the raw logits) fails the row (ops.h, kSampleNonFinite).
   //    The slice's passes load kScanUnroll elements a thread before using any: one load in flight at a time left
   //    each pass waiting on L2 latency.
   bool raw_bad = false;
-  for (int64_t base = lo + tid; base < hi; base += static_cast<int64_t>(blockDim.x) * kScanUnroll) {
+  for (int64_t base = lo + tid; !plain && base < hi; base += static_cast<int64_t>(blockDim.x) * kScanUnroll) {
     float x[kScanUnroll];
 #pragma unroll
     for (int j = 0; j < kScanUnroll; ++j) {
@@ -220,7 +227,7 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
 #pragma unroll
     for (int j = 0; j < kScanUnroll; ++j) raw_bad |= !(x[j] < INFINITY);
   }
-  if (cluster_or(__syncthreads_or(raw_bad), &x_raw_bad)) {
+  if (!plain && cluster_or(__syncthreads_or(raw_bad), &x_raw_bad)) {
     if (tid == 0 && rank == 0) {
       put_token(b, p, r_id, kSampleNonFinite);
       if (p.num_logprobs >= 0) b.out_logprobs[r_id] = 0.0f;
@@ -287,18 +294,20 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
   if (p.num_logprobs >= 0) cl_sync();  // block 0 has read the raw row
   // 2. Bias, min_tokens suppression (sparse lists; each block applies the entries in its slice), then the allowed
   //    mask and 3. penalties (one dense pass over the slice). From here on a block writes and reads only its slice.
-  for (int j = p.bias_begin + tid; j < p.bias_end; j += blockDim.x) {
-    const int32_t id = b.bias_ids[j];
-    if (id >= lo && id < hi) row[id] = ld(row, id) + b.bias_values[j];
-  }
-  __syncthreads();
-  if (static_cast<int64_t>(p.step) < p.min_tokens) {
-    for (int j = p.suppress_begin + tid; j < p.suppress_end; j += blockDim.x) {
-      const int32_t id = b.suppress_ids[j];
-      if (id >= lo && id < hi) row[id] = -INFINITY;
+  if (!plain) {
+    for (int j = p.bias_begin + tid; j < p.bias_end; j += blockDim.x) {
+      const int32_t id = b.bias_ids[j];
+      if (id >= lo && id < hi) row[id] = ld(row, id) + b.bias_values[j];
     }
+    __syncthreads();
+    if (static_cast<int64_t>(p.step) < p.min_tokens) {
+      for (int j = p.suppress_begin + tid; j < p.suppress_end; j += blockDim.x) {
+        const int32_t id = b.suppress_ids[j];
+        if (id >= lo && id < hi) row[id] = -INFINITY;
+      }
+    }
+    __syncthreads();
   }
-  __syncthreads();
   if (p.mask_row >= 0 || p.penalty_slot >= 0) {
     const uint32_t* mask = p.mask_row >= 0 ? b.allowed_mask + p.mask_row * words : nullptr;
     const int32_t* counts = p.penalty_slot >= 0 ? b.penalty_counts + p.penalty_slot * vocab : nullptr;
@@ -344,7 +353,9 @@ __global__ void __launch_bounds__(kSampleThreads, 1) sample_kernel(float* logits
   float m = -INFINITY;
   int top = INT_MAX;
   cluster_argmax(local_max, local_arg, &x_top, &m, &top);
-  int token = processed_bad || top == INT_MAX ? kSampleNothingLeft : top;
+  // A plain row's NaN or +Inf is a raw one (step 0's code); elsewhere it came from a processor (an infinite bias).
+  int token = top == INT_MAX ? kSampleNothingLeft : top;
+  if (processed_bad) token = plain ? kSampleNonFinite : kSampleNothingLeft;
   if (token >= 0 && p.temperature > 0.0f) {
     const float inv_t = 1.0f / p.temperature;
     int pass = 0;  // alternates the histogram buffers (see the comment above kSampleCluster)
