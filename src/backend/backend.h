@@ -152,6 +152,13 @@ class Backend {
     rms_norm(x, norm_weight, normed, np);
     linear_silu_mul(normed, w, bias, gate_up, out);
   }
+  // out (f32 [M, N]) = x · wᵀ rounded to scratch's dtype (the activation dtype), then widened: the logits as linear
+  // into scratch and a cast give them, which is this default. A backend whose kernel rounds before it stores f32
+  // overrides it, leaving scratch untouched and launching no cast. x: [M, K]; w: [N, K]; scratch: [M, N].
+  virtual void linear_widened(const Tensor& x, const Tensor& w, const Tensor& scratch, const Tensor& out) {
+    linear(x, w, Tensor(), scratch);
+    cast(scratch, out);
+  }
   // residual += x · wᵀ (+ bias), the projection rounded to the activation dtype before the add (as linear, then
   // add), except on a backend's fuses_linear_add path, which may round only the sum. x: [M, K]; w: [N, K]; scratch,
   // residual: [M, N].

@@ -259,6 +259,30 @@ TEST(CudaOps, LinearGemvVariants) {
   }
 }
 
+// linear_widened (the LM head: f32 logits of bf16 values) is linear into bf16 and a cast, bit for bit: through the
+// GEMV's rounding store (launch_gemv_widened) for M up to kGemvMaxM, and through the default (linear and cast) for
+// larger M and unaligned K.
+TEST(CudaOps, LinearWidenedIsLinearThenCast) {
+  struct Shape {
+    int64_t n, k;
+  };
+  for (const Shape& s : {Shape{8200, 1024}, Shape{151936, 64}, Shape{37, 1000}, Shape{300, 1001}}) {
+    for (int64_t m : {int64_t{1}, int64_t{3}, cuda::kGemvMaxM, cuda::kGemvMaxM + 1}) {
+      auto x = random_bf16_values(m * s.k), w = random_bf16_values(s.n * s.k, -0.1f, 0.1f);
+      auto c_x = make_bf16(cuda(), x, {m, s.k}), c_w = make_bf16(cuda(), w, {s.n, s.k});
+      auto scratch = make(cuda(), DType::kBF16, {m, s.n});
+      auto want = make(cuda(), DType::kF32, {m, s.n}), got = make(cuda(), DType::kF32, {m, s.n});
+      cuda().linear(c_x.t, c_w.t, Tensor(), scratch.t);
+      cuda().cast(scratch.t, want.t);
+      poison(got.t);
+      cuda().linear_widened(c_x.t, c_w.t, scratch.t, got.t);
+      const std::vector<float> a = read_f32(cuda(), got.t), b = read_f32(cuda(), want.t);
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "m=" << m << " n=" << s.n << " k=" << s.k;
+    }
+  }
+}
+
 // The fused gate_up projection + SiLU·mul (launch_gemv_silu_mul) against the CPU's linear then silu_mul.
 TEST(CudaOps, LinearSiluMulFused) {
   struct Shape {

@@ -444,6 +444,18 @@ void CudaBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
   cuda::launch_silu_mul(bf16_ptr(gate_up), bf16_ptr(out), out.rows(), out.dim(-1), stream_);
 }
 
+void CudaBackend::linear_widened(const Tensor& x, const Tensor& w, const Tensor& scratch, const Tensor& out) {
+  const int64_t m = x.rows(), k = x.dim(-1), n = w.dim(0);
+  RL_CHECK(w.dim(1) == k && out.dim(-1) == n && out.rows() == m && out.dtype == DType::kF32);
+  // Deterministic mode keeps linear's batch-invariant kernel; the GEMV serves linear only up to kGemvMaxM rows.
+  if (!deterministic_ && m > 0 && x.dtype == DType::kBF16 && w.dtype == DType::kBF16 &&
+      scratch.dtype == DType::kBF16 &&
+      cuda::launch_gemv_widened(bf16_ptr(x), bf16_ptr(w), out.as<float>(), m, n, k, stream_)) {
+    return;
+  }
+  Backend::linear_widened(x, w, scratch, out);
+}
+
 void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
                                   const Tensor& out) {
   const int64_t m = x.rows(), k = x.dim(-1), n = out.dim(-1);

@@ -55,6 +55,9 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& qkv, const KvLayer& cache, const AttentionMetadata& meta,
                  const Tensor& out) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  // The streaming GEMV rounding to bf16 before its f32 store (launch_gemv_widened) where linear would take the GEMV;
+  // else linear and cast.
+  void linear_widened(const Tensor& x, const Tensor& w, const Tensor& scratch, const Tensor& out) override;
   void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& scratch,
                        const Tensor& out) override;
   void add(const Tensor& residual, const Tensor& x) override;

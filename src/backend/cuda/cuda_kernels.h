@@ -106,6 +106,11 @@ void launch_fill_uniform(void* t, DType dt, int64_t n, uint64_t seed, float lo, 
 // (launch_gemv_invariant). Other variants: launch_gemv_lab.
 void launch_gemv(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
                  int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+// y (f32 [M, N]) = x · wᵀ rounded to bf16, stored widened: bitwise launch_gemv into bf16 and launch_cast to f32, in
+// one kernel (the LM head's logits). Returns false, launching nothing, where the streaming GEMV does not serve the
+// shape (unaligned, M > kGemvMaxM, before sm_90).
+bool launch_gemv_widened(const uint16_t* x, const uint16_t* w, float* y, int64_t m, int64_t n, int64_t k,
+                         cudaStream_t stream);
 // y[M, N] = silu(x · gateᵀ) · (x · upᵀ) (+ bias [2N] before the activation) for w = [gate; up] of [2N, K]: the
 // gated MLP's gate_up projection and SiLU·mul in one kernel (the streaming GEMV's gated epilogue). Returns false,
 // launching nothing, where it has no kernel for the shape (unaligned, M > kGemvMaxM, before sm_90).

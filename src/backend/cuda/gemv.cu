@@ -184,6 +184,22 @@ void launch_gemv_lab(const uint16_t* x, const uint16_t* w, const void* bias, DTy
   RL_CUDA_CHECK_LAUNCH();
 }
 
+bool launch_gemv_widened(const uint16_t* x, const uint16_t* w, float* y, int64_t m, int64_t n, int64_t k,
+                         cudaStream_t stream) {
+  if (!gemv_aligned(x, w, k) || m > kGemvMaxM || !gemv_stream_supported(m)) return false;
+  GemvStreamParams p;  // launch_gemv's streaming path, with the rounding moved into the store
+  p.x = x;
+  p.w = w;
+  p.y = y;
+  p.y_f32 = true;
+  p.y_rounded = true;
+  p.m = static_cast<int>(m);
+  p.n = n;
+  p.k = k;
+  launch_gemv_stream(p, stream);
+  return true;
+}
+
 bool launch_gemv_silu_mul(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
                           int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   if (!gemv_aligned(x, w, k) || m > kGemvMaxM || !gemv_stream_supported(m)) return false;

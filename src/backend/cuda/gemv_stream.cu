@@ -309,7 +309,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(const GemvStre
         const float sum = bf16_bits_to_f32(p.residual[row * p.n + col]) + bf16_bits_to_f32(f32_to_bf16_bits(v));
         static_cast<uint16_t*>(p.y)[row * p.n + col] = f32_to_bf16_bits(sum);
       } else if (p.y_f32) {
-        static_cast<float*>(p.y)[row * p.n + col] = v;
+        static_cast<float*>(p.y)[row * p.n + col] = p.y_rounded ? bf16_bits_to_f32(f32_to_bf16_bits(v)) : v;
       } else {
         static_cast<uint16_t*>(p.y)[row * p.n + col] = f32_to_bf16_bits(v);
       }
@@ -470,6 +470,7 @@ void launch_gemv_stream_lab(const GemvStreamParams& p, cudaStream_t stream, int 
   const int num_sms = device_info().num_sms;
   RL_CHECK(!p.norm_w || p.m <= 16);
   RL_CHECK(!p.residual || (!p.gated && !p.y_f32));
+  RL_CHECK(!p.y_rounded || (p.y_f32 && !p.gated && !p.residual));
   if (p.m <= 8) {
     launch_nt<1>(p, config, num_sms, stream);
   } else if (p.m <= 16) {

@@ -19,6 +19,7 @@ struct GemvStreamParams {
   bool bias_f32 = false;
   void* y = nullptr;
   bool y_f32 = false;
+  bool y_rounded = false;  // y f32 holding each value rounded to bf16 (plain only): a bf16 y and a cast, in one store
   bool gated = false;
   // Prologue (norm_w set; m ≤ 16, default config): each x row is replaced by rms_norm(x) * norm_w ([k], 16-byte
   // aligned) before the product, bitwise as launch_rms_norm computes it (its summation order, its rounding).

@@ -537,8 +537,10 @@ constexpr int kPrefillSm90VStages = 3;
 // (kPrefillSm90ExpFirst, below), which cannot be built with them. That form against the half tiles, at every length
 // (2-3 rounds in two calls, TFLOP/s): 4 × 4k 572.5 / 576.2 / 573.4 against 566.5 / 565.5 / 563.3 (+1.5 %), 16 × 1k
 // 386.3 / 384.5 / 386.3 against 392.1 / 401.8 / 394.3 (−2 %). So the half tiles up to 16 key tiles (2k keys), the
-// exponentials first above: the limit lies between the two measured lengths (1k and 4k), where neither 2k nor 3k has
-// been timed. Until session 35: 32 (4k keys).
+// exponentials first above. Until session 35: 32 (4k keys). Between the two (H100, session 36, prefill_vs_cudnn.sh
+// with RIDGELINE_BENCH_PREFILL_EXTRA=8x2048,6x3072, three rounds, TFLOP/s, half tiles / exponentials first):
+// 8 × 2k 501.9 / 505.3 / 505.6 against 494.4 / 499.4 / 497.6 (+1.5 %), 6 × 3k 534.1 / 544.0 / 545.1 against
+// 541.9 / 552.4 / 547.4 (a tie within the spread): the limit stays at 2k.
 constexpr int64_t kPrefillSm90DiagHalfMaxKeyTiles = 16;
 inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
   return max_seqlen_k <= kPrefillSm90DiagHalfMaxKeyTiles * 128;

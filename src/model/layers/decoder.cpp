@@ -310,9 +310,7 @@ Tensor Decoder::forward(const ForwardBatch& b, std::span<const KvLayer> kv) {
   } else if (adt == DType::kF32) {
     be.linear(last, lm_head, Tensor(), logits_f32);
   } else {
-    Tensor logits = act(p.logits_act, n, config_.vocab_size);
-    be.linear(last, lm_head, Tensor(), logits);
-    be.cast(logits, logits_f32);
+    be.linear_widened(last, lm_head, act(p.logits_act, n, config_.vocab_size), logits_f32);
   }
   return logits_f32;
 }
