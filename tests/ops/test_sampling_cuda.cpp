@@ -23,6 +23,15 @@ std::vector<SampleResult> sample_rows(Backend& be, const std::vector<float>& x, 
   return res;
 }
 
+// rows × vocab logits drawn from N(0, stddev²) by a generator seeded with seed.
+std::vector<float> normal_logits(int64_t rows, int64_t vocab, uint32_t seed, float stddev) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> x(static_cast<size_t>(rows * vocab));
+  for (float& v : x) v = normal(gen);
+  return x;
+}
+
 TEST(CudaSampling, EveryParameterMatchesTheCpuReference) {
   const int64_t rows = 256, vocab = 151936;
   std::vector<float> x(static_cast<size_t>(rows * vocab));
@@ -140,10 +149,7 @@ TEST(CudaSampling, EveryParameterMatchesTheCpuReference) {
 // Teacher-forced rows (prompt logprobs): the forced token, its logprob, rank and top-N as the CPU reference.
 TEST(CudaSampling, ForcedRowsMatchTheCpuReference) {
   const int64_t rows = 64, vocab = 151936;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::vector<float> x(static_cast<size_t>(rows * vocab));
-  for (float& v : x) v = normal(rng);
+  const std::vector<float> x = normal_logits(rows, vocab, 5, 3.0f);
   SamplingParams p;
   p.repetition_penalty = 1.3f;
   std::vector<SamplerRow> sr(static_cast<size_t>(rows));
@@ -179,10 +185,7 @@ TEST(CudaSampling, ForcedRowsMatchTheCpuReference) {
 // CPU reference gives it, greedy and sampled.
 TEST(CudaSampling, PlainRowsFindBrokenLogitsWhileChoosing) {
   const int64_t rows = 16, vocab = 151936;
-  std::mt19937 gen(11);
-  std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::vector<float> x(static_cast<size_t>(rows * vocab));
-  for (float& v : x) v = normal(gen);
+  std::vector<float> x = normal_logits(rows, vocab, 11, 2.0f);
   const auto at = [&](int64_t r, int64_t i) -> float& { return x[static_cast<size_t>(r * vocab + i)]; };
   // Rows 2k greedy, 2k + 1 at temperature 0.8; row pairs: NaN in the last slice, +Inf in the first, NaN in the
   // middle, all -inf, fine, fine with the largest logit in the last slice, NaN beside a bias, -inf beside a bias.
@@ -237,10 +240,7 @@ class CudaSamplingVocab : public ::testing::TestWithParam<int64_t> {};
 TEST_P(CudaSamplingVocab, ClusterSlicesMatchTheCpuReference) {
   const int64_t vocab = GetParam();
   const int64_t rows = 48;
-  std::mt19937 gen(static_cast<uint32_t>(vocab));
-  std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::vector<float> x(static_cast<size_t>(rows * vocab));
-  for (float& v : x) v = normal(gen);
+  std::vector<float> x = normal_logits(rows, vocab, static_cast<uint32_t>(vocab), 2.0f);
   // Rows 0-7: the largest logit in the last slice; rows 8-15: in the first; others random.
   for (int64_t r = 0; r < 16; ++r) x[static_cast<size_t>(r * vocab + (r < 8 ? vocab - 1 : 0))] = 25.0f;
   std::vector<SamplingParams> params(static_cast<size_t>(rows));
