@@ -55,9 +55,10 @@ class ModelRunner {
   // Runs one step. logits_out receives [num sequences with want_logits, vocab] f32 rows in order.
   void step(const std::vector<SeqStep>& seqs, std::vector<float>* logits_out);
 
-  // The pipelined step (design.md §8): enqueues the staging upload (pinned, parity's buffer), the pending input
-  // ids, the forward pass, the sampling of every want_logits row (rows[i] for the i-th such sequence) and the
-  // download of the sampled ids into the sampler's parity buffers, then returns without waiting. An all-decode
+  // The pipelined step (design.md §8): enqueues the staging and the sampling parameters as one upload (pinned,
+  // parity's buffers; it resolves the pending input ids from the previous step's sampled ids), the forward pass,
+  // the sampling of every want_logits row (rows[i] for the i-th such sequence), which writes the sampled ids into
+  // the sampler's parity buffers, and the download of any logprobs, then returns without waiting. An all-decode
   // step runs as one CUDA graph per batch bucket, sampling included. The parity's host buffers must be free
   // (the step that last used them has passed its fence). Returns the number of sampled rows.
   int64_t launch(const std::vector<SeqStep>& seqs, std::span<const SamplerRow> rows, Sampler* sampler, int parity);
