@@ -139,6 +139,22 @@ void launch_mma_variant(int variant, const uint16_t* x, const uint16_t* w, const
   }
 }
 
+// The streaming GEMV's parameters for y = x · wᵀ (+ bias), as launch_gemv takes them.
+GemvStreamParams stream_params(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y,
+                               DType y_dt, int64_t m, int64_t n, int64_t k) {
+  GemvStreamParams p;
+  p.x = x;
+  p.w = w;
+  p.bias = bias;
+  p.bias_f32 = bias_dt == DType::kF32;
+  p.y = y;
+  p.y_f32 = y_dt == DType::kF32;
+  p.m = static_cast<int>(m);
+  p.n = n;
+  p.k = k;
+  return p;
+}
+
 }  // namespace
 
 bool gemv_aligned(const uint16_t* x, const uint16_t* w, int64_t k) {
@@ -157,17 +173,8 @@ void launch_gemv_lab(const uint16_t* x, const uint16_t* w, const void* bias, DTy
   const bool aligned = gemv_aligned(x, w, k);
   RL_CHECK(m >= 1 && (m <= kSkinnyMaxM || !aligned) && m <= INT32_MAX);
   if (aligned && (variant == 0 || variant >= 10) && gemv_stream_supported(m)) {
-    GemvStreamParams p;
-    p.x = x;
-    p.w = w;
-    p.bias = bias;
-    p.bias_f32 = bias_f32;
-    p.y = y;
-    p.y_f32 = y_f32;
-    p.m = mi;
-    p.n = n;
-    p.k = k;
-    launch_gemv_stream_lab(p, stream, variant >= 10 ? variant - 10 : 0);
+    launch_gemv_stream_lab(stream_params(x, w, bias, bias_dt, y, y_dt, m, n, k), stream,
+                           variant >= 10 ? variant - 10 : 0);
     return;
   }
   if (!aligned) {
@@ -187,15 +194,9 @@ void launch_gemv_lab(const uint16_t* x, const uint16_t* w, const void* bias, DTy
 bool launch_gemv_widened(const uint16_t* x, const uint16_t* w, float* y, int64_t m, int64_t n, int64_t k,
                          cudaStream_t stream) {
   if (!gemv_aligned(x, w, k) || m > kGemvMaxM || !gemv_stream_supported(m)) return false;
-  GemvStreamParams p;  // launch_gemv's streaming path, with the rounding moved into the store
-  p.x = x;
-  p.w = w;
-  p.y = y;
-  p.y_f32 = true;
+  // launch_gemv's streaming path, with the rounding moved into the store.
+  GemvStreamParams p = stream_params(x, w, nullptr, DType::kBF16, y, DType::kF32, m, n, k);
   p.y_rounded = true;
-  p.m = static_cast<int>(m);
-  p.n = n;
-  p.k = k;
   launch_gemv_stream(p, stream);
   return true;
 }
@@ -203,17 +204,8 @@ bool launch_gemv_widened(const uint16_t* x, const uint16_t* w, float* y, int64_t
 bool launch_gemv_silu_mul(const uint16_t* x, const uint16_t* w, const void* bias, DType bias_dt, void* y, DType y_dt,
                           int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   if (!gemv_aligned(x, w, k) || m > kGemvMaxM || !gemv_stream_supported(m)) return false;
-  GemvStreamParams p;
-  p.x = x;
-  p.w = w;
-  p.bias = bias;
-  p.bias_f32 = bias_dt == DType::kF32;
-  p.y = y;
-  p.y_f32 = y_dt == DType::kF32;
+  GemvStreamParams p = stream_params(x, w, bias, bias_dt, y, y_dt, m, n, k);
   p.gated = true;
-  p.m = static_cast<int>(m);
-  p.n = n;
-  p.k = k;
   launch_gemv_stream(p, stream);
   return true;
 }
