@@ -52,6 +52,23 @@ constexpr int smem_bytes(int ks, int vs) {
   return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs);
 }
 
+// The 4 × 4 transpose across a quad (the 4 lanes that share a row of an MMA accumulator; q = lane % 4): lane q
+// holds v[j], the bf16 pair at columns 8 j + 2 q of column group j (j < 4); it returns lane p's v[q] as word p, the
+// 8 consecutive columns of group q. Two butterfly steps of two shuffles; every lane of the warp must take part.
+__device__ __forceinline__ uint4 quad_transpose(const uint32_t (&v)[4], int q) {
+  const bool b = q & 1, c = q & 2;
+  // With lane q ^ 1: the groups j with j % 2 == q % 2, from both lanes. x<s><h>: from the lane whose bit 0 is s
+  // (bit 1 as q's), group 2 h + q % 2.
+  const uint32_t r0 = __shfl_xor_sync(0xffffffffu, b ? v[0] : v[1], 1);
+  const uint32_t r1 = __shfl_xor_sync(0xffffffffu, b ? v[2] : v[3], 1);
+  const uint32_t x00 = b ? r0 : v[0], x10 = b ? v[1] : r0, x01 = b ? r1 : v[2], x11 = b ? v[3] : r1;
+  // With lane q ^ 2: group q, from all four lanes.
+  const uint32_t y0 = __shfl_xor_sync(0xffffffffu, c ? x00 : x01, 2);
+  const uint32_t y1 = __shfl_xor_sync(0xffffffffu, c ? x10 : x11, 2);
+  const uint32_t k0 = c ? x01 : x00, k1 = c ? x11 : x10;
+  return c ? make_uint4(y0, y1, k0, k1) : make_uint4(k0, k1, y0, y1);
+}
+
 struct Sm90Params {
   int log2_bs;   // block size = 1 << log2_bs
   int box_rows;  // key rows per K/V TMA box: min(block size, kBN)
@@ -578,20 +595,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Default: both consumers are past this item's turn barriers before consumer 1's first arrival for the next
     // item (two arrivals of its on barrier 1 in a row would complete it without consumer 0).
     if (!CONT) named_sync(3, 256);
-    // Normalize and store this thread's two rows (bf16 pairs).
+    // Normalize and store this thread's two rows: each 8-column group's bf16 pairs gathered by one lane of the
+    // row's quad (quad_transpose), so a lane stores 16 bytes where it stored 4 (a quarter of the store instructions,
+    // each still writing 8 rows).
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float l = row_l[r];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int row = r0 + 8 * r;
-      if (!has_rows || row >= num_rows) continue;
+      const bool store = has_rows && row < num_rows;  // quad-uniform; every lane joins the shuffles
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row_token(row)) * a.num_heads * kD +
-                      static_cast<int64_t>(row_head(row)) * kD + 2 * (lane & 3);
+                      static_cast<int64_t>(row_head(row)) * kD + 8 * (lane & 3);
 #pragma unroll
-      for (int j = 0; j < kD / 8; ++j) {
-        *reinterpret_cast<uint32_t*>(dst + j * 8) = pack_bf16x2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      for (int jg = 0; jg < kD / 32; ++jg) {
+        uint32_t v[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int j = 4 * jg + i;
+          v[i] = pack_bf16x2(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+        }
+        const uint4 c = quad_transpose(v, lane & 3);
+        if (store) *reinterpret_cast<uint4*>(dst + jg * 32) = c;
       }
     }
     if (warp == 0) stamp(k, 4 + 3 * cw);
@@ -657,8 +683,9 @@ bool prefill_attention_sm90_supported(const AttentionArgs& a) {
     const char* e = std::getenv("RIDGELINE_CUDA_PREFILL_SM90");
     return e && std::strcmp(e, "0") == 0;
   }();
-  return !disabled && !a.kv_fp8 && device_is_sm90() && a.head_dim == kD && a.row % 8 == 0 && a.kv_slots > 0 &&
-         a.block_size >= 8 && (a.block_size & (a.block_size - 1)) == 0 && a.num_kv_heads > 0 &&
+  // The output rows are stored 16 bytes at a time (quad_transpose).
+  return !disabled && !a.kv_fp8 && device_is_sm90() && a.head_dim == kD && a.row % 8 == 0 && aligned16(a.out) &&
+         a.kv_slots > 0 && a.block_size >= 8 && (a.block_size & (a.block_size - 1)) == 0 && a.num_kv_heads > 0 &&
          a.num_heads % a.num_kv_heads == 0;
 }
 
