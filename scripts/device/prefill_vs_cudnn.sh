@@ -8,7 +8,8 @@
 # (the diagonal's half tiles at every length: continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without
 # them: continuous_v3_lazy_autosnake_expfirst), expfirst (the exponentials first where production has no half tiles:
 # above 2k keys; production's form since session 35), noexpfirst (production without them: the form before session
-# 35), expfirst_nodiaghalf (them at every length, without the half tiles), bsN (production over a KV cache of block
+# 35), expfirst_nodiaghalf (them at every length, without the half tiles), qring (production with Q in the K stages'
+# ring: the lab's PrefillSm90Options::q_ring, session 37), bsN (production over a KV cache of block
 # size N), alt_NAME (the production rows of another build, carried in $ALT_DIR/NAME/rl_bench_kernels: a kernel variant
 # built from another tree). Carried binaries in $RL_BIN_DIR. Each run prints its outputs' XXH3 words; the summary
 # lists the distinct words of each shape and form (forms that claim the same bits show one word).
@@ -43,6 +44,9 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
       expfirst_nodiaghalf)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_expfirst timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
+      qring)
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst_qring timeout 120 \
+          "$bin/rl_bench_kernels" prefill_production ;;
       bs*) timeout 120 "$bin/rl_bench_kernels" "prefill_production_$who" ;;
       alt_*) timeout 120 "${ALT_DIR:?alt forms need ALT_DIR}/${who#alt_}/rl_bench_kernels" prefill_production ;;
       *) timeout 120 "$bin/rl_bench_kernels" prefill_production ;;

@@ -319,21 +319,23 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   // (prefill_sm90_diag_half; they reach it as the first tile, as the second after a full one, and after several), with
   // the lazy rescale; bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles, with
   // the exponentials first where production has them: 263). Bit 512 turns production's choice of the exponentials
-  // first over (built without the half tiles: 775 is the form without them).
-  for (const int lab : {0, 1, 2, 3, 7, 39, 263, 775}) {
+  // first over (built without the half tiles: 775 is the form without them). Bit 1024: the lab's Q in the K stages'
+  // ring, built with production's two forms (1031 with the half tiles, 1287 with the exponentials first).
+  for (const int lab : {0, 1, 2, 3, 7, 39, 263, 775, 1031, 1287}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
     form.v_stages = lab & 2 ? 3 : 2;
     form.lazy_rescale = lab & 4;
     form.exp_first = production_form.exp_first != static_cast<bool>(lab & 512);
+    form.q_ring = production_form.q_ring != static_cast<bool>(lab & 1024);
     const bool snake = lab & 32, no_diag_half = lab & 256;
     cuda().set_prefill_sm90_form(form);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
     cuda().set_prefill_diag_half_mode(no_diag_half ? 0 : diag_half_default);
     const bool production =
         form.continuous_turns == production_form.continuous_turns && form.v_stages == production_form.v_stages &&
-        form.lazy_rescale == production_form.lazy_rescale && form.exp_first == production_form.exp_first && !snake &&
-        !no_diag_half;
+        form.lazy_rescale == production_form.lazy_rescale && form.exp_first == production_form.exp_first &&
+        form.q_ring == production_form.q_ring && !snake && !no_diag_half;
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -349,7 +351,8 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << form.v_stages << (form.lazy_rescale ? " lazy rescale" : "")
                                    << (snake ? " snake" : "")
                                    << (no_diag_half ? " no diagonal half tiles" : "")
-                                   << (form.exp_first ? " exponentials first" : "");
+                                   << (form.exp_first ? " exponentials first" : "")
+                                   << (form.q_ring ? " Q ring" : "");
           }
         }
       }

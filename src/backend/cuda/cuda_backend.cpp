@@ -134,6 +134,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_diag_half_mode_ = has("autodiaghalf") ? -1 : has("diaghalf") ? 1 : 0;
     // "expfirst": the exponentials first, where the half tiles are off (production's form past the half tiles' limit).
     prefill_form_.exp_first = has("expfirst");
+    // "qring": Q in the K stages' ring (lab, PrefillSm90Options::q_ring).
+    prefill_form_.q_ring = has("qring");
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;

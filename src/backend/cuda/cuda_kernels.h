@@ -237,6 +237,11 @@ struct PrefillSm90Options {
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).
   bool snake = false;
+  // Lab (session 37, not yet run on a device; RIDGELINE_CUDA_PREFILL_SM90 word "qring"): with production's forms (the
+  // lazy rescale with the half tiles or the exponentials first), Q and the K tiles share the Q buffer and the 3 K
+  // stages as one ring of slots, so the next item's Q loads a few tiles before this item ends, into the slot its
+  // oldest K tile frees (prefill_attention_sm90.cu, QkRing). Ignored elsewhere.
+  bool q_ring = false;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);
 void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Options& o, int num_sms,
@@ -250,10 +255,11 @@ void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, 
 // for the Q buffer is over (Q's copies go out), [2] consumer 0 has Q, [3] consumer 0's last tile is done, [4] its
 // rows are stored, [5] / [6] / [7] the same for consumer 1. trace: int64 [blocks][max_items][kPrefillSm90TraceStamps],
 // zeroed by the caller (0: no such item); returns the block count. The arithmetic of production without the half
-// tiles: the same bits.
+// tiles: the same bits. q_ring: the lab's Q in the K stages' ring (PrefillSm90Options::q_ring), stamp [1] then
+// the wait for Q's slot.
 constexpr int kPrefillSm90TraceStamps = 8;
 int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cudaStream_t stream, long long* trace,
-                                        int max_items);
+                                        int max_items, bool q_ring = false);
 // Scratch for chunked batch-invariant attention: per (token, head, chunk) the chunk's unnormalized o (f32
 // [head_dim]) and its (m, l). capacity_floats bounds num_tokens · heads · chunks · (head_dim + 2).
 struct ChunkWorkspace {

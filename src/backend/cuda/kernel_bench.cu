@@ -924,7 +924,8 @@ void bench_prefill_trace(CudaBackend& be) {
     int blocks = 0;
     for (int rep = 0; rep < 3; ++rep) {  // warm-ups, then the recorded launch
       RL_CUDA_CHECK(cudaMemsetAsync(tr, 0, trace_bytes, be.stream()));
-      blocks = cuda::launch_prefill_attention_sm90_trace(a, be.num_sms(), be.stream(), tr, kMaxItems);
+      blocks = cuda::launch_prefill_attention_sm90_trace(a, be.num_sms(), be.stream(), tr, kMaxItems,
+                                                         be.prefill_sm90_form().q_ring);
     }
     std::vector<long long> t(trace_bytes / sizeof(long long));
     be.synchronize();

@@ -1,6 +1,7 @@
 // The warp-level tensor-core and async-copy primitives (sm_80 and later) that the attention and GEMM kernels
 // share: cp.async 16-byte copies into shared memory, ldmatrix fragment loads, the bf16 m16n8k16 MMA with f32
-// accumulators, the special-function-unit 2^x, and bf16 packing.
+// accumulators, the special-function-unit 2^x, bf16 packing, and the quad transpose that gives a lane 8 consecutive
+// columns of an accumulator row (16-byte stores).
 #pragma once
 
 #include <cstdint>
@@ -71,6 +72,23 @@ __device__ __forceinline__ float fast_exp2(float x) {
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return uint32_t(f32_to_bf16_bits(lo)) | (uint32_t(f32_to_bf16_bits(hi)) << 16);
 }
+// The 4 × 4 transpose across a quad (the 4 lanes that share a row of an MMA accumulator; q = lane % 4): lane q
+// holds v[j], the bf16 pair at columns 8 j + 2 q of column group j (j < 4); it returns lane p's v[q] as word p, the
+// 8 consecutive columns of group q. Two butterfly steps of two shuffles; every lane of the warp must take part.
+__device__ __forceinline__ uint4 quad_transpose(const uint32_t (&v)[4], int q) {
+  const bool b = q & 1, c = q & 2;
+  // With lane q ^ 1: the groups j with j % 2 == q % 2, from both lanes. x<s><h>: from the lane whose bit 0 is s
+  // (bit 1 as q's), group 2 h + q % 2.
+  const uint32_t r0 = __shfl_xor_sync(0xffffffffu, b ? v[0] : v[1], 1);
+  const uint32_t r1 = __shfl_xor_sync(0xffffffffu, b ? v[2] : v[3], 1);
+  const uint32_t x00 = b ? r0 : v[0], x10 = b ? v[1] : r0, x01 = b ? r1 : v[2], x11 = b ? v[3] : r1;
+  // With lane q ^ 2: group q, from all four lanes.
+  const uint32_t y0 = __shfl_xor_sync(0xffffffffu, c ? x00 : x01, 2);
+  const uint32_t y1 = __shfl_xor_sync(0xffffffffu, c ? x10 : x11, 2);
+  const uint32_t k0 = c ? x01 : x00, k1 = c ? x11 : x10;
+  return c ? make_uint4(y0, y1, k0, k1) : make_uint4(k0, k1, y0, y1);
+}
+
 // Two floats as f16 (round to nearest even; past ±65504 -> ±inf), lo in the low half: one cvt.rn.f16x2.f32.
 __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);  // .x = lo

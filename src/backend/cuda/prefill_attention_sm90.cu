@@ -27,6 +27,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/kernel_config.h"
 #include "backend/cuda/mma_sm80.cuh"
+#include "backend/cuda/qk_ring.h"
 #include "backend/cuda/sm90.cuh"
 #include "backend/cuda/tma_map.h"
 #include "core/check.h"
@@ -50,23 +51,6 @@ constexpr int q_buffers(int vs) {
 // 1024-byte alignment.
 constexpr int smem_bytes(int ks, int vs) {
   return 1024 + q_buffers(vs) * kQBytes + (ks + vs) * kTileBytes + 8 * (5 + 2 * ks + 2 * vs);
-}
-
-// The 4 × 4 transpose across a quad (the 4 lanes that share a row of an MMA accumulator; q = lane % 4): lane q
-// holds v[j], the bf16 pair at columns 8 j + 2 q of column group j (j < 4); it returns lane p's v[q] as word p, the
-// 8 consecutive columns of group q. Two butterfly steps of two shuffles; every lane of the warp must take part.
-__device__ __forceinline__ uint4 quad_transpose(const uint32_t (&v)[4], int q) {
-  const bool b = q & 1, c = q & 2;
-  // With lane q ^ 1: the groups j with j % 2 == q % 2, from both lanes. x<s><h>: from the lane whose bit 0 is s
-  // (bit 1 as q's), group 2 h + q % 2.
-  const uint32_t r0 = __shfl_xor_sync(0xffffffffu, b ? v[0] : v[1], 1);
-  const uint32_t r1 = __shfl_xor_sync(0xffffffffu, b ? v[2] : v[3], 1);
-  const uint32_t x00 = b ? r0 : v[0], x10 = b ? v[1] : r0, x01 = b ? r1 : v[2], x11 = b ? v[3] : r1;
-  // With lane q ^ 2: group q, from all four lanes.
-  const uint32_t y0 = __shfl_xor_sync(0xffffffffu, c ? x00 : x01, 2);
-  const uint32_t y1 = __shfl_xor_sync(0xffffffffu, c ? x10 : x11, 2);
-  const uint32_t k0 = c ? x01 : x00, k1 = c ? x11 : x10;
-  return c ? make_uint4(y0, y1, k0, k1) : make_uint4(k0, k1, y0, y1);
 }
 
 struct Sm90Params {
@@ -108,13 +92,17 @@ struct WorkItem {
 // of 8) run on its first 64 keys only. Skipped keys are masked keys: P is 0 there, so only work that adds zeros goes.
 // TRACE (kernel lab, launch_prefill_attention_sm90_trace): clock64 stamps per block and item, at the producer's and
 // each consumer's item boundaries.
+// QR (lab, PrefillSm90Options::q_ring; with one Q buffer and 3 K stages only): Q and the K tiles share the four slots
+// (QkRing), so the next item's Q loads into the slot of the item's oldest K tile once its S = Q Kᵀ is done, a few
+// tiles before the item ends, where a Q buffer of its own loads only once both consumers are done with the item.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool TRACE = false, bool EF = false>
+          bool DH = false, bool TRACE = false, bool EF = false, bool QR = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
                                   const std::conditional_t<TRACE, Sm90TraceParams, Sm90Params> p) {
   static_assert(!EF || (LAZY && !DH), "the exponentials first are built with the lazy rescale, without DH");
+  static_assert(!QR || (VS == 3 && KS == 3), "Q in the K stages' ring is built with one Q buffer and 3 K stages");
 #if RL_SM90_ENABLED
   using namespace sm90;
   extern __shared__ unsigned char smem_raw[];
@@ -140,6 +128,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto empty_k = [&](int st) { return bars + 40 + 8 * (KS + st); };
   auto full_v = [&](int st) { return bars + 40 + 8 * (2 * KS + st); };
   auto empty_v = [&](int st) { return bars + 40 + 8 * (2 * KS + VS + st); };
+  // K's stages as the consumers and the producer address them: with QR, slot 0 is the Q buffer and its barriers,
+  // slot s > 0 K stage s - 1 (they lie side by side in shared memory).
+  static_assert(kQBytes == kTileBytes, "a Q tile and a K tile take the same slot");
+  auto kbuf = [&](int st) { return QR ? base + st * kTileBytes : sk(st); };
+  auto kfull = [&](int st) { return QR ? (st == 0 ? q_full(0) : full_k(st - 1)) : full_k(st); };
+  auto kempty = [&](int st) { return QR ? (st == 0 ? q_empty(0) : empty_k(st - 1)) : empty_k(st); };
 
   // The warpgroup index through a shuffle: the compiler then knows it is warp-uniform, and so are the branches
   // around the wgmma instructions (otherwise ptxas serializes them, warning C7520).
@@ -204,6 +198,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     const int bs_mask = (1 << p.log2_bs) - 1;
     int g = 0, k = 0, tails = 0;  // tiles, items and tail tiles so far: stage and barrier phases
+    QkRing ring;                  // QR: the slots
+    uint32_t used = 0;            // QR: bit s, slot s has been filled before
     WorkItem w;
     for (int r = 0; r * item_stride < total; ++r) {
       const int i = item_of(r);
@@ -211,25 +207,34 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (i >= total || !get_item(i, w)) continue;
       stamp(k, 0);
       const int kvh = PACK ? w.y : w.y / group;
-      // The two column-half boxes of consumer c's 64 rows of this item's Q into buffer qb, completing on bar.
+      const uint32_t q_bar = QR ? kfull(ring.q()) : q_full(qb);
+      // The two column-half boxes of consumer c's 64 rows of this item's Q into buffer qb (QR: its slot),
+      // completing on bar.
       const auto issue_q_rows = [&](int c, uint32_t bar) {
         for (int h = 0; h < 2; ++h) {
-          tma_load_3d(sq(qb) + h * kBM * kHalfRow + c * 64 * kHalfRow, &tm_q, h * 64, PACK ? w.y * G : w.y,
-                      w.q_start + (w.m0 + c * 64) / G, bar);
+          tma_load_3d((QR ? kbuf(ring.q()) : sq(qb)) + h * kBM * kHalfRow + c * 64 * kHalfRow, &tm_q, h * 64,
+                      PACK ? w.y * G : w.y, w.q_start + (w.m0 + c * 64) / G, bar);
         }
       };
-      if (k >= QB) mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
+      if constexpr (QR) {
+        if ((used >> ring.q()) & 1u) mbar_wait(kempty(ring.q()), ring.qpar() ^ 1u);
+        used |= 1u << ring.q();
+      } else if (k >= QB) {
+        mbar_wait(q_empty(qb), ((k / QB) - 1) & 1);
+      }
       stamp(k, 1);
       if (lane == 0) {
-        mbar_arrive_expect_tx(q_full(qb), kQBytes);
-        for (int c = 0; c < 2; ++c) issue_q_rows(c, q_full(qb));  // both consumers' halves
+        mbar_arrive_expect_tx(q_bar, kQBytes);
+        for (int c = 0; c < 2; ++c) issue_q_rows(c, q_bar);  // both consumers' halves
       }
       const int32_t* table = a.block_tables + static_cast<int64_t>(w.s) * a.max_blocks;
       // K and V of a stage are released separately (K once S = Q Kᵀ is done, V once P V is), so the next K tile
       // loads a whole tile period ahead of its use. The slots of a tile's pages are looked up before the waits.
       for (int t = 0; t < w.num_tiles; ++t, ++g) {
-        const int kst = g % KS, vst = g % VS;
-        const uint32_t kph = (g / KS) & 1, vph = (g / VS) & 1;
+        const int kst = QR ? ring.slot(t) : g % KS, vst = g % VS;
+        const uint32_t kph = QR ? ring.parity(t) : (g / KS) & 1, vph = (g / VS) & 1;
+        const bool k_used = QR ? (used >> kst) & 1u : g >= KS;  // the stage has a use to wait out
+        if constexpr (QR) used |= 1u << kst;
         const int n0 = t * kBN, valid = min(kBN, w.seq_len_k - n0);
         const int boxes = (valid + p.box_rows - 1) / p.box_rows;
         const uint32_t bytes = static_cast<uint32_t>(boxes * p.box_rows) * 2 * kHalfRow;
@@ -240,24 +245,24 @@ __global__ void __launch_bounds__(kThreads, 1)
           slot = (table[key >> p.log2_bs] << p.log2_bs) + (key & bs_mask);
         }
         const bool tail = valid < kBN;
-        const uint32_t k_dst = sk(kst), v_dst = sv(vst);
+        const uint32_t k_dst = kbuf(kst), v_dst = sv(vst);
         const uint32_t v_bar = tail ? tail_bar : full_v(vst);
-        if (ABLATE == 1 && g >= KS) {
-          mbar_wait(empty_k(kst), kph ^ 1);
-          if (lane == 0) mbar_arrive(full_k(kst));
+        if (ABLATE == 1 && k_used) {
+          mbar_wait(kempty(kst), kph ^ 1);
+          if (lane == 0) mbar_arrive(kfull(kst));
           mbar_wait(empty_v(vst), vph ^ 1);
           if (lane == 0) mbar_arrive(full_v(vst));
           continue;
         }
         // Lane 0 announces the bytes, then lane b issues box b's copies (both column halves): issued from one
         // lane, a tile's 32 K and 32 V copies at block size 16 held the producer for a good part of a tile period.
-        if (g >= KS) mbar_wait(empty_k(kst), kph ^ 1);
-        if (lane == 0) mbar_arrive_expect_tx(full_k(kst), bytes);
+        if (k_used) mbar_wait(kempty(kst), kph ^ 1);
+        if (lane == 0) mbar_arrive_expect_tx(kfull(kst), bytes);
         __syncwarp();
         if (lane < boxes) {
           const uint32_t row_off = lane * p.box_rows * kHalfRow;
-          tma_load_3d(k_dst + row_off, &tm_k, 0, kvh, slot, full_k(kst));
-          tma_load_3d(k_dst + kBN * kHalfRow + row_off, &tm_k, 64, kvh, slot, full_k(kst));
+          tma_load_3d(k_dst + row_off, &tm_k, 0, kvh, slot, kfull(kst));
+          tma_load_3d(k_dst + kBN * kHalfRow + row_off, &tm_k, 64, kvh, slot, kfull(kst));
         }
         if (g >= VS) mbar_wait(empty_v(vst), vph ^ 1);
         if (lane == 0) mbar_arrive_expect_tx(v_bar, bytes);
@@ -283,6 +288,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (lane == 0) mbar_arrive(full_v(vst));
         }
       }
+      if constexpr (QR) ring.next(w.num_tiles);
       ++k;
     }
     return;
@@ -309,6 +315,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   //     tile is taken by a final sync of consumer 0.
   const int my_bar = 1 + cw, other_bar = 2 - cw;
   int g = 0, k = 0;  // tiles and items so far: stage and barrier phases, as the producer counts them
+  QkRing ring;       // QR: the slots, as the producer walks them
   WorkItem w;
   for (int r = 0; r * item_stride < total; ++r) {
     const int item = item_of(r);
@@ -317,8 +324,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int num_tiles = w.num_tiles, q_start = w.q_start, kvh = PACK ? w.y : w.y / group;
     auto row_token = [&](int i) { return PACK ? i / G : i; };
     auto row_head = [&](int i) { return PACK ? kvh * G + i % G : w.y; };
-    auto stage_k = [&](int t) { return (g + t) % KS; };
-    auto phase_k = [&](int t) { return static_cast<uint32_t>((g + t) / KS) & 1u; };
+    auto stage_k = [&](int t) { return QR ? ring.slot(t) : (g + t) % KS; };
+    auto phase_k = [&](int t) { return QR ? ring.parity(t) : static_cast<uint32_t>((g + t) / KS) & 1u; };
     auto stage_v = [&](int t) { return (g + t) % VS; };
     auto phase_v = [&](int t) { return static_cast<uint32_t>((g + t) / VS) & 1u; };
     const int qb = k % QB;
@@ -339,14 +346,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] = 0.0f;
     float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
-    const uint32_t q_rows = sq(qb) + cw * 64 * kHalfRow;
+    const uint32_t q_rows = (QR ? kbuf(ring.q()) : sq(qb)) + cw * 64 * kHalfRow;
     // S's first 64 keys: the m64n64 accumulator is the first half of the m64n128 one (DH).
     float(&sc_lo)[kBN / 4] = *reinterpret_cast<float(*)[kBN / 4]>(sc);
     // S = Q Kᵀ for the tile in stage st: 8 k-steps of 16 over head_dim (two 64-column halves, 32 bytes per step);
     // half (a compile-time constant, DH): the tile's first 64 keys only.
     auto issue_s = [&](int st, auto half) {
       constexpr bool kHalf = decltype(half)::value;
-      const uint32_t k_tile = sk(st);
+      const uint32_t k_tile = kbuf(st);
       // Each k-step's descriptors: k-step 0's with the start address advanced (desc_advance), one add where building
       // them from the address again took five uniform-datapath instructions before each wgmma (kernel_config.h).
       const uint64_t q0 = desc_sw128(q_rows, 16, 1024), k0 = desc_sw128(k_tile, 16, 1024);
@@ -375,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncwarp();
       if (lane == 0) mbar_arrive(bar);
     };
-    auto release_k = [&](int t) { release(empty_k(stage_k(t))); };
+    auto release_k = [&](int t) { release(kempty(stage_k(t))); };
     auto release_v = [&](int t) { release(empty_v(stage_v(t))); };
     // Mask and online softmax of S (tile t) in place: sc becomes P (unnormalized, log2 domain); returns each row's
     // correction factor for O (r = 0: row r0, r = 1: row r0 + 8; a quad of lanes shares a row). half: the tile's
@@ -485,7 +492,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       constexpr bool kNext = decltype(issue_next)::value;
       constexpr int kPvSteps = (decltype(this_half)::value ? kBN / 2 : kBN) / 16;
       mbar_wait(full_v(stage_v(t)), phase_v(t));
-      if (kNext) mbar_wait(full_k(stage_k(t + 1)), phase_k(t + 1));
+      if (kNext) mbar_wait(kfull(stage_k(t + 1)), phase_k(t + 1));
       named_sync(my_bar, 256);
       pin_all();  // every update of the accumulators stays before the fence
       wgmma_fence();
@@ -535,9 +542,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     if (cw == 1 && (!CONT || k == 0)) named_arrive(other_bar, 256);
-    mbar_wait(q_full(qb), (k / QB) & 1);
+    if constexpr (QR) {
+      mbar_wait(kfull(ring.q()), ring.qpar());
+    } else {
+      mbar_wait(q_full(qb), (k / QB) & 1);
+    }
     if (warp == 0) stamp(k, 2 + 3 * cw);
-    mbar_wait(full_k(stage_k(0)), phase_k(0));
+    mbar_wait(kfull(stage_k(0)), phase_k(0));
     named_sync(my_bar, 256);
     if (my_tiles > 0) {
       // The first tile's S and P (DH: on its first 64 keys where it is also the last and needs only those).
@@ -580,7 +591,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // Tiles past all of this consumer's rows: keep the stage and turn protocol, compute nothing.
     for (int t = my_tiles; t < num_tiles; ++t) {
-      mbar_wait(full_k(stage_k(t)), phase_k(t));
+      mbar_wait(kfull(stage_k(t)), phase_k(t));
       mbar_wait(full_v(stage_v(t)), phase_v(t));
       named_sync(my_bar, 256);
       pass_turn(t);
@@ -589,9 +600,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     if (warp == 0) stamp(k, 3 + 3 * cw);
-    // Q of this item is no longer read: the producer may load the item after next into its buffer.
+    // Q of this item is no longer read: the producer may load another item's Q (or, QR, a K tile) into its slot.
     __syncwarp();
-    if (lane == 0) mbar_arrive(q_empty(qb));
+    if (lane == 0) mbar_arrive(QR ? kempty(ring.q()) : q_empty(qb));
     // Default: both consumers are past this item's turn barriers before consumer 1's first arrival for the next
     // item (two arrivals of its on barrier 1 in a row would complete it without consumer 0).
     if (!CONT) named_sync(3, 256);
@@ -621,6 +632,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     if (warp == 0) stamp(k, 4 + 3 * cw);
+    if constexpr (QR) ring.next(num_tiles);
     g += num_tiles;
     ++k;
   }
@@ -637,10 +649,10 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool TRACE = false, bool EF = false>
+          bool DH = false, bool TRACE = false, bool EF = false, bool QR = false>
 int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
                 long long* trace = nullptr, int trace_items = 0) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE, EF>;
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE, EF, QR>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -699,7 +711,14 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3 &&
                     o.lazy_rescale;
   if (lazy) {
-    if (o.diag_half) {
+    // Lab: Q in the K stages' ring (q_ring), built with production's two forms only.
+    if (o.q_ring && o.diag_half) {
+      launch_sm90<false, true, 3, 0, true, 3, true, true, false, false, true>(a, o.persistent, num_sms, stream,
+                                                                              o.snake);
+    } else if (o.q_ring && o.exp_first) {
+      launch_sm90<false, true, 3, 0, true, 3, true, false, false, true, true>(a, o.persistent, num_sms, stream,
+                                                                              o.snake);
+    } else if (o.diag_half) {
       launch_sm90<false, true, 3, 0, true, 3, true, true>(a, o.persistent, num_sms, stream, o.snake);
     } else if (o.exp_first) {
       launch_sm90<false, true, 3, 0, true, 3, true, false, false, true>(a, o.persistent, num_sms, stream, o.snake);
@@ -737,13 +756,19 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
 }
 
 int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cudaStream_t stream, long long* trace,
-                                        int max_items) {
+                                        int max_items, bool q_ring) {
   // Production's form (kernel_config.h) and snake order, without the half tiles at any length: with them and the
-  // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel.
+  // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel. q_ring: the lab's Q in the K
+  // stages' ring.
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
-  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true>(
-      a, true, num_sms, stream, prefill_sm90_snake(a.max_seqlen_k), trace, max_items);
+  const bool snake = prefill_sm90_snake(a.max_seqlen_k);
+  if (q_ring) {
+    return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true, false, true>(a, true, num_sms, stream, snake,
+                                                                                    trace, max_items);
+  }
+  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true>(a, true, num_sms, stream, snake, trace,
+                                                                      max_items);
 }
 
 void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream) {
