@@ -10,6 +10,14 @@
 
 namespace rl::cuda {
 
+// A step's input id as the graph reads it: a pending id v < 0 is the previous step's sampled id of row -v - 1
+// (CudaBackend::resolve_pending_ids, and the staging copy that resolves as it writes, launch_copy_segments). A failed
+// row's code (< 0) becomes token 0: that request is finished when the step is processed, and its pending input must
+// still be a valid embedding row meanwhile.
+__device__ __forceinline__ int32_t resolve_pending_id(int32_t v, const int32_t* sampled) {
+  return v < 0 ? max(sampled[-static_cast<int64_t>(v) - 1], 0) : v;
+}
+
 __device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 // Round to nearest even (as torch and rl::f32_to_bf16 do).
 __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {

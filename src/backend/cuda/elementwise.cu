@@ -434,13 +434,13 @@ __global__ void copy_bytes_kernel(char* dst, const char* src, int64_t n) {
 
 // launch_copy_segments: copy blockIdx.y as copy_bytes_kernel makes it, 16 bytes at a time where both sides allow it,
 // then 4 at a time where they allow that (the copies that hold pending ids always do), else bytes; a word the
-// pending ids cover is resolved on its way (resolve_pending_ids_kernel's rule). The copies run side by side, so
-// their reads over the bus are in flight together.
+// pending ids cover is resolved on its way (resolve_pending_id). The copies run side by side, so their reads over
+// the bus are in flight together.
 __device__ __forceinline__ uint32_t resolve_word(uint32_t w, uintptr_t at, const CopySegments& c) {
   const auto lo = reinterpret_cast<uintptr_t>(c.ids);
   const int32_t v = static_cast<int32_t>(w);
   if (at < lo || at >= lo + static_cast<uintptr_t>(c.num_ids) * 4 || v >= 0) return w;
-  return static_cast<uint32_t>(max(c.sampled[-static_cast<int64_t>(v) - 1], 0));
+  return static_cast<uint32_t>(resolve_pending_id(v, c.sampled));
 }
 
 __global__ void copy_segments_kernel(const CopySegments c) {

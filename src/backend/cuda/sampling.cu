@@ -515,9 +515,7 @@ __global__ void resolve_pending_ids_kernel(int32_t* ids, int64_t n, const int32_
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= n) return;
   const int32_t v = ids[t];
-  // A failed row's code (< 0) becomes token 0: that request is finished when the step is processed, and its
-  // pending input must still be a valid embedding row meanwhile.
-  if (v < 0) ids[t] = max(sampled[-static_cast<int64_t>(v) - 1], 0);
+  if (v < 0) ids[t] = resolve_pending_id(v, sampled);
 }
 
 }  // namespace
