@@ -109,6 +109,23 @@ size_t parse_call_object(std::string_view t, size_t p, CallSnapshot* call, bool*
   return std::string_view::npos;
 }
 
+// The call objects of a JSON array, from p (just past its '[') to its ']' or the text's end; with final, every call
+// parsed counts as complete. Stops at an element that is not a call object.
+void parse_call_array(std::string_view t, size_t p, bool final, Snapshot* s) {
+  p = skip_ws(t, p);
+  while (p < t.size() && t[p] != ']') {
+    CallSnapshot call;
+    bool is_call = true;
+    size_t end = parse_call_object(t, p, &call, &is_call);
+    if (!is_call) return;
+    if (final) call.complete = true;
+    s->calls.push_back(std::move(call));
+    if (end == std::string_view::npos) return;
+    p = skip_ws(t, end);
+    if (p < t.size() && t[p] == ',') p = skip_ws(t, p + 1);
+  }
+}
+
 // --- hermes ---
 
 void parse_hermes(std::string_view t, bool final, Snapshot* s) {
@@ -193,20 +210,8 @@ void parse_mistral(std::string_view t, bool final, Snapshot* s) {
   s->content = std::string(t.substr(0, i));
   size_t p = skip_ws(t, i + kCalls.size());
   if (p >= t.size()) return;
-  if (t[p] == '[') {
-    // JSON array of call objects.
-    p = skip_ws(t, p + 1);
-    while (p < t.size() && t[p] != ']') {
-      CallSnapshot call;
-      bool is_call = true;
-      size_t end = parse_call_object(t, p, &call, &is_call);
-      if (!is_call) return;
-      if (final) call.complete = true;
-      s->calls.push_back(std::move(call));
-      if (end == std::string_view::npos) return;
-      p = skip_ws(t, end);
-      if (p < t.size() && t[p] == ',') p = skip_ws(t, p + 1);
-    }
+  if (t[p] == '[') {  // a JSON array of call objects
+    parse_call_array(t, p + 1, final, s);
     return;
   }
   // name[ARGS]{...}, repeated with [TOOL_CALLS] between calls.
@@ -235,18 +240,7 @@ void parse_json_list(std::string_view t, bool final, Snapshot* s) {
     if (final) s->content = std::string(t);
     return;
   }
-  p = skip_ws(t, p + 1);
-  while (p < t.size() && t[p] != ']') {
-    CallSnapshot call;
-    bool is_call = true;
-    size_t end = parse_call_object(t, p, &call, &is_call);
-    if (!is_call) return;
-    if (final) call.complete = true;
-    s->calls.push_back(std::move(call));
-    if (end == std::string_view::npos) return;
-    p = skip_ws(t, end);
-    if (p < t.size() && t[p] == ',') p = skip_ws(t, p + 1);
-  }
+  parse_call_array(t, p + 1, final, s);
 }
 
 // --- harmony (GPT-OSS) ---

@@ -81,6 +81,10 @@ std::vector<Case> cases() {
        "", "", {{"get_weather", R"({"city": "Lyon"})"}, {"get_news", R"({"topic": "tech"})"}}},
       {"mistral v11", "", ToolParserKind::kMistral, ReasoningKind::kNone,
        "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Nice\"}", "", "", {{"get_weather", R"({"city": "Nice"})"}}},
+      {"json list (tool_choice required)", "", ToolParserKind::kJsonList, ReasoningKind::kNone,
+       " [{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}},\n {\"name\": \"get_time\", "
+       "\"arguments\": {\"tz\": \"CET\"}}]",
+       "", "", {{"get_weather", R"({"city": "Oslo"})"}, {"get_time", R"({"tz": "CET"})"}}},
   };
 }
 
