@@ -37,9 +37,7 @@ void paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor& qkv
 
   // Flatten (token, head) into tasks; find each token's sequence by its cu_seqlens interval.
   const int64_t num_tokens = qkv.dim(0);
-  std::vector<int32_t> seq_of(static_cast<size_t>(num_tokens));
-  for (int64_t s = 0; s < meta.num_seqs; ++s)
-    for (int32_t i = cu[s]; i < cu[s + 1]; ++i) seq_of[static_cast<size_t>(i)] = static_cast<int32_t>(s);
+  const std::vector<int32_t> seq_of = cpu_sequence_of_tokens(meta, num_tokens);
 
   // The fast tiers' kernel takes a token's whole GQA group at once (attn_group_kernel); a shape it does not take,
   // and the scalar and AVX2 tiers, run this reference per head.

@@ -32,9 +32,7 @@ void paged_attention_window(ThreadPool& pool, const Tensor& qkv, const KvLayer& 
   const KV* kc = cache.k.as<KV>();
   const KV* vc = cache.v.as<KV>();
   const int64_t num_tokens = qkv.dim(0);
-  std::vector<int32_t> seq_of(static_cast<size_t>(num_tokens));
-  for (int64_t s = 0; s < meta.num_seqs; ++s)
-    for (int32_t i = cu[s]; i < cu[s + 1]; ++i) seq_of[static_cast<size_t>(i)] = static_cast<int32_t>(s);
+  const std::vector<int32_t> seq_of = cpu_sequence_of_tokens(meta, num_tokens);
 
   pool.parallel_for(num_tokens * num_heads, [&](int64_t b, int64_t e, int) {
     std::vector<float> scores(static_cast<size_t>(meta.max_seqlen_k));

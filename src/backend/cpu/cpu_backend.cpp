@@ -133,6 +133,15 @@ inline void rms_norm_row(const float* x, const Tensor& weight, float* out, int64
 
 }  // namespace
 
+std::vector<int32_t> cpu_sequence_of_tokens(const AttentionMetadata& meta, int64_t num_tokens) {
+  const int32_t* cu = meta.cu_seqlens_q.i32();
+  std::vector<int32_t> seq_of(static_cast<size_t>(num_tokens));
+  for (int64_t s = 0; s < meta.num_seqs; ++s) {
+    for (int32_t i = cu[s]; i < cu[s + 1]; ++i) seq_of[static_cast<size_t>(i)] = static_cast<int32_t>(s);
+  }
+  return seq_of;
+}
+
 void cpu_parallel_tasks(ThreadPool& pool, int64_t n, const std::function<void(int64_t, int)>& fn) {
   if (n <= 0) return;
   if (n == 1 || pool.num_threads() == 1) {

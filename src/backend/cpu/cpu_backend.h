@@ -116,6 +116,9 @@ class CpuBackend final : public Backend {
 // finishes early, or was not descheduled, takes the next task, so no thread idles while tasks remain.
 void cpu_parallel_tasks(ThreadPool& pool, int64_t n, const std::function<void(int64_t, int)>& fn);
 
+// Each token's sequence (its cu_seqlens_q interval) for the num_tokens query rows of an attention call.
+std::vector<int32_t> cpu_sequence_of_tokens(const AttentionMetadata& meta, int64_t num_tokens);
+
 // Causal paged attention (cpu_attention.cpp), its dot products and sums through `kern`.
 void cpu_paged_attention(ThreadPool& pool, const CpuKernels& kern, const Tensor& qkv, const KvLayer& cache,
                          const AttentionMetadata& meta, const Tensor& out);

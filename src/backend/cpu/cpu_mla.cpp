@@ -99,9 +99,7 @@ void mla_attention_rows(ThreadPool& pool, const CpuKernels& kern, const Tensor& 
   const int32_t* seq_lens = meta.seq_lens_k.i32();
   const int32_t* tables = meta.block_tables.i32();
   const KV* kc = cache.k.as<KV>();
-  std::vector<int32_t> seq_of(static_cast<size_t>(num_tokens));
-  for (int64_t s = 0; s < meta.num_seqs; ++s)
-    for (int32_t i = cu[s]; i < cu[s + 1]; ++i) seq_of[static_cast<size_t>(i)] = static_cast<int32_t>(s);
+  const std::vector<int32_t> seq_of = cpu_sequence_of_tokens(meta, num_tokens);
   pool.parallel_for(num_tokens * nh, [&](int64_t b, int64_t e, int) {
     std::vector<float> scores(static_cast<size_t>(meta.max_seqlen_k)), acc(static_cast<size_t>(r));
     for (int64_t task = b; task < e; ++task) {
