@@ -377,6 +377,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
       }
     }
   } else {
+    const bool wide_stores = (reinterpret_cast<uintptr_t>(a.out) & 15) == 0;  // the rows start 16-byte aligned too
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -385,13 +386,28 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const int row = row0 + mt * 16 + r * 8;
-        if (row >= num_rows) continue;
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;
         uint16_t* dst = a.out + (static_cast<int64_t>(q_start) + row_token(row)) * a.num_heads * D +
-                        static_cast<int64_t>(row_head(row)) * D + 2 * (lane & 3);
+                        static_cast<int64_t>(row_head(row)) * D;
+        if (D % 32 == 0 && wide_stores) {
+          // 16 bytes a lane: each 8-column group gathered by one lane of the row's quad (quad_transpose; every lane
+          // takes part, the rows past the item store nothing).
+#pragma unroll
+          for (int jg = 0; jg < D / 32; ++jg) {
+            uint32_t v[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              v[i] = pack_bf16x2(o[mt][4 * jg + i][2 * r] * inv, o[mt][4 * jg + i][2 * r + 1] * inv);
+            }
+            const uint4 c = quad_transpose(v, lane & 3);
+            if (row < num_rows) *reinterpret_cast<uint4*>(dst + 32 * jg + 8 * (lane & 3)) = c;
+          }
+          continue;
+        }
+        if (row >= num_rows) continue;
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
-          *reinterpret_cast<uint32_t*>(dst + dt * 8) =
+          *reinterpret_cast<uint32_t*>(dst + dt * 8 + 2 * (lane & 3)) =
               pack_bf16x2(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
         }
       }
