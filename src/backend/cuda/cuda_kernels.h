@@ -67,7 +67,7 @@ void launch_gather_rows(const void* x, int64_t num_rows_x, const int32_t* indice
                         void* out, cudaStream_t stream);
 // n bytes from src to dst by a kernel; either may be pinned host memory (read or written in place over the bus).
 void launch_copy_bytes(void* dst, const void* src, int64_t n, cudaStream_t stream);
-// Up to kCopyMaxSegments copies as launch_copy_bytes makes them, in one kernel; and, where num_ids > 0, the i32
+// Up to kCopyMaxSegments such copies in one kernel (launch_copy_bytes is one of them); and, where num_ids > 0, the i32
 // ids [num_ids] that one of them writes (4-byte aligned within a copy whose two sides are 4-byte aligned and whose
 // size is a multiple of 4) resolved as they are written: an entry v < 0 becomes max(sampled[-v - 1], 0), as
 // launch_resolve_pending_ids does it afterwards.

@@ -414,28 +414,12 @@ __global__ void cast_kernel(const void* src, DType src_dt, void* dst, DType dst_
   }
 }
 
-// n bytes from src to dst, 16 at a time where both are 16-byte aligned. Either side may be pinned host memory,
-// which the device reads and writes in place (unified addressing maps it): CudaBackend::upload_async /
-// download_async run small copies through here instead of the copy engine.
-__global__ void copy_bytes_kernel(char* dst, const char* src, int64_t n) {
-  pdl_wait();  // launched with PDL (cuda_launch.cuh): the previous kernel may read dst or write src
-  pdl_launch_dependents();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  int64_t done = 0;
-  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
-    done = n / 16 * 16;
-    for (int64_t i = first; i < n / 16; i += stride) {
-      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
-    }
-  }
-  for (int64_t i = done + first; i < n; i += stride) dst[i] = src[i];
-}
-
-// launch_copy_segments: copy blockIdx.y as copy_bytes_kernel makes it, 16 bytes at a time where both sides allow it,
-// then 4 at a time where they allow that (the copies that hold pending ids always do), else bytes; a word the
-// pending ids cover is resolved on its way (resolve_pending_id). The copies run side by side, so their reads over
-// the bus are in flight together.
+// launch_copy_segments (and launch_copy_bytes, one copy): copy blockIdx.y, 16 bytes at a time where both sides allow
+// it, then 4 at a time where they allow that (the copies that hold pending ids always do), else bytes; a word the
+// pending ids cover is resolved on its way (resolve_pending_id). Either side may be pinned host memory, which the
+// device reads and writes in place (unified addressing maps it): CudaBackend::upload_async / download_async run
+// small copies through here instead of the copy engine. The copies run side by side, so their reads over the bus are
+// in flight together.
 __device__ __forceinline__ uint32_t resolve_word(uint32_t w, uintptr_t at, const CopySegments& c) {
   const auto lo = reinterpret_cast<uintptr_t>(c.ids);
   const int32_t v = static_cast<int32_t>(w);
@@ -615,10 +599,12 @@ void launch_cast(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t
 }
 
 void launch_copy_bytes(void* dst, const void* src, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  launch_pdl(copy_bytes_kernel, dim3(std::min<unsigned int>(grid_for((n + 15) / 16), kCopyKernelMaxBlocks)),
-             dim3(kElementwiseThreads), 0, stream, static_cast<char*>(dst), static_cast<const char*>(src), n);
-  RL_CUDA_CHECK_LAUNCH();
+  CopySegments c;
+  c.dst[0] = static_cast<char*>(dst);
+  c.src[0] = static_cast<const char*>(src);
+  c.bytes[0] = n;
+  c.num = 1;
+  launch_copy_segments(c, stream);
 }
 
 void launch_copy_segments(const CopySegments& c, cudaStream_t stream) {
