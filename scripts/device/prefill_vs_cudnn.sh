@@ -8,8 +8,9 @@
 # (the diagonal's half tiles at every length: continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without
 # them: continuous_v3_lazy_autosnake_expfirst), expfirst (the exponentials first where production has no half tiles:
 # above 2k keys; production's form since session 35), noexpfirst (production without them: the form before session
-# 35), expfirst_nodiaghalf (them at every length, without the half tiles), qring (production with Q in the K stages'
-# ring: the lab's PrefillSm90Options::q_ring, session 37), bsN (production over a KV cache of block
+# 35), expfirst_nodiaghalf (them at every length, without the half tiles), qring (Q in the K stages' ring at every
+# length: PrefillSm90Options::q_ring; production's up to 4k keys since session 39), noqring (production without it:
+# the form of sessions 35-38; the forms above keep production's choice of it), bsN (production over a KV cache of block
 # size N), alt_NAME (the production rows of another build, carried in $ALT_DIR/NAME/rl_bench_kernels: a kernel variant
 # built from another tree). Carried binaries in $RL_BIN_DIR. Each run prints its outputs' XXH3 words; the summary
 # lists the distinct words of each shape and form (forms that claim the same bits show one word).
@@ -33,19 +34,22 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_diaghalf_autosnake timeout 120 "$bin/rl_bench_kernels" \
           prefill_production ;;
       nodiaghalf)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_expfirst timeout 120 "$bin/rl_bench_kernels" \
-          prefill_production ;;
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_expfirst_autoqring timeout 120 \
+          "$bin/rl_bench_kernels" prefill_production ;;
       noexpfirst)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf timeout 120 "$bin/rl_bench_kernels" \
-          prefill_production ;;
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_autoqring timeout 120 \
+          "$bin/rl_bench_kernels" prefill_production ;;
       expfirst)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst timeout 120 \
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst_autoqring timeout 120 \
           "$bin/rl_bench_kernels" prefill_production ;;
       expfirst_nodiaghalf)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_expfirst timeout 120 "$bin/rl_bench_kernels" \
-          prefill_production ;;
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_expfirst_autoqring timeout 120 \
+          "$bin/rl_bench_kernels" prefill_production ;;
       qring)
         RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst_qring timeout 120 \
+          "$bin/rl_bench_kernels" prefill_production ;;
+      noqring)
+        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst timeout 120 \
           "$bin/rl_bench_kernels" prefill_production ;;
       bs*) timeout 120 "$bin/rl_bench_kernels" "prefill_production_$who" ;;
       alt_*) timeout 120 "${ALT_DIR:?alt forms need ALT_DIR}/${who#alt_}/rl_bench_kernels" prefill_production ;;

@@ -312,6 +312,8 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   const cuda::PrefillSm90Options production_form = cuda().prefill_sm90_form();
   const int snake_default = cuda().prefill_snake_mode();
   const int diag_half_default = cuda().prefill_diag_half_mode();
+  const int q_ring_default = cuda().prefill_q_ring_mode();
+  const bool q_ring_here = cuda().prefill_q_ring(1000);  // production's choice at these batches' longest key row
   // Bits 1 and 2: continuous turns and 3 V stages. Bit 4: the lazy rescale (production since session 20: 7 is the full
   // sweep). Bit 32: snake-ordered rounds of work items forced on (production turns them on from
   // kPrefillSm90SnakeMinKeyTiles key tiles, past these batches' longest row). The diagonal's half tiles (a consumer's
@@ -319,23 +321,24 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   // (prefill_sm90_diag_half; they reach it as the first tile, as the second after a full one, and after several), with
   // the lazy rescale; bit 256 turns them off (production's form above kPrefillSm90DiagHalfMaxKeyTiles key tiles, with
   // the exponentials first where production has them: 263). Bit 512 turns production's choice of the exponentials
-  // first over (built without the half tiles: 775 is the form without them). Bit 1024: the lab's Q in the K stages'
-  // ring, built with production's two forms (1031 with the half tiles, 1287 with the exponentials first).
+  // first over (built without the half tiles: 775 is the form without them). Bit 1024 turns production's choice of Q in
+  // the K stages' ring over (on at these lengths since session 39, prefill_sm90_q_ring; built with production's two
+  // forms: 0 and 263 run it, 1031 and 1287 the half tiles and the exponentials first without it).
   for (const int lab : {0, 1, 2, 3, 7, 39, 263, 775, 1031, 1287}) {
     cuda::PrefillSm90Options form;
     form.continuous_turns = lab & 1;
     form.v_stages = lab & 2 ? 3 : 2;
     form.lazy_rescale = lab & 4;
     form.exp_first = production_form.exp_first != static_cast<bool>(lab & 512);
-    form.q_ring = production_form.q_ring != static_cast<bool>(lab & 1024);
-    const bool snake = lab & 32, no_diag_half = lab & 256;
+    const bool snake = lab & 32, no_diag_half = lab & 256, q_ring = q_ring_here != static_cast<bool>(lab & 1024);
     cuda().set_prefill_sm90_form(form);
     cuda().set_prefill_snake_mode(snake ? 1 : snake_default);
     cuda().set_prefill_diag_half_mode(no_diag_half ? 0 : diag_half_default);
+    cuda().set_prefill_q_ring_mode(lab & 1024 ? static_cast<int>(q_ring) : q_ring_default);
     const bool production =
         form.continuous_turns == production_form.continuous_turns && form.v_stages == production_form.v_stages &&
         form.lazy_rescale == production_form.lazy_rescale && form.exp_first == production_form.exp_first &&
-        form.q_ring == production_form.q_ring && !snake && !no_diag_half;
+        !snake && !no_diag_half && !(lab & 1024);
     for (const auto impl : {CudaBackend::AttentionImpl::kAuto, CudaBackend::AttentionImpl::kHopperPacked}) {
       for (int64_t bs : {int64_t{8}, int64_t{16}, int64_t{32}, int64_t{256}}) {
         // The production form on every case; the others on the page sizes at both ends (one box per page, one box
@@ -352,7 +355,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
                                    << (snake ? " snake" : "")
                                    << (no_diag_half ? " no diagonal half tiles" : "")
                                    << (form.exp_first ? " exponentials first" : "")
-                                   << (form.q_ring ? " Q ring" : "");
+                                   << (q_ring ? " Q ring" : "");
           }
         }
       }
@@ -361,6 +364,7 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
   cuda().set_prefill_sm90_form(production_form);
   cuda().set_prefill_snake_mode(snake_default);
   cuda().set_prefill_diag_half_mode(diag_half_default);
+  cuda().set_prefill_q_ring_mode(q_ring_default);
 }
 
 // Queries in [-16, 16), scores 8 times as wide as the other cases': later key tiles often pass a row's running max by

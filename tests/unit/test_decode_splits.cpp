@@ -17,6 +17,14 @@ TEST(DecodeSplits, FillsWholeWavesAtTheMeasuredShapes) {
   EXPECT_EQ(decode_num_splits(1, 8, 4096, 32, 128, kSlots), 32);   // the pages limit: 2 pages per warp
 }
 
+// The wave score both split heuristics share (best_wave_splits): a count buys its merge only with a fuller last wave.
+TEST(DecodeSplits, WaveScoreTakesTheFewestSplitsOfTheFullestWaves) {
+  EXPECT_EQ(best_wave_splits(128, 8, kSlots), 3);   // 384 of 396 slots; 6 fill as well but pay three more merges
+  EXPECT_EQ(best_wave_splits(kSlots, 8, kSlots), 1);  // one full wave already
+  EXPECT_EQ(best_wave_splits(100, 8, kSlots), 7);   // 700 of 792 slots in two waves; 3 fill 300 of 396
+  EXPECT_EQ(best_wave_splits(1, 1, kSlots), 1);     // the cap
+}
+
 TEST(DecodeSplits, StaysWithinLimits) {
   // A short context cannot be split below kDecodeMinPagesPerSplit pages per split.
   EXPECT_EQ(decode_num_splits(1, 8, 100, 32, 128, kSlots), 1);
@@ -46,6 +54,18 @@ TEST(DecodeStagedSplits, HalfTheSmsAtBatchOne) {
   EXPECT_EQ(decode_staged_num_splits(64, 8, 4096, 132), 1);
   EXPECT_EQ(decode_staged_num_splits(1, 1, 1 << 24, 1 << 20), kDecodeMaxSplits);
   EXPECT_GE(decode_staged_num_splits(1, 8, 4096, 0), 1);
+}
+
+// The Hopper prefill's forms by the launch's longest key row, at the lengths each was measured on (kernel_config.h):
+// the diagonal's half tiles up to 2k keys, Q in the K stages' ring up to 4k, snake rounds from 2k.
+TEST(PrefillSm90Forms, ByTheLongestKeyRow) {
+  for (const int64_t keys : {1024, 2048, 4096, 16384, 32768}) {
+    EXPECT_EQ(prefill_sm90_diag_half(keys), keys <= 2048) << keys;
+    EXPECT_EQ(prefill_sm90_q_ring(keys), keys <= 4096) << keys;
+    EXPECT_EQ(prefill_sm90_snake(keys), keys >= 2048) << keys;
+  }
+  EXPECT_FALSE(prefill_sm90_q_ring(4097));
+  EXPECT_FALSE(prefill_sm90_diag_half(2049));
 }
 
 TEST(AttentionCoverage, FastShapesAreEmptyAndSlowOnesSaySo) {

@@ -134,8 +134,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_diag_half_mode_ = has("autodiaghalf") ? -1 : has("diaghalf") ? 1 : 0;
     // "expfirst": the exponentials first, where the half tiles are off (production's form past the half tiles' limit).
     prefill_form_.exp_first = has("expfirst");
-    // "qring": Q in the K stages' ring (lab, PrefillSm90Options::q_ring).
-    prefill_form_.q_ring = has("qring");
+    // "autoqring": Q in the K stages' ring where production takes it (prefill_sm90_q_ring); "qring": always.
+    prefill_q_ring_mode_ = has("autoqring") ? -1 : has("qring") ? 1 : 0;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -430,6 +430,7 @@ void CudaBackend::attention(const Tensor& qkv, const KvLayer& cache, const Atten
       o.snake = prefill_snake_mode_ < 0 ? cuda::prefill_sm90_snake(a.max_seqlen_k) : prefill_snake_mode_ == 1;
       o.diag_half = prefill_diag_half_mode_ < 0 ? cuda::prefill_sm90_diag_half(a.max_seqlen_k)
                                                 : prefill_diag_half_mode_ == 1;
+      o.q_ring = prefill_q_ring(a.max_seqlen_k);
       cuda::launch_prefill_attention_sm90(a, o, num_sms_, stream_);
       return;
     }

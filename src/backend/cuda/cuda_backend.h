@@ -181,11 +181,11 @@ class CudaBackend final : public Backend {
   // kernel_config.h kDecodeFusedRopeAttention, RIDGELINE_CUDA_FUSED_ROPE_ATTENTION=1|0 end to end).
   void set_fused_rope_attention(bool on) { fused_rope_attention_ = on; }
   bool fused_rope_attention() const { return fused_rope_attention_; }
-  // The Hopper prefill's form (PrefillSm90Options), set whole: its fields continuous_turns, v_stages and lazy_rescale;
-  // the launch sets the rest (pack, intra_overlap, persistent, k_stages, snake, diag_half). The constructor takes
-  // kernel_config.h's production form (kPrefillSm90ContinuousTurns, kPrefillSm90VStages, kPrefillSm90LazyRescale) or
-  // RIDGELINE_CUDA_PREFILL_SM90's words (per_item_v2|continuous|v3|continuous_v3, "lazy"). Tests run every combination
-  // that is built.
+  // The Hopper prefill's form (PrefillSm90Options), set whole: its fields continuous_turns, v_stages, lazy_rescale and
+  // exp_first; the launch sets the rest (pack, intra_overlap, persistent, k_stages, snake, diag_half, q_ring). The
+  // constructor takes kernel_config.h's production form (kPrefillSm90ContinuousTurns, kPrefillSm90VStages,
+  // kPrefillSm90LazyRescale, kPrefillSm90ExpFirst) or RIDGELINE_CUDA_PREFILL_SM90's words
+  // (per_item_v2|continuous|v3|continuous_v3, "lazy", "expfirst"). Tests run every combination that is built.
   void set_prefill_sm90_form(const cuda::PrefillSm90Options& form) { prefill_form_ = form; }
   const cuda::PrefillSm90Options& prefill_sm90_form() const { return prefill_form_; }
   // The Hopper prefill's snake-ordered rounds: -1 by the launch's longest key row (kernel_config.h,
@@ -196,6 +196,13 @@ class CudaBackend final : public Backend {
   // key row (kernel_config.h, prefill_sm90_diag_half; the default), 0 off, 1 on.
   void set_prefill_diag_half_mode(int mode) { prefill_diag_half_mode_ = mode; }
   int prefill_diag_half_mode() const { return prefill_diag_half_mode_; }
+  // Q in the K stages' ring (PrefillSm90Options::q_ring): -1 by the launch's longest key row (kernel_config.h,
+  // prefill_sm90_q_ring; the default), 0 off, 1 on. prefill_q_ring: the mode applied to a launch's longest key row.
+  void set_prefill_q_ring_mode(int mode) { prefill_q_ring_mode_ = mode; }
+  int prefill_q_ring_mode() const { return prefill_q_ring_mode_; }
+  bool prefill_q_ring(int64_t max_seqlen_k) const {
+    return prefill_q_ring_mode_ < 0 ? cuda::prefill_sm90_q_ring(max_seqlen_k) : prefill_q_ring_mode_ == 1;
+  }
   // Deterministic attention computes a decode step's KV chunks in parallel when their states fit this many floats
   // of scratch (< 0: the whole split-KV scratch), else in registers; both give the same bits. Tests shrink it to
   // reach the in-register path.
@@ -217,6 +224,7 @@ class CudaBackend final : public Backend {
   cuda::PrefillSm90Options prefill_form_;  // set_prefill_sm90_form (the constructor: kernel_config.h)
   int prefill_snake_mode_ = -1;  // set_prefill_snake_mode
   int prefill_diag_half_mode_ = -1;  // set_prefill_diag_half_mode
+  int prefill_q_ring_mode_ = -1;  // set_prefill_q_ring_mode
   bool copy_kernel_ = true;  // set_copy_kernel
   // The pinned allocations (base → bytes): copy_by_kernel runs only on these.
   mutable std::mutex pinned_mu_;

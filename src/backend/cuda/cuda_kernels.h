@@ -237,10 +237,10 @@ struct PrefillSm90Options {
   // longest for one block is its shortest the next round), instead of the same slot every round; production sets it
   // from the launch's longest key row (kernel_config.h, prefill_sm90_snake).
   bool snake = false;
-  // Lab (session 37, not yet run on a device; RIDGELINE_CUDA_PREFILL_SM90 word "qring"): with production's forms (the
-  // lazy rescale with the half tiles or the exponentials first), Q and the K tiles share the Q buffer and the 3 K
-  // stages as one ring of slots, so the next item's Q loads a few tiles before this item ends, into the slot its
-  // oldest K tile frees (prefill_attention_sm90.cu, QkRing). Ignored elsewhere.
+  // With production's forms (the lazy rescale with the half tiles or the exponentials first), Q and the K tiles share
+  // the Q buffer and the 3 K stages as one ring of slots, so the next item's Q loads a few tiles before this item
+  // ends, into the slot its oldest K tile frees (prefill_attention_sm90.cu, QkRing). Production sets it from the
+  // launch's longest key row (kernel_config.h, prefill_sm90_q_ring). Ignored elsewhere.
   bool q_ring = false;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);

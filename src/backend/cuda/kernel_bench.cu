@@ -925,7 +925,7 @@ void bench_prefill_trace(CudaBackend& be) {
     for (int rep = 0; rep < 3; ++rep) {  // warm-ups, then the recorded launch
       RL_CUDA_CHECK(cudaMemsetAsync(tr, 0, trace_bytes, be.stream()));
       blocks = cuda::launch_prefill_attention_sm90_trace(a, be.num_sms(), be.stream(), tr, kMaxItems,
-                                                         be.prefill_sm90_form().q_ring);
+                                                         be.prefill_q_ring(a.max_seqlen_k));
     }
     std::vector<long long> t(trace_bytes / sizeof(long long));
     be.synchronize();

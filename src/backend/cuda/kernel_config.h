@@ -334,6 +334,22 @@ constexpr int64_t kDecodeWorkspaceRows = int64_t(1) << 17;  // 64 MiB of partial
 // Each extra split costs its merge: a split must buy more than 1 % of wave efficiency (below).
 constexpr double kDecodeSplitPenalty = 0.01;
 
+// The split count in [1, cap] whose grid (base_blocks × splits) best fills whole waves of `slots` resident blocks,
+// less kDecodeSplitPenalty a split; the smallest count among equal scores.
+inline int64_t best_wave_splits(int64_t base_blocks, int64_t cap, int64_t slots) {
+  int64_t best = 1;
+  double best_score = -1e30;
+  for (int64_t s = 1; s <= cap; ++s) {
+    const int64_t blocks = base_blocks * s, waves = (blocks + slots - 1) / slots;
+    const double score = static_cast<double>(blocks) / static_cast<double>(waves * slots) - kDecodeSplitPenalty * s;
+    if (score > best_score + 1e-9) {
+      best = s;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
 // Chooses the split count of the decode kernel from host-side fields only (graph-capturable dispatch): the count
 // whose grid best fills whole waves of `slots` resident blocks (blocks per SM × SMs, from the occupancy of the
 // kernel instance), less kDecodeSplitPenalty per split, within the pages-per-split and workspace limits. Reason
@@ -351,17 +367,7 @@ inline int64_t decode_num_splits(int64_t num_seqs, int64_t num_kv_blocks_per_seq
   const int64_t rows_cap = kDecodeWorkspaceRows * 128 / std::max<int64_t>(head_dim, 128);
   cap = std::min(cap, std::max<int64_t>(1, rows_cap / std::max<int64_t>(per_split_rows, 1)));
   slots = std::max<int64_t>(slots, 1);
-  int64_t best = 1;
-  double best_score = -1e30;
-  for (int64_t s = 1; s <= cap; ++s) {
-    const int64_t blocks = base_blocks * s, waves = (blocks + slots - 1) / slots;
-    const double score = static_cast<double>(blocks) / static_cast<double>(waves * slots) - kDecodeSplitPenalty * s;
-    if (score > best_score + 1e-9) {
-      best = s;
-      best_score = score;
-    }
-  }
-  return best;
+  return best_wave_splits(base_blocks, cap, slots);
 }
 
 // The staged decode kernel's split count (DecodeKernel::kStaged): enough splits that a split of the longest context
@@ -593,6 +599,23 @@ constexpr bool kPrefillSm90ExpFirst = true;
 // items' lengths), off for short items (16 × 1k: 8 tiles at most).
 constexpr int64_t kPrefillSm90SnakeMinKeyTiles = 16;
 inline bool prefill_sm90_snake(int64_t max_seqlen_k) { return max_seqlen_k >= kPrefillSm90SnakeMinKeyTiles * 128; }
+// Hopper prefill: Q in the K stages' ring (PrefillSm90Options::q_ring, session 37; built with production's two forms,
+// the diagonal's half tiles and the exponentials first). The Q buffer and the 3 K stages are one ring of four slots,
+// so the next item's Q loads into the slot of this item's oldest K tile once its S = Q Kᵀ is done, a few tiles before
+// the item ends, where the Q buffer of its own loaded only once both consumers were done with the item: the shorter
+// the items, the more of a block's span that wait was. Measured (H100, session 39, prefill_vs_cudnn.sh, 40 launches a
+// row, 1 + 3 rounds alternating in two calls on one machine, TFLOP/s, ring forced on / production without it /
+// cuDNN): 4 × 4k 591.7, 595.6 / 591.4 / 594.4 against 588.1, 588.6 / 585.8 / 590.2 (+1 %; cuDNN 533.1, 578.5 /
+// 578.4 / 585.4); 8 × 2k 526.9, 528.2 / 529.2 / 525.6 against 513.9, 515.9 / 515.1 / 511.9 (+2.6 %); 16 × 1k 435.9,
+// 434.8 / 432.3 / 435.2 against 410.0, 400.8 / 407.1 / 409.7 (+7 %; cuDNN 390.6, 416.7 / 396.1 / 415.8); but 1 × 16k
+// 606.3, 587.3 / 597.8 / 580.8 against 597.1, 593.1 / 610.5 / 662.9 (medians 592.6 against 603.8) and 1 × 32k 603.7,
+// 596.3 / 605.7 / 601.9 against 620.0, 619.6 / 607.3 / 617.8 (−2.6 %): long items gain little from an earlier Q and
+// lose a K stage for the tiles after the next Q lands. The same XXH3 output words at every shape; the attention and
+// golden tests, memcheck and racecheck of the small prefill tests passed with it. So on where the launch's longest
+// key row has at most kPrefillSm90QRingMaxKeyTiles key tiles (the measured gains), off above
+// (RIDGELINE_CUDA_PREFILL_SM90: "qring" forces it on, a value without "autoqring" or "qring" off).
+constexpr int64_t kPrefillSm90QRingMaxKeyTiles = 32;
+inline bool prefill_sm90_q_ring(int64_t max_seqlen_k) { return max_seqlen_k <= kPrefillSm90QRingMaxKeyTiles * 128; }
 // Deterministic mode, decode-shaped steps: one warp per (sequence, kv head) whose 16 tile rows hold the GQA
 // group's query heads (group ≤ 16), so each K/V tile is read once per group and the grid has B × kv_heads blocks.
 // Deterministic mode cuts every row's keys into chunks of kDetChunkKeys at absolute key positions (a multiple of
@@ -640,17 +663,7 @@ inline int64_t mla_num_splits(int64_t base_blocks, int64_t max_seqlen_k, int64_t
   // grid has one block per split, which the wave score below (1/slots per split against 1 % per merge) would leave
   // at a single block.
   if (base_blocks * cap <= slots) return cap;
-  int64_t best = 1;
-  double best_score = -1e30;
-  for (int64_t s = 1; s <= cap; ++s) {
-    const int64_t blocks = base_blocks * s, waves = (blocks + slots - 1) / slots;
-    const double score = static_cast<double>(blocks) / static_cast<double>(waves * slots) - kDecodeSplitPenalty * s;
-    if (score > best_score + 1e-9) {
-      best = s;
-      best_score = score;
-    }
-  }
-  return best;
+  return best_wave_splits(base_blocks, cap, slots);
 }
 
 // Which attention shapes have fast kernels (the dispatch in cuda_backend.cpp and prefill_attention_supported /

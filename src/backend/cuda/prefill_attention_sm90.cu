@@ -92,9 +92,10 @@ struct WorkItem {
 // of 8) run on its first 64 keys only. Skipped keys are masked keys: P is 0 there, so only work that adds zeros goes.
 // TRACE (kernel lab, launch_prefill_attention_sm90_trace): clock64 stamps per block and item, at the producer's and
 // each consumer's item boundaries.
-// QR (lab, PrefillSm90Options::q_ring; with one Q buffer and 3 K stages only): Q and the K tiles share the four slots
-// (QkRing), so the next item's Q loads into the slot of the item's oldest K tile once its S = Q Kᵀ is done, a few
-// tiles before the item ends, where a Q buffer of its own loads only once both consumers are done with the item.
+// QR (PrefillSm90Options::q_ring, production up to kPrefillSm90QRingMaxKeyTiles key tiles; with one Q buffer and 3
+// K stages only): Q and the K tiles share the four slots (QkRing), so the next item's Q loads into the slot of the
+// item's oldest K tile once its S = Q Kᵀ is done, a few tiles before the item ends, where a Q buffer of its own loads
+// only once both consumers are done with the item.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
           bool DH = false, bool TRACE = false, bool EF = false, bool QR = false>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -711,7 +712,7 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3 &&
                     o.lazy_rescale;
   if (lazy) {
-    // Lab: Q in the K stages' ring (q_ring), built with production's two forms only.
+    // Q in the K stages' ring (q_ring), built with production's two forms only.
     if (o.q_ring && o.diag_half) {
       launch_sm90<false, true, 3, 0, true, 3, true, true, false, false, true>(a, o.persistent, num_sms, stream,
                                                                               o.snake);
@@ -758,8 +759,8 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
 int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cudaStream_t stream, long long* trace,
                                         int max_items, bool q_ring) {
   // Production's form (kernel_config.h) and snake order, without the half tiles at any length: with them and the
-  // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel. q_ring: the lab's Q in the K
-  // stages' ring.
+  // stamps, ptxas serializes the wgmmas (C7511), which would time another kernel. q_ring: Q in the K
+  // stages' ring (the caller's choice, as the backend makes it).
   constexpr int ks = kPrefillSm90KStages, vs = kPrefillSm90VStages;
   constexpr bool cont = kPrefillSm90ContinuousTurns, lazy = kPrefillSm90LazyRescale;
   const bool snake = prefill_sm90_snake(a.max_seqlen_k);
