@@ -609,11 +609,12 @@ inline bool prefill_sm90_snake(int64_t max_seqlen_k) { return max_seqlen_k >= kP
 // 578.4 / 585.4); 8 × 2k 526.9, 528.2 / 529.2 / 525.6 against 513.9, 515.9 / 515.1 / 511.9 (+2.6 %); 16 × 1k 435.9,
 // 434.8 / 432.3 / 435.2 against 410.0, 400.8 / 407.1 / 409.7 (+7 %; cuDNN 390.6, 416.7 / 396.1 / 415.8); but 1 × 16k
 // 606.3, 587.3 / 597.8 / 580.8 against 597.1, 593.1 / 610.5 / 662.9 (medians 592.6 against 603.8) and 1 × 32k 603.7,
-// 596.3 / 605.7 / 601.9 against 620.0, 619.6 / 607.3 / 617.8 (−2.6 %): long items gain little from an earlier Q and
-// lose a K stage for the tiles after the next Q lands. The same XXH3 output words at every shape; the attention and
-// golden tests, memcheck and racecheck of the small prefill tests passed with it. So on where the launch's longest
-// key row has at most kPrefillSm90QRingMaxKeyTiles key tiles (the measured gains), off above
-// (RIDGELINE_CUDA_PREFILL_SM90: "qring" forces it on, a value without "autoqring" or "qring" off). Then in
+// 596.3 / 605.7 / 601.9 against 620.0, 619.6 / 607.3 / 617.8 (−2.6 %): long items gain little from an earlier Q,
+// and the next Q holds a K stage through an item's last tiles (the likely cost; not timed apart). The same XXH3
+// output words at every shape; the attention and golden tests, memcheck and racecheck of the small prefill tests
+// passed with it. So on where the launch's longest key row has at most kPrefillSm90QRingMaxKeyTiles key tiles (the
+// measured gains), off above (RIDGELINE_CUDA_PREFILL_SM90: "qring" forces it on, a value without "autoqring" or
+// "qring" off). Then in
 // production (H100, session 39, three calls on freshly started machines, 3 rounds each, medians, ours / cuDNN in the
 // same call): 4 × 4k 1.050 / 1.042 / 1.027, 16 × 1k 1.165 / 1.151 / 1.056, 1 × 16k 1.005 / 1.066 / 1.071; without the
 // ring in the first call 585.2 against 591.6 at 4 × 4k, 401.9 against 438.2 at 16 × 1k.
