@@ -23,38 +23,30 @@ device_env
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 100 \
   > "$L/clocks.csv" 2>/dev/null &
 sampler=$!
+# Each lab form is production's kernel with one choice changed, named by its RIDGELINE_CUDA_PREFILL_SM90 words.
+declare -A lab_forms=(
+  [snake]=continuous_v3_lazy_snake
+  [diaghalf]=continuous_v3_lazy_diaghalf_autosnake
+  [nodiaghalf]=continuous_v3_lazy_autosnake_expfirst_autoqring
+  [noexpfirst]=continuous_v3_lazy_autosnake_autodiaghalf_autoqring
+  [expfirst]=continuous_v3_lazy_autosnake_autodiaghalf_expfirst_autoqring
+  [expfirst_nodiaghalf]=continuous_v3_lazy_autosnake_expfirst_autoqring
+  [qring]=continuous_v3_lazy_autosnake_autodiaghalf_expfirst_qring
+  [noqring]=continuous_v3_lazy_autosnake_autodiaghalf_expfirst
+)
 for r in $(seq 1 "${ROUNDS:-3}"); do
   for who in ${FORMS:-production peers}; do
     t_start=$(date +%s.%N)
-    case "$who" in
-      peers) timeout 150 python3 bench/peers/torch_peers.py prefill ;;
-      snake)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
-      diaghalf)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_diaghalf_autosnake timeout 120 "$bin/rl_bench_kernels" \
-          prefill_production ;;
-      nodiaghalf)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_expfirst_autoqring timeout 120 \
-          "$bin/rl_bench_kernels" prefill_production ;;
-      noexpfirst)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_autoqring timeout 120 \
-          "$bin/rl_bench_kernels" prefill_production ;;
-      expfirst)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst_autoqring timeout 120 \
-          "$bin/rl_bench_kernels" prefill_production ;;
-      expfirst_nodiaghalf)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_expfirst_autoqring timeout 120 \
-          "$bin/rl_bench_kernels" prefill_production ;;
-      qring)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst_qring timeout 120 \
-          "$bin/rl_bench_kernels" prefill_production ;;
-      noqring)
-        RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_autosnake_autodiaghalf_expfirst timeout 120 \
-          "$bin/rl_bench_kernels" prefill_production ;;
-      bs*) timeout 120 "$bin/rl_bench_kernels" "prefill_production_$who" ;;
-      alt_*) timeout 120 "${ALT_DIR:?alt forms need ALT_DIR}/${who#alt_}/rl_bench_kernels" prefill_production ;;
-      *) timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
-    esac > "$L/${who}_r$r.txt" 2>&1
+    if [ -n "${lab_forms[$who]:-}" ]; then
+      RIDGELINE_CUDA_PREFILL_SM90=${lab_forms[$who]} timeout 120 "$bin/rl_bench_kernels" prefill_production
+    else
+      case "$who" in
+        peers) timeout 150 python3 bench/peers/torch_peers.py prefill ;;
+        bs*) timeout 120 "$bin/rl_bench_kernels" "prefill_production_$who" ;;
+        alt_*) timeout 120 "${ALT_DIR:?alt forms need ALT_DIR}/${who#alt_}/rl_bench_kernels" prefill_production ;;
+        *) timeout 120 "$bin/rl_bench_kernels" prefill_production ;;
+      esac
+    fi > "$L/${who}_r$r.txt" 2>&1
     echo "$who $r rc=$? $t_start $(date +%s.%N)" | tee -a "$L/phases.txt"
   done
 done
