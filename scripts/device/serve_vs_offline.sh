@@ -4,6 +4,7 @@
 # `ridgeline bench serve` and by an independent Python client (threads + http.client, counting usage) on the same
 # server, then `ridgeline bench throughput` at the same batch. Binary in $RL_BIN_DIR (default build/cuda).
 #   CONC=64 NUM=256 IN=512 OUT_LEN=128 scripts/device/serve_vs_offline.sh
+# ENGINE_ARGS: more engine options for serve and bench throughput (e.g. "--wake-thread off").
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -22,7 +23,7 @@ if [ ! -f "$model/tokenizer.json" ]; then
   cp "$model"/*.json "$tok"/tokenizer*.json "$scratch"/
   model="$scratch"
 fi
-common=(-m "$model" --dummy-weights --device cuda --max-num-seqs "$conc" --max-model-len 2048)
+common=(-m "$model" --dummy-weights --device cuda --max-num-seqs "$conc" --max-model-len 2048 ${ENGINE_ARGS:-})
 "$bin_dir/ridgeline" serve "${common[@]}" --port 0 >"$out/serve.out" 2>"$out/serve.err" &
 srv=$!
 for _ in $(seq 1 240); do

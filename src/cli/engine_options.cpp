@@ -42,6 +42,10 @@ void add_engine_options(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--profile", o->profile, "Write a Chrome-trace JSON of every step's host and device spans");
   cmd->add_flag("--profile-kernels", o->profile_kernels,
                 "With --profile: every device kernel's span too, CUDA graphs included (CUDA, through CUPTI)");
+  cmd->add_option("--wake-thread", o->wake_thread,
+                  "Who wakes the threads waiting for tokens: on (a helper thread that spins on a core while requests "
+                  "run, so the engine loop makes no wake-up system call), off (the engine loop), auto (on with CUDA)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   cmd->add_option("--tensor-parallel-size", o->tensor_parallel_size,
                   "Split the model over N ranks (CPU: threads; CUDA: GPUs 0..N-1 over NCCL); N divides the heads "
                   "and the intermediate size")
@@ -87,6 +91,7 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& o) {
   c.deterministic = o.deterministic;
   c.profile_path = o.profile;
   c.profile_kernels = o.profile_kernels;
+  c.wake_thread = o.wake_thread;
   c.speculative = o.speculative;
   c.num_speculative_tokens = o.num_speculative_tokens;
   c.draft_model_dir = o.draft_model;

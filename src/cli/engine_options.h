@@ -32,6 +32,7 @@ struct EngineOptions {
   bool deterministic = false;  // issue 13: batch-invariant kernels (see docs/benchmarks.md for the cost)
   std::string profile;         // Chrome-trace JSON path (empty: off)
   bool profile_kernels = false;  // --profile-kernels: every device kernel's span in the trace (CUDA)
+  std::string wake_thread = "auto";  // --wake-thread: EngineConfig::wake_thread
   // Speculative decoding (issue 18).
   std::string speculative;     // "", ngram or draft
   int32_t num_speculative_tokens = 4;

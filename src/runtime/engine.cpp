@@ -116,6 +116,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     bo.num_threads = std::max(1, cores / tp_size);
   }
   RL_ASSIGN_OR_RETURN(e->backend_, create_backend(config.device, bo));
+  if (config.wake_thread != "auto" && config.wake_thread != "on" && config.wake_thread != "off") {
+    return Status::error("wake_thread \"" + config.wake_thread + "\": expected auto, on or off");
+  }
+  if (config.wake_thread == "on" || (config.wake_thread == "auto" && e->backend_->device() == DeviceKind::kCuda)) {
+    e->waker_ = std::make_unique<ChannelWaker>(kChannelWakerSpinSeconds);
+  }
   e->backend_->set_deterministic(config.deterministic);
   if (config.profile_kernels) {
     if (config.profile_path.empty()) return Status::error("--profile-kernels needs --profile FILE (the trace it adds to)");
@@ -362,6 +368,7 @@ std::shared_ptr<OutputChannel> Engine::submit(const std::string& id, std::vector
   p->params = std::move(params);
   if (p->params.n < 1) p->params.n = 1;
   p->channel = std::make_shared<OutputChannel>(p->params.n);
+  p->channel->set_waker(waker_.get());
   p->finished.assign(static_cast<size_t>(p->params.n), false);
   auto ch = p->channel;
   start();

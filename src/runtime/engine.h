@@ -65,6 +65,10 @@ struct EngineConfig {
   bool enforce_eager = false;           // CUDA: never capture decode steps as CUDA graphs
   std::string profile_path;             // non-empty: write a Chrome-trace JSON of every step's spans there
   bool profile_kernels = false;         // with profile_path: every device kernel's span too (CUDA, CUPTI)
+  // Who wakes a consumer blocked on its OutputChannel: "on", a ChannelWaker thread (the engine thread makes no
+  // wake-up system call; the waker spins on a core while requests run); "off", the engine thread itself; "auto",
+  // on with CUDA, where the host's cores do not run the model.
+  std::string wake_thread = "auto";
   // Batch-invariant kernels (issue 13): a request's tokens do not depend on the rest of the batch.
   bool deterministic = false;
   // Speculative decoding (issue 18): "" (off), "ngram" (prompt lookup) or "draft" (draft_model_dir, a smaller
@@ -186,6 +190,12 @@ class Engine {
 
   // Thread-safe snapshot of the scheduler's counters (refreshed every step).
   SchedulerStats stats() const;
+  // The consumer wake-ups handed to the wake thread without / with a system call to wake it (both zero without
+  // one: EngineConfig::wake_thread).
+  std::pair<int64_t, int64_t> waker_posts() const {
+    return waker_ ? std::make_pair(waker_->posts_while_spinning(), waker_->posts_while_sleeping())
+                  : std::make_pair(int64_t{0}, int64_t{0});
+  }
   // Thread-safe snapshot of the speculative-decoding counters (all zero when speculation is off).
   spec::SpecDecodeCounters spec_counters() const;
   bool speculative() const { return proposer_ != nullptr; }
@@ -307,6 +317,7 @@ class Engine {
   std::vector<uint32_t> h_mask_;
   std::unordered_set<std::string> constrained_;
 
+  std::unique_ptr<ChannelWaker> waker_;  // null: the engine thread wakes consumers itself
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Inbox inbox_;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "../sanitized.h"
 #include "engine_test_util.h"
@@ -145,6 +146,64 @@ TEST(EngineTest, AbortFreesEverything) {
   EXPECT_EQ(last, FinishReason::kAbort);
   EXPECT_TRUE(engine->check_integrity().is_ok());
   EXPECT_EQ(engine->num_free_kv_blocks(), engine->num_kv_blocks() - 1);
+}
+
+// Streams with a consumer thread blocked on each channel, as the server's workers wait: with the wake thread
+// (EngineConfig::wake_thread "on") every request gets the tokens, finish and counts it gets when the engine thread
+// wakes consumers itself, and the wakes went through the waker.
+TEST(EngineTest, TheWakeThreadDeliversEveryStreamAsTheEngineThreadDoes) {
+  auto prompts = random_prompts(24, 5, 40, 8);
+  struct Stream {
+    std::vector<TokenId> tokens;
+    FinishReason finish = FinishReason::kNone;
+    int32_t num_output_tokens = 0;
+  };
+  std::vector<std::vector<Stream>> runs;
+  for (const char* wake : {"off", "on"}) {
+    EngineConfig c = test_util::tiny_engine_config();
+    c.deterministic = true;
+    c.wake_thread = wake;
+    auto created = Engine::create(c);
+    ASSERT_TRUE(created.is_ok()) << created.message();
+    std::unique_ptr<Engine> engine = std::move(created).value();
+    std::vector<Stream> streams(prompts.size());
+    std::vector<std::thread> consumers;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::string id = "s";
+      id += std::to_string(i);
+      auto ch = engine->submit(id, prompts[i], greedy(16 + static_cast<int32_t>(i % 5)));
+      consumers.emplace_back([ch, s = &streams[i]] {
+        while (std::optional<RequestOutput> m = ch->pop()) {
+          for (const TokenOutput& t : m->tokens) s->tokens.push_back(t.token);
+          if (m->finish != FinishReason::kNone) {
+            s->finish = m->finish;
+            s->num_output_tokens = m->num_output_tokens;
+          }
+        }
+      });
+    }
+    for (std::thread& t : consumers) t.join();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(streams[i].finish, FinishReason::kLength) << wake << " stream " << i;
+      EXPECT_EQ(streams[i].tokens.size(), static_cast<size_t>(16 + i % 5)) << wake << " stream " << i;
+      EXPECT_EQ(streams[i].num_output_tokens, static_cast<int32_t>(streams[i].tokens.size())) << wake;
+    }
+    const auto [spinning, sleeping] = engine->waker_posts();
+    if (std::string(wake) == "on") {
+      EXPECT_GT(spinning + sleeping, 0) << "no consumer was woken through the wake thread";
+    } else {
+      EXPECT_EQ(spinning + sleeping, 0);
+    }
+    EXPECT_TRUE(engine->check_integrity().is_ok()) << engine->check_integrity().message();
+    EXPECT_EQ(engine->num_free_kv_blocks(), engine->num_kv_blocks() - 1);
+    runs.push_back(std::move(streams));
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(runs[0][i].tokens, runs[1][i].tokens) << "stream " << i;
+  EngineConfig bad = test_util::tiny_engine_config();
+  bad.wake_thread = "sometimes";
+  auto refused = Engine::create(bad);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("wake_thread \"sometimes\""), std::string::npos) << refused.message();
 }
 
 // A row that cannot be sampled fails its own request with a clear error; the other requests of the same batch
