@@ -90,10 +90,11 @@ class OutputChannel : public std::enable_shared_from_this<OutputChannel> {
 // system call (a futex wake, and the scheduler's work to run the woken thread) itself. Why: a decode step pushes a
 // message to every running request's channel, and each push to a blocked consumer was a futex wake on the engine
 // thread, whose host time bounds a step where the device is fast (perf on the build machine, the embedded model
-// at batch 1 on the CPU backend: 73 % of Engine::process; docs/benchmarks.md, session 40, has the H200's spans). The waker spins (a pause instruction at a time) for spin_seconds after its last
-// wake before it sleeps, so a producer that posts at least that often never wakes the waker by a system call
-// either: it costs one core while requests run, which is why the engine uses it only where the host's cores do
-// not run the model (EngineConfig::wake_thread).
+// at batch 1 on the CPU backend: 73 % of Engine::process; docs/benchmarks.md, session 40, has the H200's spans).
+// The waker spins (a pause instruction at a time) for spin_seconds after its last wake before it sleeps, so a
+// producer that posts at least that often never wakes the waker by a system call either: it costs one core while
+// requests run, which is why the engine uses it only where the host's cores do not run the model
+// (EngineConfig::wake_thread).
 class ChannelWaker {
  public:
   explicit ChannelWaker(double spin_seconds);

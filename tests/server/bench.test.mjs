@@ -228,7 +228,8 @@ async function pacedServer({ stepMs, tokens }) {
           ++sent;
           last = now;
         } else {
-          s.res.write(`data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 4, completion_tokens: tokens } })}\n\n`);
+          const usage = { prompt_tokens: 4, completion_tokens: tokens };
+          s.res.write(`data: ${JSON.stringify({ choices: [], usage })}\n\n`);
           s.res.end("data: [DONE]\n\n");
           streams.splice(i, 1);
         }
@@ -274,7 +275,8 @@ test("bench serve reads what a paced server delivered", async () => {
   // (RIDGELINE_SANITIZED) the generator's own work is several times slower, so a new request may miss a tick.
   const ideal = (prompts / concurrency) * (tokens + 1);
   const slack = process.env.RIDGELINE_SANITIZED ? 1.25 : 1.1;
-  assert.ok(s.ticks <= slack * ideal, `the server ticked ${s.ticks} times with streams open, ${ideal} at full concurrency`);
+  assert.ok(s.ticks <= slack * ideal,
+            `the server ticked ${s.ticks} times with streams open, ${ideal} at full concurrency`);
   assert.ok(Math.abs(r.mean_itl_ms / s.meanGapMs - 1) < 0.15,
             `mean ITL ${r.mean_itl_ms.toFixed(2)} ms, the server's mean tick ${s.meanGapMs.toFixed(2)} ms`);
 });
