@@ -70,6 +70,11 @@ class OutputChannel : public std::enable_shared_from_this<OutputChannel> {
   std::optional<RequestOutput> pop_for(double timeout_s);
   bool closed() const;
   int32_t n() const { return n_; }
+  // Consumers blocked in pop() / pop_for() now.
+  int32_t num_waiting() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiters_;
+  }
 
  private:
   friend class ChannelWaker;
@@ -106,6 +111,11 @@ class ChannelWaker {
   // Wakes so far that needed no system call from post (the waker was spinning) and that did (it slept).
   int64_t posts_while_spinning() const { return spinning_posts_.load(std::memory_order_relaxed); }
   int64_t posts_while_sleeping() const { return sleeping_posts_.load(std::memory_order_relaxed); }
+  // Whether the waker's thread sleeps now (past its spin, nothing posted).
+  bool asleep() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sleeping_;
+  }
 
  private:
   void run();

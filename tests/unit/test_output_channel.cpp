@@ -29,13 +29,23 @@ std::vector<int32_t> drain(OutputChannel* ch) {
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
+// Wait (at most 10 s, for a loaded machine) until the waker's thread sleeps / until ch's consumer is blocked.
+bool wait_until_asleep(ChannelWaker* waker) {
+  for (int i = 0; i < 10000 && !waker->asleep(); ++i) sleep_ms(1);
+  return waker->asleep();
+}
+bool wait_until_blocked(const OutputChannel& ch) {
+  for (int i = 0; i < 10000 && ch.num_waiting() == 0; ++i) sleep_ms(1);
+  return ch.num_waiting() > 0;
+}
+
 TEST(OutputChannel, PushAndCloseWakeABlockedConsumer) {
   auto ch = std::make_shared<OutputChannel>();
   std::vector<int32_t> got;
   std::thread consumer([&] { got = drain(ch.get()); });
-  sleep_ms(20);  // the consumer blocks in pop()
+  EXPECT_TRUE(wait_until_blocked(*ch));
   ch->push(message(1));
-  sleep_ms(20);
+  EXPECT_TRUE(wait_until_blocked(*ch));
   ch->push(message(2));
   ch->close();
   consumer.join();
@@ -89,9 +99,11 @@ TEST(ChannelWaker, SleepsAfterItsSpinAndWakesOnTheNextPost) {
   ch->set_waker(&waker);
   std::vector<int32_t> got;
   std::thread consumer([&] { got = drain(ch.get()); });
-  sleep_ms(50);  // the waker has slept since it started; the consumer is blocked
+  EXPECT_TRUE(wait_until_blocked(*ch));
+  EXPECT_TRUE(wait_until_asleep(&waker));
   ch->push(message(3));
-  sleep_ms(50);
+  EXPECT_TRUE(wait_until_blocked(*ch));    // the consumer took it and waits again
+  EXPECT_TRUE(wait_until_asleep(&waker));  // the waker woke for the push, spun, and slept again
   ch->close();
   consumer.join();
   EXPECT_EQ(got, (std::vector<int32_t>{3}));
@@ -106,11 +118,12 @@ TEST(ChannelWaker, DeliversWhatWasPostedBeforeItIsDestroyed) {
   {
     ChannelWaker waker(0.0);
     ch->set_waker(&waker);
-    sleep_ms(30);  // the consumer is blocked in pop()
+    EXPECT_TRUE(wait_until_blocked(*ch));
     ch->push(message(5));
+    EXPECT_EQ(waker.posts_while_spinning() + waker.posts_while_sleeping(), 1);  // the wake went to the waker
     ch->set_waker(nullptr);  // the producer is done with the waker before it goes
   }
-  sleep_ms(20);
+  EXPECT_TRUE(wait_until_blocked(*ch));
   ch->close();
   consumer.join();
   EXPECT_EQ(got, (std::vector<int32_t>{5}));
