@@ -2,12 +2,7 @@
 
 #include <algorithm>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define RL_CPU_RELAX() _mm_pause()
-#else
-#define RL_CPU_RELAX() std::this_thread::yield()
-#endif
+#include "core/cpu_relax.h"
 
 namespace rl {
 
@@ -30,7 +25,7 @@ void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
     for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i) {
-      RL_CPU_RELAX();
+      cpu_relax();
     }
     if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(mu_);
@@ -62,7 +57,7 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
   }
   cv_start_.notify_all();
   fn(0);
-  for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) RL_CPU_RELAX();
+  for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });

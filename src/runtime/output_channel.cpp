@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "core/cpu_relax.h"
+
 namespace rl {
 
 const char* finish_reason_name(FinishReason r) {
@@ -78,18 +80,6 @@ bool OutputChannel::closed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return closed_ && queue_.empty();
 }
-
-namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-}  // namespace
 
 ChannelWaker::ChannelWaker(double spin_seconds) : spin_seconds_(spin_seconds) {
   thread_ = std::thread([this] { run(); });
