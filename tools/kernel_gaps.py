@@ -22,6 +22,9 @@ a memcpy) shows up as idle time beside its neighbours' names. Memory copies and 
 like kernels. --kernels N adds the N kernels that run longest per step: time per step, launches per step, median
 duration. --totals N reads the whole trace as one span instead of folding steps (a single long step, such as a
 32k-token prefill): its wall and busy time, then the N kernels with the most time in all, with their share of it.
+--each NAME_PART lists every launch whose kernel name contains NAME_PART, in start order, with its duration, then
+their count, minimum, median, maximum and sum (a long prompt's attention layer by layer); --min-us X leaves out the
+launches shorter than X µs (the decode steps after the prompt).
 """
 import csv
 import json
@@ -109,8 +112,8 @@ def by_kernel(events):
 
 def main():
     args = sys.argv[1:]
-    marker, top, kernels, totals = "sample_kernel", 15, 0, 0
-    for flag in ("--marker", "--top", "--kernels", "--totals"):
+    marker, top, kernels, totals, each, min_us = "sample_kernel", 15, 0, 0, None, 0.0
+    for flag in ("--marker", "--top", "--kernels", "--totals", "--each", "--min-us"):
         if flag in args:
             i = args.index(flag)
             if i + 1 >= len(args):
@@ -121,13 +124,25 @@ def main():
                 top = int(args[i + 1])
             elif flag == "--totals":
                 totals = int(args[i + 1])
+            elif flag == "--each":
+                each = args[i + 1]
+            elif flag == "--min-us":
+                min_us = float(args[i + 1])
             else:
                 kernels = int(args[i + 1])
             del args[i:i + 2]
     if len(args) != 1:
         sys.exit("usage: tools/kernel_gaps.py TRACE.json|TRACE.csv [--marker NAME] [--top N] [--kernels N] "
-                 "[--totals N]")
+                 "[--totals N] [--each NAME_PART [--min-us X]]")
     events = read_trace(args[0])
+    if each is not None:
+        d = [(e - s) / 1e3 for s, e, name in sorted(events) if each in name and (e - s) / 1e3 >= min_us]
+        if not d:
+            sys.exit(f"no launch of a kernel named *{each}* of at least {min_us:g} us")
+        print(f"{each}: {len(d)} launches; us: " + " ".join(f"{x:.1f}" for x in d))
+        o = sorted(d)
+        print(f"{each}: count {len(d)} min {o[0]:.1f} median {o[len(o) // 2]:.1f} max {o[-1]:.1f} sum {sum(d):.1f} us")
+        return
     if totals > 0:
         wall, busy, _, _ = analyse(events)
         print(f"events {len(events)}; wall {wall / 1e6:.2f} ms; kernels running {busy / 1e6:.2f} ms")

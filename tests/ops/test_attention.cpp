@@ -371,28 +371,35 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
 // more than 2^8, so the Hopper prefill's lazy rescale moves it. Production's form up to 2k keys (the diagonal's half
 // tiles), and without the half tiles both without and with the exponentials first (production's form above 2k keys:
 // a tile's exponentials against the running max past a row's first tile, the max only in warps where a row's sum
-// reaches 2^8), whose rows here take both paths.
+// reaches 2^8), whose rows here take both paths. Forms 3 and 4: the exponentials first with the lazy threshold at 2^16
+// (PrefillSm90Options::lazy_log2, a lab form), where the exponentials reach 2^16 before the max moves, with Q in the
+// K stages' ring (as production takes it at these lengths) and without.
 TEST(CudaAttention, HopperPrefillWideScores) {
   const std::vector<SeqSpec> batches[] = {{{40, 1000}, {1, 513}, {200, 457}}, {{700, 700}}};
   const Shape shapes[] = {{32, 8, 128}, {8, 1, 128}};
   const cuda::PrefillSm90Options production_form = cuda().prefill_sm90_form();
   const int diag_half_default = cuda().prefill_diag_half_mode();
-  for (int form = 0; form < 3; ++form) {
+  const int q_ring_default = cuda().prefill_q_ring_mode();
+  const char* names[] = {"", " without the half tiles", " exponentials first", " exponentials first, lazy 2^16",
+                         " exponentials first, lazy 2^16, no Q ring"};
+  for (int form = 0; form < 5; ++form) {
     cuda::PrefillSm90Options o = production_form;
-    o.exp_first = form == 2;
+    o.exp_first = form >= 2;
+    o.lazy_log2 = form >= 3 ? 16 : cuda::kPrefillSm90LazyLog2;
     cuda().set_prefill_sm90_form(o);
     cuda().set_prefill_diag_half_mode(form == 0 ? diag_half_default : 0);
+    cuda().set_prefill_q_ring_mode(form == 4 ? 0 : q_ring_default);
     for (size_t b = 0; b < std::size(batches); ++b) {
       for (const Shape& s : shapes) {
         const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim,
                                   CudaBackend::AttentionImpl::kAuto, 0, 0, false, 16, 0, false, nullptr, 16.0f);
-        EXPECT_LT(e, kBf16Tol) << "batch " << b << " heads " << s.num_heads << "/" << s.num_kv_heads
-                               << (form == 0 ? "" : form == 1 ? " without the half tiles" : " exponentials first");
+        EXPECT_LT(e, kBf16Tol) << "batch " << b << " heads " << s.num_heads << "/" << s.num_kv_heads << names[form];
       }
     }
   }
   cuda().set_prefill_sm90_form(production_form);
   cuda().set_prefill_diag_half_mode(diag_half_default);
+  cuda().set_prefill_q_ring_mode(q_ring_default);
 }
 
 // An FP8 e4m3 cache through every kernel that reads one: the decode kernels (tensor-core kernel at head_dim 64 /

@@ -105,6 +105,17 @@ expect(len(lines) == 4 and lines[2].split() == ["0.05", "67.4", "1", "prefill_ge
        lines[3].split()[3] in ("sm90_xmma_gemm_bf16bf16_bf16f32", "[CUDA"),  # tied at 6 us with the memcpy
        "--totals 2: the two kernels with the most time in all (ms, % of all kernel time, launches)", out)
 
+# --each: every launch of the named kernels in start order (the three steps' attention, 1 us each, then a longer
+# one), and --min-us drops the short ones.
+long_attn = events + [(150000, 4000, "void decode_attention_mma_kernel<128, 0>(DecodeParams)")]
+rc, out = run(long_attn, "--each", "decode_attention", fmt="json")
+expect(rc == 0 and "decode_attention: 4 launches; us: 1.0 1.0 1.0 4.0" in out and
+       "decode_attention: count 4 min 1.0 median 1.0 max 4.0 sum 7.0 us" in out, "--each: launches and summary", out)
+rc, out = run(long_attn, "--each", "decode_attention", "--min-us", "2")
+expect(rc == 0 and "decode_attention: 1 launches; us: 4.0" in out, "--min-us leaves out the short launches", out)
+rc, out = run(long_attn, "--each", "no_such_kernel")
+expect(rc != 0 and "no launch of a kernel named *no_such_kernel*" in out, "--each with no launch fails", out)
+
 rc, out = run(events, "--marker", "no_such_kernel")
 expect(rc != 0 and "fewer than two repeated steps end at no_such_kernel" in out, "no steps fails", out)
 

@@ -137,6 +137,12 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     // "autoqring": Q in the K stages' ring where production takes it (prefill_sm90_q_ring); "qring": always.
     prefill_q_ring_mode_ = has("autoqring") ? -1 : has("qring") ? 1 : 0;
   }
+  // End-to-end A/B of the lazy rescale's threshold (kernel_config.h, kPrefillSm90LazyLog2).
+  if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_LAZY_LOG2")) {
+    const int v = std::atoi(env);
+    RL_CHECK_MSG(v >= 1 && v <= 32, "RIDGELINE_CUDA_PREFILL_LAZY_LOG2=%s: want 1-32", env);
+    prefill_form_.lazy_log2 = v;
+  }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
   }

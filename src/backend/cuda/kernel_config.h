@@ -557,6 +557,11 @@ inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
 // 16 × 1k 369.2 / 370.6, 1 × 16k 514.5 / 542.6; the 32k prompt's TTFT 1,224 / 1,228 ms eager against 1,219 / 1,213
 // lazy. On. RIDGELINE_CUDA_PREFILL_SM90=continuous_v3 runs the eager form, continuous_v3_lazy this one.
 constexpr bool kPrefillSm90LazyRescale = true;
+// How far (log2) a tile's max may pass a row's running max under the lazy rescale before the max moves
+// (FlashAttention-4 uses 8); the exponentials first take the usual path only where a row's 32 exponentials sum to
+// 2^this or more. P is bf16 and l and O f32, so values up to 2^32 stay far inside their ranges.
+// RIDGELINE_CUDA_PREFILL_LAZY_LOG2 sets it (lab A/B; PrefillSm90Options::lazy_log2).
+constexpr int kPrefillSm90LazyLog2 = 8;
 // Hopper prefill, the exponentials first (production since session 35 where the diagonal's half tiles are off:
 // PrefillSm90Options::exp_first, RIDGELINE_CUDA_PREFILL_SM90 word "expfirst"; built with the lazy rescale and without
 // the half tiles): past an item's first tile a tile's exponentials come first, against the row's running max, packed

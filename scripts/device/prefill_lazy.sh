@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Issue 21.4: the 32,000-token prompt's attention layer by layer, and the lazy rescale's threshold as a lever. For
+# each threshold in LAZY (default "8 16"; RIDGELINE_CUDA_PREFILL_LAZY_LOG2, kernel_config.h kPrefillSm90LazyLog2, 8 is
+# production): the wide-scores op test (every form against the CPU, the 2^16 lab forms among them), the 32k TTFT on
+# the Llama-3.1-8B shape (ROUNDS rounds, default 2, thresholds alternating), `rl_bench_kernels prefill_production`
+# (4 x 4k, 16 x 1k, 1 x 16k and 1 x 32k; the forms with the diagonal's half tiles, up to 2k keys, keep 8), and a
+# kernel trace of the prompt (tools/kernel_gaps.py --each: the attention kernel's time in each layer, and its
+# TFLOP/s there). The SM clock, power and throttle reasons are sampled every 50 ms throughout and summed up per run,
+# over the samples above 250 W (the GPU at work). Why: session 24 read attention at 506-514 TFLOP/s inside the
+# prompt against 546.6 alone (H100), with layers 15-22 the slow ones; the exponentials first's fast path and the
+# lazy rescale both depend on how far a tile's scores pass the row's running max, which the model's layers change.
+# Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says). Prints a short table last; logs in
+# $OUT/prefill_lazy_logs.tgz. About 5 minutes at the defaults.
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+device_env
+LAZY=${LAZY:-"8 16"}
+timeout 120 "$bin/rl_tests_ops" --gtest_filter='CudaAttention.HopperPrefillWideScores' --gtest_color=no \
+  > "$L/tests.txt" 2>&1
+stamp "wide-scores test rc=$?"
+fields=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active
+nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits -lms 50 > "$L/clocks.csv" 2> "$L/smi.err" &
+sampler=$!
+phase() {  # phase NAME COMMAND...: runs it, and notes its start and end for the clock summary
+  local name=$1 t_start
+  shift
+  t_start=$(date +%s.%N)
+  "$@"
+  echo "$name $t_start $(date +%s.%N)" >> "$L/phases.txt"
+}
+A32=(-m models/configs/Llama-3.1-8B --dummy-weights --device cuda --batch 1 --input-len 32000 --output-len 2
+  --max-model-len 32768 --max-num-batched-tokens 32768)
+for r in $(seq 1 "${ROUNDS:-2}"); do
+  for v in $LAZY; do
+    RIDGELINE_CUDA_PREFILL_LAZY_LOG2=$v phase "ttft_l${v}_r$r" lat "ttft_l${v}_r$r" "${A32[@]}"
+  done
+done
+stamp "ttft"
+for v in $LAZY; do
+  RIDGELINE_CUDA_PREFILL_LAZY_LOG2=$v phase "rows_l$v" timeout 120 "$bin/rl_bench_kernels" prefill_production \
+    > "$L/rows_l$v.txt" 2>&1
+done
+stamp "rows"
+for v in $LAZY; do
+  RIDGELINE_CUDA_PREFILL_LAZY_LOG2=$v phase "trace_l$v" timeout 150 "$bin/ridgeline" bench latency "${A32[@]}" \
+    --profile "$L/trace_l$v.json" --profile-kernels > "$L/trace_l$v.log" 2>&1
+  python3 tools/kernel_gaps.py "$L/trace_l$v.json" --each prefill_attention_sm90 --min-us 1000 > "$L/attn_l$v.txt" 2>&1
+  python3 tools/kernel_gaps.py "$L/trace_l$v.json" --totals 8 > "$L/totals_l$v.txt" 2>&1
+done
+stamp "traces"
+kill "$sampler" 2>/dev/null
+wait "$sampler" 2>/dev/null
+tar -C "$L" --exclude='*.json' -czf "$final_out/prefill_lazy_logs.tgz" .
+echo "== summary =="
+gtest_summary "$L/tests.txt"
+head -2 "$L/smi.err"
+python3 - "$L" <<'PY'
+import datetime, glob, json, os, re, statistics, sys
+d = sys.argv[1]
+reasons = {0x1: "idle", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
+           0x80: "hw_power_brake"}
+samples = []
+for line in open(os.path.join(d, "clocks.csv")):
+    p = [x.strip() for x in line.split(",")]
+    try:
+        t = datetime.datetime.strptime(p[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()  # local time, as `date` counts
+        samples.append((t, float(p[1]), float(p[2]), float(p[3]), int(p[4], 16)))
+    except (ValueError, IndexError):
+        pass
+print("== each run: TTFT or rows; over its samples above 250 W: SM MHz median (min-max), W mean, throttle reasons")
+for line in open(os.path.join(d, "phases.txt")):
+    name, t0, t1 = line.split()
+    busy = [x for x in samples if float(t0) <= x[0] <= float(t1) and x[2] > 250]
+    clk = "no samples above 250 W"
+    if busy:
+        c = [x[1] for x in busy]
+        why = {n: sum(1 for x in busy if x[4] & b) for b, n in reasons.items()}
+        clk = (f"{statistics.median(c):.0f} MHz ({min(c):.0f}-{max(c):.0f}), "
+               f"{statistics.mean(x[2] for x in busy):.0f} W, {len(busy)} samples, "
+               + ", ".join(f"{n} {k}" for n, k in why.items() if k))
+    what = ""
+    j = os.path.join(d, f"lat_{name}.json")
+    if os.path.exists(j):
+        what = f"TTFT {json.load(open(j))['ttft_ms']:.1f} ms; "
+    print(f"{name}: {what}{clk}")
+print("== prefill rows (TFLOP/s)")
+for f in sorted(glob.glob(os.path.join(d, "rows_l*.txt"))):
+    rows = re.findall(r"^RESULT prefill_attn (\S+) (\S+) TFLOP/s", open(f).read(), re.M)
+    print(os.path.basename(f)[5:-4] + ": " + ", ".join(f"{s} {v}" for s, v in rows))
+flop = 2.0 * 32000 * 32000 * 128 * 32  # a layer's causal attention, 32 heads of 128
+print("== attention in the prompt, each layer (the trace's last prefill)")
+for f in sorted(glob.glob(os.path.join(d, "attn_l*.txt"))):
+    text = open(f).read()
+    m = re.search(r"launches; us: (.*)", text)
+    if not m:
+        print(os.path.basename(f), text.strip()[:200])
+        continue
+    us = [float(x) for x in m.group(1).split()][-32:]
+    med = statistics.median(us)
+    print(f"{os.path.basename(f)[5:-4]}: sum {sum(us) / 1e3:.1f} ms, median {med / 1e3:.2f} ms "
+          f"({flop / med / 1e6:.0f} TFLOP/s), min {min(us) / 1e3:.2f}, max {max(us) / 1e3:.2f}; "
+          f"{flop * len(us) / sum(us) / 1e6:.0f} TFLOP/s over the layers")
+    print("  ms by layer: " + " ".join(f"{x / 1e3:.1f}" for x in us))
+PY
