@@ -3,18 +3,21 @@
 # each threshold in LAZY (default "8 16"; RIDGELINE_CUDA_PREFILL_LAZY_LOG2, kernel_config.h kPrefillSm90LazyLog2, 8 is
 # production): the wide-scores op test (every form against the CPU, the 2^16 lab forms among them), the 32k TTFT on
 # the Llama-3.1-8B shape (ROUNDS rounds, default 2, thresholds alternating), `rl_bench_kernels prefill_production`
-# (4 x 4k, 16 x 1k, 1 x 16k and 1 x 32k; the forms with the diagonal's half tiles, up to 2k keys, keep 8), and a
+# (4 x 4k, 16 x 1k, 1 x 16k and 1 x 32k; the forms with the diagonal's half tiles, up to 2k keys, keep 8) with the
+# queries drawn from [-q, q) for each q in QSCALES (default "1 8"; RIDGELINE_BENCH_PREFILL_QSCALE: scores spread about
+# 0.5 q in log2 units, where a model's layers spread them wider than the bench's q = 1), and a
 # kernel trace of the prompt (tools/kernel_gaps.py --each: the attention kernel's time in each layer, and its
 # TFLOP/s there). The SM clock, power and throttle reasons are sampled every 50 ms throughout and summed up per run,
 # over the samples above 250 W (the GPU at work). Why: session 24 read attention at 506-514 TFLOP/s inside the
 # prompt against 546.6 alone (H100), with layers 15-22 the slow ones; the exponentials first's fast path and the
 # lazy rescale both depend on how far a tile's scores pass the row's running max, which the model's layers change.
 # Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says). Prints a short table last; logs in
-# $OUT/prefill_lazy_logs.tgz. About 5 minutes at the defaults.
+# $OUT/prefill_lazy_logs.tgz. About 6 minutes at the defaults.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
 LAZY=${LAZY:-"8 16"}
+QSCALES=${QSCALES:-"1 8"}
 timeout 120 "$bin/rl_tests_ops" --gtest_filter='CudaAttention.HopperPrefillWideScores' --gtest_color=no \
   > "$L/tests.txt" 2>&1
 stamp "wide-scores test rc=$?"
@@ -36,9 +39,11 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
   done
 done
 stamp "ttft"
-for v in $LAZY; do
-  RIDGELINE_CUDA_PREFILL_LAZY_LOG2=$v phase "rows_l$v" timeout 120 "$bin/rl_bench_kernels" prefill_production \
-    > "$L/rows_l$v.txt" 2>&1
+for q in $QSCALES; do
+  for v in $LAZY; do
+    RIDGELINE_CUDA_PREFILL_LAZY_LOG2=$v RIDGELINE_BENCH_PREFILL_QSCALE=$q phase "rows_l${v}_q$q" \
+      timeout 120 "$bin/rl_bench_kernels" prefill_production > "$L/rows_l${v}_q$q.txt" 2>&1
+  done
 done
 stamp "rows"
 for v in $LAZY; do
@@ -83,10 +88,12 @@ for line in open(os.path.join(d, "phases.txt")):
     if os.path.exists(j):
         what = f"TTFT {json.load(open(j))['ttft_ms']:.1f} ms; "
     print(f"{name}: {what}{clk}")
+    if name.startswith("trace") and busy:  # the clock through the traced prefills: does it fall layer by layer?
+        print("  MHz every 50 ms above 250 W: " + " ".join(f"{x[1]:.0f}" for x in busy))
 print("== prefill rows (TFLOP/s)")
 for f in sorted(glob.glob(os.path.join(d, "rows_l*.txt"))):
     rows = re.findall(r"^RESULT prefill_attn (\S+) (\S+) TFLOP/s", open(f).read(), re.M)
-    print(os.path.basename(f)[5:-4] + ": " + ", ".join(f"{s} {v}" for s, v in rows))
+    print(os.path.basename(f)[5:-4] + ": " + ", ".join(f"{s.replace('_h32kv8d128_causal', '')} {v}" for s, v in rows))
 flop = 2.0 * 32000 * 32000 * 128 * 32  # a layer's causal attention, 32 heads of 128
 print("== attention in the prompt, each layer (the trace's last prefill)")
 for f in sorted(glob.glob(os.path.join(d, "attn_l*.txt"))):

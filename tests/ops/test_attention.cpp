@@ -149,6 +149,7 @@ const char* impl_name(Impl impl) {
     case Impl::kDecodeMmaEarly: return "decode mma early first page";
     case Impl::kDecodeStaged: return "decode staged (TMA page buffers)";
     case Impl::kDecodeStagedCluster: return "decode staged, splits merged in a cluster";
+    case Impl::kDecodeStagedClusterLate: return "decode staged, cluster merge, dependents triggered late";
     case Impl::kFlash2: return "flash2";
     default: return "auto";
   }
@@ -189,26 +190,32 @@ TEST(CudaAttention, DecodeGridSizedForLongerContext) {
   }
 }
 
-// The staged kernel's global merge and the cluster merge (kStagedCluster) on the same data: both within the
-// tolerance of the CPU, and the same bits (they sum the same partials in the same order). The shared generator is
-// seeded for the two runs and put back afterwards.
+// The staged kernel's global merge and the cluster merge (kStagedCluster, and kStagedClusterLate, whose dependents are
+// triggered later) on the same data: each within the tolerance of the CPU, and the same bits (they sum the same
+// partials in the same order). The shared generator is seeded for the runs and put back afterwards.
 void expect_cluster_merge_bits(const std::vector<SeqSpec>& seqs, const Shape& s, int64_t max_k, bool fp8) {
   const std::mt19937 saved = rng();
-  std::vector<float> global, cluster;
+  std::vector<float> global, cluster, late;
   rng().seed(0x5eed);
   const double e1 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStaged, max_k, 0, false, 16,
                              0, fp8, &global);
   rng().seed(0x5eed);
   const double e2 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStagedCluster, max_k, 0,
                              false, 16, 0, fp8, &cluster);
+  rng().seed(0x5eed);
+  const double e3 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStagedClusterLate, max_k, 0,
+                             false, 16, 0, fp8, &late);
   rng() = saved;
   const std::string what = "heads " + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) + " d=" +
                            std::to_string(s.head_dim) + " seqs " + std::to_string(seqs.size()) + " first " +
                            std::to_string(seqs[0].ctx_len) + " max_k " + std::to_string(max_k) + (fp8 ? " fp8" : "");
   EXPECT_LT(e1, kBf16Tol) << what;
   EXPECT_LT(e2, kBf16Tol) << what;
+  EXPECT_LT(e3, kBf16Tol) << what << " late";
   ASSERT_EQ(global.size(), cluster.size()) << what;
+  ASSERT_EQ(global.size(), late.size()) << what;
   EXPECT_EQ(0, std::memcmp(global.data(), cluster.data(), global.size() * sizeof(float))) << what;
+  EXPECT_EQ(0, std::memcmp(global.data(), late.data(), global.size() * sizeof(float))) << what << " late";
 }
 
 // Over 2 to 8 active splits (4k keys at batch 1 take 8), sequences of one split beside longer ones in one launch (a

@@ -99,7 +99,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_STACK_LAB")) stack_lab_ = std::atoi(env);
   // End-to-end A/B of the decode attention kernels (kernel_config.h, kDecodeMmaKernel): simt, mma, mma_prefetch,
-  // mma_early, staged, staged_cluster. Unset: the production choice.
+  // mma_early, staged, staged_cluster, staged_cluster_late. Unset: the production choice.
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_KERNEL")) {
     const std::string k = env;
     decode_kernel_ = k == "simt"           ? cuda::DecodeKernel::kSimt
@@ -108,6 +108,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
                      : k == "mma_early"    ? cuda::DecodeKernel::kMmaEarly
                      : k == "staged"       ? cuda::DecodeKernel::kStaged
                      : k == "staged_cluster" ? cuda::DecodeKernel::kStagedCluster
+                     : k == "staged_cluster_late" ? cuda::DecodeKernel::kStagedClusterLate
                                            : cuda::DecodeKernel::kAuto;
   }
   // End-to-end A/B of the decode split count (kernel_config.h decode_num_splits, decode_staged_num_splits).
@@ -375,6 +376,7 @@ void CudaBackend::launch_decode(const cuda::AttentionArgs& a) {
                : attention_impl_ == AttentionImpl::kDecodeMmaEarly    ? cuda::DecodeKernel::kMmaEarly
                : attention_impl_ == AttentionImpl::kDecodeStaged      ? cuda::DecodeKernel::kStaged
                : attention_impl_ == AttentionImpl::kDecodeStagedCluster ? cuda::DecodeKernel::kStagedCluster
+               : attention_impl_ == AttentionImpl::kDecodeStagedClusterLate ? cuda::DecodeKernel::kStagedClusterLate
                                                                       : decode_kernel_;
   lab.num_splits = decode_splits_;
   if (lab.kernel == cuda::DecodeKernel::kAuto && lab.num_splits == 0) {

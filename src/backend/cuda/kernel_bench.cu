@@ -445,7 +445,8 @@ __global__ void empty_kernel() {}
 const std::vector<std::pair<std::string, cuda::DecodeKernel>> kDecodeKernels = {
     {"simt", cuda::DecodeKernel::kSimt}, {"mma", cuda::DecodeKernel::kMma},
     {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}, {"mma_early", cuda::DecodeKernel::kMmaEarly},
-    {"staged", cuda::DecodeKernel::kStaged}, {"staged_cluster", cuda::DecodeKernel::kStagedCluster}};
+    {"staged", cuda::DecodeKernel::kStaged}, {"staged_cluster", cuda::DecodeKernel::kStagedCluster},
+    {"staged_cluster_late", cuda::DecodeKernel::kStagedClusterLate}};
 
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
@@ -510,7 +511,9 @@ void bench_decode(CudaBackend& be) {
                                       static_cast<int*>(fp8_counters.data()), rows};
       for (const auto& k : {std::make_pair(std::string("mma"), cuda::DecodeKernel::kMma),
                             std::make_pair(std::string("staged"), cuda::DecodeKernel::kStaged),
-                            std::make_pair(std::string("staged_cluster"), cuda::DecodeKernel::kStagedCluster)}) {
+                            std::make_pair(std::string("staged_cluster"), cuda::DecodeKernel::kStagedCluster),
+                            std::make_pair(std::string("staged_cluster_late"),
+                                           cuda::DecodeKernel::kStagedClusterLate)}) {
         const double k_ms = graph_ms_per_launch(be, 20, [&](int j) {
           cuda::launch_decode_attention_lab(attn_args(f, f.metas[j % fp8_copies], b, 1, ctx, heads, kv_heads, d), fws,
                                             be.num_sms(), be.stream(), {0, 0, k.second});
@@ -607,7 +610,10 @@ void bench_decode(CudaBackend& be) {
     const double long_ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, long_meta, p.out); }, 50);
     result("decode_lab", "B1_S4096_grid_for_128k", kv_bytes / (long_ms * 1e-3) / 1e12, "TB/s");
     for (const auto& k : kDecodeKernels) {
-      if (k.second != cuda::DecodeKernel::kStaged && k.second != cuda::DecodeKernel::kStagedCluster) continue;
+      if (k.second != cuda::DecodeKernel::kStaged && k.second != cuda::DecodeKernel::kStagedCluster &&
+          k.second != cuda::DecodeKernel::kStagedClusterLate) {
+        continue;
+      }
       auto launch = [&](int i) {
         cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], 1, 1, 131072, heads, kv_heads, d), ws,
                                           be.num_sms(), be.stream(), {0, 0, k.second});
@@ -705,6 +711,22 @@ std::vector<std::pair<int64_t, int64_t>> prefill_extra_shapes() {
   return shapes;
 }
 
+// RIDGELINE_BENCH_PREFILL_QSCALE: the production rows' queries drawn from [-x, x) instead of [-1, 1) (x in (0, 64]),
+// their rows named with a "_qX" suffix. With K in [-1, 1) a row's scores spread about 0.5 (log2 units) at x = 1, so
+// the Hopper kernel's exponentials first almost never leave their fast path and its lazy rescale almost never moves a
+// row's max; a model's layers spread them wider (kernel_config.h, kPrefillSm90LazyLog2). A bad value stops the bench.
+float prefill_q_scale() {
+  const char* env = std::getenv("RIDGELINE_BENCH_PREFILL_QSCALE");
+  if (env == nullptr || *env == '\0') return 1.0f;
+  char* end = nullptr;
+  const float x = std::strtof(env, &end);
+  if (end == env || *end != '\0' || !(x > 0.0f && x <= 64.0f)) {
+    std::fprintf(stderr, "RIDGELINE_BENCH_PREFILL_QSCALE: bad value \"%s\" (want a number in (0, 64])\n", env);
+    std::exit(2);
+  }
+  return x;
+}
+
 // production_only (group prefill_production, or prefill_production_bsN for a KV block size of N): the production rows
 // of the four causal shapes (and RIDGELINE_BENCH_PREFILL_EXTRA's) and nothing else, for calls that alternate them with
 // the torch peers (scripts/device/prefill_vs_cudnn.sh).
@@ -745,12 +767,19 @@ void bench_prefill(CudaBackend& be, bool production_only, int64_t block_size = 1
   };
   // One production row: b causal sequences of s tokens, `launches` timed launches (the median, and the spread); in
   // production_only runs also the output's hash. Returns the problem for the lab rows that follow.
+  const float q_scale = prefill_q_scale();
   const auto production_row = [&](int64_t b, int64_t s, int launches) {
     AttnProblem p = make_attn(be, b, s, s, heads, kv_heads, d, 1, block_size);
+    if (q_scale != 1.0f) be.fill_uniform(p.qkv, 7, -q_scale, q_scale);  // make_attn's seed, scaled
     std::vector<float> times;
     const double ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, p.metas[0], p.out); }, launches, &times);
     const double flops = 4.0 * b * s * s * heads * d / 2;
-    const std::string name = std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal";
+    std::string name = std::to_string(b) + "x" + std::to_string(s) + "_h32kv8d128_causal";
+    if (q_scale != 1.0f) {
+      char suffix[32];
+      std::snprintf(suffix, sizeof(suffix), "_q%g", q_scale);
+      name += suffix;
+    }
     result("prefill_attn", name, flops / (ms * 1e-3) / 1e12, "TFLOP/s");
     spread(name, flops, times);
     if (production_only) print_output_hash(be, name, p.out);

@@ -258,7 +258,14 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // graph, TB/s, cluster merge against global merge at the same forced split count): non-portable clusters of 12 and
 // 16 blocks 1.195 / 1.192 against 1.975 / 1.978 and 1.204 / 1.201 against 1.679 / 1.665 (the clusters of 16 one-SM
 // blocks do not all fit at once); at 4 splits 1.365 / 1.366 against 1.317 / 1.317.
-enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kStaged, kStagedCluster };
+// kStagedClusterLate (lab, session 41, not yet measured): kStagedCluster with its dependents triggered
+// (pdl_launch_dependents) once each warp has requested its last page instead of right after pdl_wait(). Why: at batch 1
+// the next kernel's blocks start on the SMs the previous one freed and request their own pages (before their
+// pdl_wait) at the moment this kernel requests its refills, so both share the bandwidth and this kernel's refills, on
+// its critical path, land later; triggered after them, the next kernel's requests queue behind them. In a 20-launch
+// graph at B1 S4k the launch takes ~8 µs on both the H100 and the H200 (16.8 MB: 3.95 µs at the H200's copy rate), so
+// latency, not bytes, bounds it (issue 21.2). Where the launch takes no cluster, the global merge runs (production's).
+enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kStaged, kStagedCluster, kStagedClusterLate };
 constexpr int kDecodeClusterMaxSplits = 8;
 constexpr int kDecodeStagedWarps = 8;
 // Production (session 27, H100): kStaged where a launch's (sequence, kv head, chunk) blocks fit one wave of the
