@@ -149,7 +149,6 @@ const char* impl_name(Impl impl) {
     case Impl::kDecodeMmaEarly: return "decode mma early first page";
     case Impl::kDecodeStaged: return "decode staged (TMA page buffers)";
     case Impl::kDecodeStagedCluster: return "decode staged, splits merged in a cluster";
-    case Impl::kDecodeStagedClusterLate: return "decode staged, cluster merge, dependents triggered late";
     case Impl::kFlash2: return "flash2";
     default: return "auto";
   }
@@ -190,32 +189,26 @@ TEST(CudaAttention, DecodeGridSizedForLongerContext) {
   }
 }
 
-// The staged kernel's global merge and the cluster merge (kStagedCluster, and kStagedClusterLate, whose dependents are
-// triggered later) on the same data: each within the tolerance of the CPU, and the same bits (they sum the same
-// partials in the same order). The shared generator is seeded for the runs and put back afterwards.
+// The staged kernel's global merge and the cluster merge (kStagedCluster) on the same data: both within the
+// tolerance of the CPU, and the same bits (they sum the same partials in the same order). The shared generator is
+// seeded for the two runs and put back afterwards.
 void expect_cluster_merge_bits(const std::vector<SeqSpec>& seqs, const Shape& s, int64_t max_k, bool fp8) {
   const std::mt19937 saved = rng();
-  std::vector<float> global, cluster, late;
+  std::vector<float> global, cluster;
   rng().seed(0x5eed);
   const double e1 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStaged, max_k, 0, false, 16,
                              0, fp8, &global);
   rng().seed(0x5eed);
   const double e2 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStagedCluster, max_k, 0,
                              false, 16, 0, fp8, &cluster);
-  rng().seed(0x5eed);
-  const double e3 = run_case(seqs, s.num_heads, s.num_kv_heads, s.head_dim, Impl::kDecodeStagedClusterLate, max_k, 0,
-                             false, 16, 0, fp8, &late);
   rng() = saved;
   const std::string what = "heads " + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) + " d=" +
                            std::to_string(s.head_dim) + " seqs " + std::to_string(seqs.size()) + " first " +
                            std::to_string(seqs[0].ctx_len) + " max_k " + std::to_string(max_k) + (fp8 ? " fp8" : "");
   EXPECT_LT(e1, kBf16Tol) << what;
   EXPECT_LT(e2, kBf16Tol) << what;
-  EXPECT_LT(e3, kBf16Tol) << what << " late";
   ASSERT_EQ(global.size(), cluster.size()) << what;
-  ASSERT_EQ(global.size(), late.size()) << what;
   EXPECT_EQ(0, std::memcmp(global.data(), cluster.data(), global.size() * sizeof(float))) << what;
-  EXPECT_EQ(0, std::memcmp(global.data(), late.data(), global.size() * sizeof(float))) << what << " late";
 }
 
 // Over 2 to 8 active splits (4k keys at batch 1 take 8), sequences of one split beside longer ones in one launch (a
@@ -378,35 +371,28 @@ TEST(CudaAttention, HopperPrefillLayoutsAndPageSizes) {
 // more than 2^8, so the Hopper prefill's lazy rescale moves it. Production's form up to 2k keys (the diagonal's half
 // tiles), and without the half tiles both without and with the exponentials first (production's form above 2k keys:
 // a tile's exponentials against the running max past a row's first tile, the max only in warps where a row's sum
-// reaches 2^8), whose rows here take both paths. Forms 3 and 4: the exponentials first with the lazy threshold at 2^16
-// (PrefillSm90Options::lazy_log2, a lab form), where the exponentials reach 2^16 before the max moves, with Q in the
-// K stages' ring (as production takes it at these lengths) and without.
+// reaches 2^8), whose rows here take both paths.
 TEST(CudaAttention, HopperPrefillWideScores) {
   const std::vector<SeqSpec> batches[] = {{{40, 1000}, {1, 513}, {200, 457}}, {{700, 700}}};
   const Shape shapes[] = {{32, 8, 128}, {8, 1, 128}};
   const cuda::PrefillSm90Options production_form = cuda().prefill_sm90_form();
   const int diag_half_default = cuda().prefill_diag_half_mode();
-  const int q_ring_default = cuda().prefill_q_ring_mode();
-  const char* names[] = {"", " without the half tiles", " exponentials first", " exponentials first, lazy 2^16",
-                         " exponentials first, lazy 2^16, no Q ring"};
-  for (int form = 0; form < 5; ++form) {
+  for (int form = 0; form < 3; ++form) {
     cuda::PrefillSm90Options o = production_form;
-    o.exp_first = form >= 2;
-    o.lazy_log2 = form >= 3 ? 16 : cuda::kPrefillSm90LazyLog2;
+    o.exp_first = form == 2;
     cuda().set_prefill_sm90_form(o);
     cuda().set_prefill_diag_half_mode(form == 0 ? diag_half_default : 0);
-    cuda().set_prefill_q_ring_mode(form == 4 ? 0 : q_ring_default);
     for (size_t b = 0; b < std::size(batches); ++b) {
       for (const Shape& s : shapes) {
         const double e = run_case(batches[b], s.num_heads, s.num_kv_heads, s.head_dim,
                                   CudaBackend::AttentionImpl::kAuto, 0, 0, false, 16, 0, false, nullptr, 16.0f);
-        EXPECT_LT(e, kBf16Tol) << "batch " << b << " heads " << s.num_heads << "/" << s.num_kv_heads << names[form];
+        EXPECT_LT(e, kBf16Tol) << "batch " << b << " heads " << s.num_heads << "/" << s.num_kv_heads
+                               << (form == 0 ? "" : form == 1 ? " without the half tiles" : " exponentials first");
       }
     }
   }
   cuda().set_prefill_sm90_form(production_form);
   cuda().set_prefill_diag_half_mode(diag_half_default);
-  cuda().set_prefill_q_ring_mode(q_ring_default);
 }
 
 // An FP8 e4m3 cache through every kernel that reads one: the decode kernels (tensor-core kernel at head_dim 64 /

@@ -99,7 +99,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_STACK_LAB")) stack_lab_ = std::atoi(env);
   // End-to-end A/B of the decode attention kernels (kernel_config.h, kDecodeMmaKernel): simt, mma, mma_prefetch,
-  // mma_early, staged, staged_cluster, staged_cluster_late. Unset: the production choice.
+  // mma_early, staged, staged_cluster. Unset: the production choice.
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_KERNEL")) {
     const std::string k = env;
     decode_kernel_ = k == "simt"           ? cuda::DecodeKernel::kSimt
@@ -108,7 +108,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
                      : k == "mma_early"    ? cuda::DecodeKernel::kMmaEarly
                      : k == "staged"       ? cuda::DecodeKernel::kStaged
                      : k == "staged_cluster" ? cuda::DecodeKernel::kStagedCluster
-                     : k == "staged_cluster_late" ? cuda::DecodeKernel::kStagedClusterLate
                                            : cuda::DecodeKernel::kAuto;
   }
   // End-to-end A/B of the decode split count (kernel_config.h decode_num_splits, decode_staged_num_splits).
@@ -137,12 +136,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     prefill_form_.exp_first = has("expfirst");
     // "autoqring": Q in the K stages' ring where production takes it (prefill_sm90_q_ring); "qring": always.
     prefill_q_ring_mode_ = has("autoqring") ? -1 : has("qring") ? 1 : 0;
-  }
-  // End-to-end A/B of the lazy rescale's threshold (kernel_config.h, kPrefillSm90LazyLog2).
-  if (const char* env = std::getenv("RIDGELINE_CUDA_PREFILL_LAZY_LOG2")) {
-    const int v = std::atoi(env);
-    RL_CHECK_MSG(v >= 1 && v <= 32, "RIDGELINE_CUDA_PREFILL_LAZY_LOG2=%s: want 1-32", env);
-    prefill_form_.lazy_log2 = v;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_FUSED_DECODE"); env != nullptr && std::string(env) == "1") {
     fused_decode_ = true;
@@ -376,7 +369,6 @@ void CudaBackend::launch_decode(const cuda::AttentionArgs& a) {
                : attention_impl_ == AttentionImpl::kDecodeMmaEarly    ? cuda::DecodeKernel::kMmaEarly
                : attention_impl_ == AttentionImpl::kDecodeStaged      ? cuda::DecodeKernel::kStaged
                : attention_impl_ == AttentionImpl::kDecodeStagedCluster ? cuda::DecodeKernel::kStagedCluster
-               : attention_impl_ == AttentionImpl::kDecodeStagedClusterLate ? cuda::DecodeKernel::kStagedClusterLate
                                                                       : decode_kernel_;
   lab.num_splits = decode_splits_;
   if (lab.kernel == cuda::DecodeKernel::kAuto && lab.num_splits == 0) {

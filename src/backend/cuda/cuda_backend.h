@@ -171,7 +171,7 @@ class CudaBackend final : public Backend {
   // where the Hopper one serves; kHopperPacked: the Hopper prefill with GQA-packed blocks (tests and the lab).
   // kDecode*: decode batches through that split-KV decode kernel where the shape allows it (tests of every kernel).
   enum class AttentionImpl { kAuto, kNaive, kFlash2, kHopperPacked, kDecodeSimt, kDecodeMma, kDecodeMmaPrefetch,
-                             kDecodeMmaEarly, kDecodeStaged, kDecodeStagedCluster, kDecodeStagedClusterLate };
+                             kDecodeMmaEarly, kDecodeStaged, kDecodeStagedCluster };
   void set_attention_impl(AttentionImpl impl) { attention_impl_ = impl; }
   // A mixed batch's leading decode rows (AttentionMetadata::num_leading_decodes) through the decode kernel and the
   // rest through the prefill kernel (kernel_config.h kSplitMixedDecodeRows; RIDGELINE_CUDA_SPLIT_MIXED=1|0).

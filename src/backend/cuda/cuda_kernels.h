@@ -242,11 +242,6 @@ struct PrefillSm90Options {
   // ends, into the slot its oldest K tile frees (prefill_attention_sm90.cu, QkRing). Production sets it from the
   // launch's longest key row (kernel_config.h, prefill_sm90_q_ring). Ignored elsewhere.
   bool q_ring = false;
-  // With the lazy rescale: how far (log2) a tile's max may pass a row's running max before the max moves and O is
-  // rescaled, and the exponentials first's test (a row's sum below 2^lazy_log2). Production: kPrefillSm90LazyLog2;
-  // 1-32. Another value is a lab form, built for the exponentials first without the half tiles; the forms with the
-  // half tiles keep production's.
-  int lazy_log2 = kPrefillSm90LazyLog2;
 };
 bool prefill_attention_sm90_supported(const AttentionArgs& a);
 void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Options& o, int num_sms,

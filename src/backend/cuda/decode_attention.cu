@@ -827,9 +827,8 @@ __device__ __forceinline__ void merge_cluster(const DecodeParams& p, MergeSmem<D
 }
 #endif
 
-// kCluster (kStagedCluster): launched in clusters of the grid's split slots, merged by merge_cluster. kLate
-// (kStagedClusterLate, lab): the dependents triggered once the warp has requested its last page, not after pdl_wait().
-template <int D, bool kFp8, bool kCluster, bool kLate = false>
+// kCluster (kStagedCluster): launched in clusters of the grid's split slots, merged by merge_cluster.
+template <int D, bool kFp8, bool kCluster>
 __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
     decode_attention_staged_kernel(const __grid_constant__ DecodeParams p, const __grid_constant__ CUtensorMap tm_k,
                                    const __grid_constant__ CUtensorMap tm_v) {
@@ -898,7 +897,7 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
     if (warp_page(k) != new_key_page) request(k);
   }
   pdl_wait();  // q and the new key's page are written by the previous kernel
-  if (!kLate || n <= kPerWarp) pdl_launch_dependents();  // kLate: with a refill, after the warp's last request
+  pdl_launch_dependents();
   for (int k = 0; k < first; ++k) {
     if (warp_page(k) == new_key_page) request(k);
   }
@@ -952,7 +951,6 @@ __global__ void __launch_bounds__(kDecodeStagedWarps * 32, 1)
       if (lane == 0) mbar_wait(smem_addr(&empty[b]), phase);
       __syncwarp();
       request(k + kPerWarp);
-      if (kLate && k + kPerWarp == n - 1) pdl_launch_dependents();
     }
     fold_kv_page<D, kFp8>(pg, qf, acc, m, l, warp_page(k) * kDecodePageSize, seq_len, scale_log2, gi, qi);
   }
@@ -992,10 +990,10 @@ constexpr size_t staged_smem_bytes() {
 
 // The staged kernel's instance at head_dim D over a bf16 or (kFp8) fp8 cache, set up for its shared memory on first
 // use.
-template <int D, bool kFp8, bool kCluster, bool kLate = false>
+template <int D, bool kFp8, bool kCluster>
 void (*staged_instance())(DecodeParams, CUtensorMap, CUtensorMap) {
   static const auto fn = [] {
-    const auto f = decode_attention_staged_kernel<D, kFp8, kCluster, kLate>;
+    const auto f = decode_attention_staged_kernel<D, kFp8, kCluster>;
     RL_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(f), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        staged_smem_bytes<D, kFp8, kCluster>()));
     return f;
@@ -1028,9 +1026,9 @@ bool staged_cluster_fits(int n) {
 }
 
 // cluster: kStagedCluster, which takes clusters where the launch has 2 to kDecodeClusterMaxSplits split slots (and
-// such a cluster can be launched); elsewhere the staged kernel's global merge. late: kStagedClusterLate's clusters.
+// such a cluster can be launched); elsewhere the staged kernel's global merge.
 template <int D, bool kFp8>
-void launch_staged(const DecodeParams& p, bool cluster, bool late, cudaStream_t stream) {
+void launch_staged(const DecodeParams& p, bool cluster, cudaStream_t stream) {
   // K and V as (head dim, kv head, slot) of 2-byte or 1-byte elements; a box is 128 bytes of one head's row over
   // one page's 16 slots.
   using Layout = StagedPage<D, kFp8>;
@@ -1046,9 +1044,8 @@ void launch_staged(const DecodeParams& p, bool cluster, bool late, cudaStream_t 
                   static_cast<unsigned int>(a.num_seqs));
   if (cluster && p.num_splits > 1 && p.num_splits <= kDecodeClusterMaxSplits &&
       staged_cluster_fits<D, kFp8>(p.num_splits)) {
-    launch_ex(late ? staged_instance<D, kFp8, true, true>() : staged_instance<D, kFp8, true>(), grid,
-              dim3(kDecodeStagedWarps * 32), staged_smem_bytes<D, kFp8, true>(), stream,
-              static_cast<unsigned>(p.num_splits), p, tk, tv);
+    launch_ex(staged_instance<D, kFp8, true>(), grid, dim3(kDecodeStagedWarps * 32),
+              staged_smem_bytes<D, kFp8, true>(), stream, static_cast<unsigned>(p.num_splits), p, tk, tv);
     return;
   }
   launch_pdl(staged_instance<D, kFp8, false>(), grid, dim3(kDecodeStagedWarps * 32),
@@ -1113,8 +1110,7 @@ DecodePlan plan_for(const AttentionArgs& a, DecodeKernel want) {
   const bool mma_ok = (a.head_dim == 64 || a.head_dim == 128) && (group <= kDecodeMaxGroup || group % kDecodeMaxGroup == 0);
   if (want == DecodeKernel::kAuto) want = mma_ok ? kDecodeMmaKernel : DecodeKernel::kSimt;
   // The staged kernel reads pages by TMA (sm_90a), fp8 ones at head_dim 128: elsewhere the plain tensor-core walk.
-  const bool staged = want == DecodeKernel::kStaged || want == DecodeKernel::kStagedCluster ||
-                      want == DecodeKernel::kStagedClusterLate;
+  const bool staged = want == DecodeKernel::kStaged || want == DecodeKernel::kStagedCluster;
   if (staged && ((a.kv_fp8 && a.head_dim != 128) || a.kv_slots <= 0 || !device_is_sm90())) {
     want = DecodeKernel::kMma;
   }
@@ -1167,8 +1163,7 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   DecodeParams p{a, ws.partial_o, ws.partial_lse, ws.counters, 1, static_cast<int>(group / plan.heads_per_chunk),
                  lab.min_pages > 0 ? lab.min_pages : kDecodeWarps};
   const int mode = rope ? kMmaRope : mma_mode(plan.kernel);
-  const bool late = plan.kernel == DecodeKernel::kStagedClusterLate;
-  const bool cluster = plan.kernel == DecodeKernel::kStagedCluster || late;
+  const bool cluster = plan.kernel == DecodeKernel::kStagedCluster;
   const bool staged = plan.kernel == DecodeKernel::kStaged || cluster;
   if (staged && lab.min_pages <= 0) p.min_pages = kDecodeStagedWarps;
   int64_t splits =
@@ -1183,11 +1178,9 @@ void launch_decode(const AttentionArgs& a, const DecodeWorkspace& ws, int num_sm
   p.num_splits = static_cast<int>(splits);
   if (staged) {
     if (a.head_dim == 64) {
-      launch_staged<64, false>(p, cluster, late, stream);
-    } else if (a.kv_fp8) {
-      launch_staged<128, true>(p, cluster, late, stream);
+      launch_staged<64, false>(p, cluster, stream);
     } else {
-      launch_staged<128, false>(p, cluster, late, stream);
+      a.kv_fp8 ? launch_staged<128, true>(p, cluster, stream) : launch_staged<128, false>(p, cluster, stream);
     }
   } else if (plan.kernel != DecodeKernel::kSimt) {
     if (a.head_dim == 64) {

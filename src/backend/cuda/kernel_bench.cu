@@ -445,8 +445,7 @@ __global__ void empty_kernel() {}
 const std::vector<std::pair<std::string, cuda::DecodeKernel>> kDecodeKernels = {
     {"simt", cuda::DecodeKernel::kSimt}, {"mma", cuda::DecodeKernel::kMma},
     {"mma_prefetch", cuda::DecodeKernel::kMmaPrefetch}, {"mma_early", cuda::DecodeKernel::kMmaEarly},
-    {"staged", cuda::DecodeKernel::kStaged}, {"staged_cluster", cuda::DecodeKernel::kStagedCluster},
-    {"staged_cluster_late", cuda::DecodeKernel::kStagedClusterLate}};
+    {"staged", cuda::DecodeKernel::kStaged}, {"staged_cluster", cuda::DecodeKernel::kStagedCluster}};
 
 void bench_decode(CudaBackend& be) {
   const int64_t heads = 32, kv_heads = 8, d = 128;
@@ -511,9 +510,7 @@ void bench_decode(CudaBackend& be) {
                                       static_cast<int*>(fp8_counters.data()), rows};
       for (const auto& k : {std::make_pair(std::string("mma"), cuda::DecodeKernel::kMma),
                             std::make_pair(std::string("staged"), cuda::DecodeKernel::kStaged),
-                            std::make_pair(std::string("staged_cluster"), cuda::DecodeKernel::kStagedCluster),
-                            std::make_pair(std::string("staged_cluster_late"),
-                                           cuda::DecodeKernel::kStagedClusterLate)}) {
+                            std::make_pair(std::string("staged_cluster"), cuda::DecodeKernel::kStagedCluster)}) {
         const double k_ms = graph_ms_per_launch(be, 20, [&](int j) {
           cuda::launch_decode_attention_lab(attn_args(f, f.metas[j % fp8_copies], b, 1, ctx, heads, kv_heads, d), fws,
                                             be.num_sms(), be.stream(), {0, 0, k.second});
@@ -610,10 +607,7 @@ void bench_decode(CudaBackend& be) {
     const double long_ms = time_ms(be, [&](int) { be.attention(p.qkv, p.cache, long_meta, p.out); }, 50);
     result("decode_lab", "B1_S4096_grid_for_128k", kv_bytes / (long_ms * 1e-3) / 1e12, "TB/s");
     for (const auto& k : kDecodeKernels) {
-      if (k.second != cuda::DecodeKernel::kStaged && k.second != cuda::DecodeKernel::kStagedCluster &&
-          k.second != cuda::DecodeKernel::kStagedClusterLate) {
-        continue;
-      }
+      if (k.second != cuda::DecodeKernel::kStaged && k.second != cuda::DecodeKernel::kStagedCluster) continue;
       auto launch = [&](int i) {
         cuda::launch_decode_attention_lab(attn_args(p, p.metas[i % copies], 1, 1, 131072, heads, kv_heads, d), ws,
                                           be.num_sms(), be.stream(), {0, 0, k.second});
@@ -714,7 +708,8 @@ std::vector<std::pair<int64_t, int64_t>> prefill_extra_shapes() {
 // RIDGELINE_BENCH_PREFILL_QSCALE: the production rows' queries drawn from [-x, x) instead of [-1, 1) (x in (0, 64]),
 // their rows named with a "_qX" suffix. With K in [-1, 1) a row's scores spread about 0.5 (log2 units) at x = 1, so
 // the Hopper kernel's exponentials first almost never leave their fast path and its lazy rescale almost never moves a
-// row's max; a model's layers spread them wider (kernel_config.h, kPrefillSm90LazyLog2). A bad value stops the bench.
+// row's max; the dummy-weight model's layers spread them about 2.4 (kernel_config.h, kPrefillSm90LazyRescale). A bad
+// value stops the bench.
 float prefill_q_scale() {
   const char* env = std::getenv("RIDGELINE_BENCH_PREFILL_QSCALE");
   if (env == nullptr || *env == '\0') return 1.0f;

@@ -258,14 +258,13 @@ constexpr int64_t kDecodeMinPagesPerSplit = 2 * kDecodeWarps;
 // graph, TB/s, cluster merge against global merge at the same forced split count): non-portable clusters of 12 and
 // 16 blocks 1.195 / 1.192 against 1.975 / 1.978 and 1.204 / 1.201 against 1.679 / 1.665 (the clusters of 16 one-SM
 // blocks do not all fit at once); at 4 splits 1.365 / 1.366 against 1.317 / 1.317.
-// kStagedClusterLate (lab, session 41, not yet measured): kStagedCluster with its dependents triggered
-// (pdl_launch_dependents) once each warp has requested its last page instead of right after pdl_wait(). Why: at batch 1
-// the next kernel's blocks start on the SMs the previous one freed and request their own pages (before their
-// pdl_wait) at the moment this kernel requests its refills, so both share the bandwidth and this kernel's refills, on
-// its critical path, land later; triggered after them, the next kernel's requests queue behind them. In a 20-launch
-// graph at B1 S4k the launch takes ~8 µs on both the H100 and the H200 (16.8 MB: 3.95 µs at the H200's copy rate), so
-// latency, not bytes, bounds it (issue 21.2). Where the launch takes no cluster, the global merge runs (production's).
-enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kStaged, kStagedCluster, kStagedClusterLate };
+// Measured and dropped (H100, session 41, rl_bench_kernels decode, B1 S4k, 20 launches in a CUDA graph, µs a launch):
+// kStagedCluster with its dependents triggered after each warp's last page request instead of right after
+// pdl_wait(), so that the next launch's early page requests would queue behind this launch's refills: 9.514 against
+// 8.392 (fp8 8.368 against 8.194; at 12 / 16 splits 1.992 / 1.687 against 1.978 / 1.674 TB/s). The next launch's
+// early requests are worth more than the bandwidth they take from this launch's refills. It had the global merge's
+// bits (CudaAttention.DecodeClusterMerge*).
+enum class DecodeKernel { kAuto, kSimt, kMma, kMmaPrefetch, kMmaEarly, kStaged, kStagedCluster };
 constexpr int kDecodeClusterMaxSplits = 8;
 constexpr int kDecodeStagedWarps = 8;
 // Production (session 27, H100): kStaged where a launch's (sequence, kv head, chunk) blocks fit one wave of the
@@ -563,12 +562,13 @@ inline bool prefill_sm90_diag_half(int64_t max_seqlen_k) {
 // (H100, session 20, `bench kernels prefill`, neighbouring lab rows, TFLOP/s, eager / lazy): 4 × 4k 469.7 / 490.6,
 // 16 × 1k 369.2 / 370.6, 1 × 16k 514.5 / 542.6; the 32k prompt's TTFT 1,224 / 1,228 ms eager against 1,219 / 1,213
 // lazy. On. RIDGELINE_CUDA_PREFILL_SM90=continuous_v3 runs the eager form, continuous_v3_lazy this one.
+// Measured and dropped (H100, session 41, scripts/device/ttft_clock.sh's first form): the threshold at 2^16 instead
+// of 2^8 (a lab build for the exponentials-first forms, RIDGELINE_CUDA_PREFILL_LAZY_LOG2). The 32k prompt's attention
+// ran 548 TFLOP/s over its 32 layers against 546 (one trace each, one call), the wide-scores op test passed with it. By
+// arithmetic the dummy weights spread a row's scores about 2.4 log2 units, so the running max after a row's first
+// tile (about +6) rises about 4 more over 32k keys, under 8: the fast path already holds, and the threshold has
+// nothing to take.
 constexpr bool kPrefillSm90LazyRescale = true;
-// How far (log2) a tile's max may pass a row's running max under the lazy rescale before the max moves
-// (FlashAttention-4 uses 8); the exponentials first take the usual path only where a row's 32 exponentials sum to
-// 2^this or more. P is bf16 and l and O f32, so values up to 2^32 stay far inside their ranges.
-// RIDGELINE_CUDA_PREFILL_LAZY_LOG2 sets it (lab A/B; PrefillSm90Options::lazy_log2).
-constexpr int kPrefillSm90LazyLog2 = 8;
 // Hopper prefill, the exponentials first (production since session 35 where the diagonal's half tiles are off:
 // PrefillSm90Options::exp_first, RIDGELINE_CUDA_PREFILL_SM90 word "expfirst"; built with the lazy rescale and without
 // the half tiles): past an item's first tile a tile's exponentials come first, against the row's running max, packed

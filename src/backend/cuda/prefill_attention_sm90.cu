@@ -18,7 +18,6 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <cmath>
 #include <type_traits>
 #include <cstdlib>
 #include <cstring>
@@ -60,8 +59,6 @@ struct Sm90Params {
   int m_blocks;  // 128-row blocks of the longest sequence's tile rows
   int heads;     // query heads, or kv heads when packed
   int snake;     // 1: a persistent block walks its rounds of items in alternating directions (PrefillSm90Options)
-  float lazy_log2;   // LAZY: how far a tile's max may pass the running max unrescaled (PrefillSm90Options::lazy_log2)
-  float keep_below;  // EF: 2^lazy_log2, the sum of a row's exponentials below which the running max stays
 };
 // TRACE's (kernel lab): the timeline, int64 [blocks][trace_items][kTraceStamps] clock64 values.
 struct Sm90TraceParams : Sm90Params {
@@ -78,11 +75,11 @@ struct WorkItem {
 // the first stages only (the stages are reused: no load traffic), 2 = no softmax (P = S as is, no exponentials), 3 = no
 // P V GEMM. CONT: the consumers' turns alternate across work items without a barrier between items (see the consumers).
 // LAZY (production, kPrefillSm90LazyRescale): a row's running max moves only when a tile's max passes it by more than
-// p.lazy_log2 (kPrefillSm90LazyLog2), and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's
-// conditional rescale; the exponentials then reach 2^lazy_log2, well inside f32 and bf16's range).
+// kLazyRescaleLog2, and a warp whose rows all kept theirs skips O's rescale (FlashAttention-4's conditional rescale;
+// the exponentials then reach 2^kLazyRescaleLog2, well inside f32 and bf16's range).
 // EF (production, kPrefillSm90ExpFirst; with LAZY and without DH): past an item's first tile a tile's exponentials come
 // first, against the running max, packed into P as they come, the tile's max taken only in a warp where a row's sum
-// shows an exponential may have reached 2^lazy_log2 (the same bits; kernel_config.h has the figures). With DH
+// shows an exponential may have reached 2^kLazyRescaleLog2 (the same bits; kernel_config.h has the figures). With DH
 // ptxas serializes the wgmma that way (C7511).
 // Lab forms that lost were deleted once measured (kernel_config.h and docs/cuda.md keep their figures): the K / V
 // multicast over pairs of heads (clusters of two blocks), the wait for P V kept after the next tile's softmax, each
@@ -99,11 +96,8 @@ struct WorkItem {
 // K stages only): Q and the K tiles share the four slots (QkRing), so the next item's Q loads into the slot of the
 // item's oldest K tile once its S = Q Kᵀ is done, a few tiles before the item ends, where a Q buffer of its own loads
 // only once both consumers are done with the item.
-// LRT (kernel lab, PrefillSm90Options::lazy_log2 other than kPrefillSm90LazyLog2; built for the exponentials-first
-// forms only): the lazy threshold and the exponentials first's test from the launch's parameters instead of
-// production's constant, so production's instances keep their code.
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool TRACE = false, bool EF = false, bool QR = false, bool LRT = false>
+          bool DH = false, bool TRACE = false, bool EF = false, bool QR = false>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                                   const __grid_constant__ CUtensorMap tm_v, const AttentionArgs a,
@@ -307,8 +301,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   regs_inc<232>();
   const int cw = wg - 1;  // consumer index: rows [m0 + 64 cw, +64) of each item's tile
   const float scale_log2 = a.scale * 1.4426950408889634f;  // log2(e)
-  // LAZY: how far a tile's max may pass the running max unrescaled (LRT: the launch's, else production's constant).
-  const float lazy_log2 = LRT ? p.lazy_log2 : static_cast<float>(kPrefillSm90LazyLog2);
+  constexpr float kLazyRescaleLog2 = 8.0f;  // LAZY: how far a tile's max may pass the running max unrescaled
   // Ping-pong: consumer c issues its GEMMs only while it holds the turn (named barrier 1 + c) and then passes it
   // on, so one consumer's softmax runs while the other's GEMMs occupy the tensor cores. Each side syncs
   // 1 + num_tiles times an item, each sync followed by one pass, so the turns strictly alternate (a consumer
@@ -419,11 +412,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (EF) {
         if (t > 0) {
           // Past its first tile (which holds key 0) a row's running max is finite: the exponentials against it at
-          // once, P packed as they come, no max. A row whose 32 exponentials here sum below 2^lazy_log2 has none at
-          // or above it, so the tile's max did not pass the running max by lazy_log2: the path below
+          // once, P packed as they come, no max. A row whose 32 exponentials here sum below 2^kLazyRescaleLog2 has
+          // none at or above it, so the tile's max did not pass the running max by kLazyRescaleLog2: the path below
           // would keep the running max and compute these very values. A warp with any other row runs that path
           // (sc is still S), which takes the max and may move it.
-          const float keep_below = LRT ? p.keep_below : static_cast<float>(1 << kPrefillSm90LazyLog2);
+          constexpr float kKeepBelow = 1 << static_cast<int>(kLazyRescaleLog2);
           float sum[2] = {0.0f, 0.0f};
 #pragma unroll
           for (int j = 0; j < kCols / 8; ++j) {
@@ -435,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               pa[j / 2][(j & 1) * 2 + r] = pack_bf16x2(e0, e1);
             }
           }
-          if (__all_sync(0xffffffffu, sum[0] < keep_below && sum[1] < keep_below)) {
+          if (__all_sync(0xffffffffu, sum[0] < kKeepBelow && sum[1] < kKeepBelow)) {
             row_l[0] += sum[0];
             row_l[1] += sum[1];
             corr[0] = corr[1] = 1.0f;
@@ -452,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         float m_new = fmaxf(row_m[r], mx * scale_log2);
-        if (LAZY && !(m_new > row_m[r] + lazy_log2)) m_new = row_m[r];  // -inf + lazy_log2 stays -inf
+        if (LAZY && !(m_new > row_m[r] + kLazyRescaleLog2)) m_new = row_m[r];  // -inf + 8 stays -inf
         const float m_use = m_new == -INFINITY ? 0.0f : m_new;
         corr[r] = LAZY && m_new == row_m[r] ? 1.0f : fast_exp2(row_m[r] - m_use);
         row_m[r] = m_new;
@@ -657,10 +650,10 @@ CUtensorMap make_map(const void* base, uint64_t d0, uint64_t d1, uint64_t d2, ui
 }
 
 template <bool PACK, bool INTRA, int KS, int ABLATE = 0, bool CONT = false, int VS = 2, bool LAZY = false,
-          bool DH = false, bool TRACE = false, bool EF = false, bool QR = false, bool LRT = false>
+          bool DH = false, bool TRACE = false, bool EF = false, bool QR = false>
 int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream_t stream, bool snake,
-                int lazy_log2 = kPrefillSm90LazyLog2, long long* trace = nullptr, int trace_items = 0) {
-  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE, EF, QR, LRT>;
+                long long* trace = nullptr, int trace_items = 0) {
+  auto kernel = prefill_attention_sm90_kernel<PACK, INTRA, KS, ABLATE, CONT, VS, LAZY, DH, TRACE, EF, QR>;
   constexpr int kSmemBytes = smem_bytes(KS, VS);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   static bool configured = false;
@@ -683,9 +676,6 @@ int launch_sm90(const AttentionArgs& a, bool persistent, int num_sms, cudaStream
   p.m_blocks = static_cast<int>(ceil_div(a.max_seqlen_q * G, kBM));
   p.heads = static_cast<int>(PACK ? a.num_kv_heads : a.num_heads);
   p.snake = snake ? 1 : 0;
-  RL_CHECK_MSG(lazy_log2 >= 1 && lazy_log2 <= 32, "Hopper prefill: lazy_log2 %d is outside 1-32", lazy_log2);
-  p.lazy_log2 = static_cast<float>(lazy_log2);
-  p.keep_below = std::ldexp(1.0f, lazy_log2);
   const int64_t kv_stride = a.num_kv_heads * kD * 2;
   const CUtensorMap tk = make_map(a.k_cache, kD, a.num_kv_heads, a.kv_slots, kD * 2, kv_stride, 64, 1,
                                   static_cast<uint32_t>(p.box_rows));
@@ -722,18 +712,6 @@ void launch_prefill_attention_sm90(const AttentionArgs& a, const PrefillSm90Opti
   const bool lazy = !packed && o.intra_overlap && o.k_stages == 3 && o.continuous_turns && o.v_stages == 3 &&
                     o.lazy_rescale;
   if (lazy) {
-    // Lab: another lazy threshold, built for the exponentials-first forms (production's above 2k keys); the forms
-    // with the half tiles keep production's.
-    if (o.lazy_log2 != kPrefillSm90LazyLog2 && o.exp_first && !o.diag_half) {
-      if (o.q_ring) {
-        launch_sm90<false, true, 3, 0, true, 3, true, false, false, true, true, true>(a, o.persistent, num_sms,
-                                                                                      stream, o.snake, o.lazy_log2);
-      } else {
-        launch_sm90<false, true, 3, 0, true, 3, true, false, false, true, false, true>(a, o.persistent, num_sms,
-                                                                                       stream, o.snake, o.lazy_log2);
-      }
-      return;
-    }
     // Q in the K stages' ring (q_ring), built with production's two forms only.
     if (o.q_ring && o.diag_half) {
       launch_sm90<false, true, 3, 0, true, 3, true, true, false, false, true>(a, o.persistent, num_sms, stream,
@@ -788,11 +766,10 @@ int launch_prefill_attention_sm90_trace(const AttentionArgs& a, int num_sms, cud
   const bool snake = prefill_sm90_snake(a.max_seqlen_k);
   if (q_ring) {
     return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true, false, true>(a, true, num_sms, stream, snake,
-                                                                                    kPrefillSm90LazyLog2, trace,
-                                                                                    max_items);
+                                                                                    trace, max_items);
   }
-  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true>(a, true, num_sms, stream, snake,
-                                                                      kPrefillSm90LazyLog2, trace, max_items);
+  return launch_sm90<false, true, ks, 0, cont, vs, lazy, false, true>(a, true, num_sms, stream, snake, trace,
+                                                                      max_items);
 }
 
 void launch_prefill_attention_sm90_ablation(const AttentionArgs& a, int ablate, int num_sms, cudaStream_t stream) {

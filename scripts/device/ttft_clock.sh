@@ -1,26 +1,21 @@
 #!/usr/bin/env bash
-# Issue 21.4: the 32,000-token prompt's attention layer by layer, and the lazy rescale's threshold as a lever. For
-# each threshold in LAZY (default "8 16"; RIDGELINE_CUDA_PREFILL_LAZY_LOG2, kernel_config.h kPrefillSm90LazyLog2, 8 is
-# production): the wide-scores op test (every form against the CPU, the 2^16 lab forms among them), the 32k TTFT on
-# the Llama-3.1-8B shape (ROUNDS rounds, default 2, thresholds alternating), `rl_bench_kernels prefill_production`
-# (4 x 4k, 16 x 1k, 1 x 16k and 1 x 32k; the forms with the diagonal's half tiles, up to 2k keys, keep 8) with the
-# queries drawn from [-q, q) for each q in QSCALES (default "1 8"; RIDGELINE_BENCH_PREFILL_QSCALE: scores spread about
-# 0.5 q in log2 units, where a model's layers spread them wider than the bench's q = 1), and a
-# kernel trace of the prompt (tools/kernel_gaps.py --each: the attention kernel's time in each layer, and its
-# TFLOP/s there). The SM clock, power and throttle reasons are sampled every 50 ms throughout and summed up per run,
-# over the samples above 250 W (the GPU at work). Why: session 24 read attention at 506-514 TFLOP/s inside the
-# prompt against 546.6 alone (H100), with layers 15-22 the slow ones; the exponentials first's fast path and the
-# lazy rescale both depend on how far a tile's scores pass the row's running max, which the model's layers change.
+# Issue 21.4: the 32,000-token prompt's attention layer by layer, beside the same kernel alone, with the SM clock under
+# the power cap. ROUNDS (default 2) runs of the 32k TTFT on the Llama-3.1-8B shape; `rl_bench_kernels
+# prefill_production` (4 x 4k, 16 x 1k, 1 x 16k and 1 x 32k) with REPS launches a row (default 200: about a second of
+# sustained work at 1 x 32k, where 10 launches run at the boost clock) and the queries drawn from [-q, q) for each q
+# in QSCALES (default "1 8"; RIDGELINE_BENCH_PREFILL_QSCALE: scores spread about 0.5 q in log2 units, the dummy-weight
+# model's about 2.4); and a kernel trace of the prompt (tools/kernel_gaps.py --each: the attention kernel's time in
+# each layer, and its TFLOP/s there). The SM clock, power and throttle reasons are sampled every 50 ms throughout and
+# summed up per run over the samples above 250 W (the GPU at work), with the clock series through the traced
+# prefills. Session 41 (H100): attention 545-555 TFLOP/s in the prompt at a median 1,500 MHz, the 1 x 32k row 618 at
+# 1,680 MHz sustained and 650 at 1,980 over 10 launches: the prompt's attention runs at the clock the 700 W cap
+# leaves it.
 # Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says). Prints a short table last; logs in
-# $OUT/prefill_lazy_logs.tgz. About 6 minutes at the defaults.
+# $OUT/ttft_clock_logs.tgz. Under a minute.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 device_env
-LAZY=${LAZY:-"8 16"}
 QSCALES=${QSCALES:-"1 8"}
-timeout 120 "$bin/rl_tests_ops" --gtest_filter='CudaAttention.HopperPrefillWideScores' --gtest_color=no \
-  > "$L/tests.txt" 2>&1
-stamp "wide-scores test rc=$?"
 fields=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active
 nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits -lms 50 > "$L/clocks.csv" 2> "$L/smi.err" &
 sampler=$!
@@ -34,30 +29,23 @@ phase() {  # phase NAME COMMAND...: runs it, and notes its start and end for the
 A32=(-m models/configs/Llama-3.1-8B --dummy-weights --device cuda --batch 1 --input-len 32000 --output-len 2
   --max-model-len 32768 --max-num-batched-tokens 32768)
 for r in $(seq 1 "${ROUNDS:-2}"); do
-  for v in $LAZY; do
-    RIDGELINE_CUDA_PREFILL_LAZY_LOG2=$v phase "ttft_l${v}_r$r" lat "ttft_l${v}_r$r" "${A32[@]}"
-  done
+  phase "ttft_r$r" lat "ttft_r$r" "${A32[@]}"
 done
 stamp "ttft"
 for q in $QSCALES; do
-  for v in $LAZY; do
-    RIDGELINE_CUDA_PREFILL_LAZY_LOG2=$v RIDGELINE_BENCH_PREFILL_QSCALE=$q phase "rows_l${v}_q$q" \
-      timeout 120 "$bin/rl_bench_kernels" prefill_production > "$L/rows_l${v}_q$q.txt" 2>&1
-  done
+  RIDGELINE_BENCH_PREFILL_REPS=${REPS:-200} RIDGELINE_BENCH_PREFILL_QSCALE=$q phase "rows_q$q" \
+    timeout 120 "$bin/rl_bench_kernels" prefill_production > "$L/rows_q$q.txt" 2>&1
 done
 stamp "rows"
-for v in $LAZY; do
-  RIDGELINE_CUDA_PREFILL_LAZY_LOG2=$v phase "trace_l$v" timeout 150 "$bin/ridgeline" bench latency "${A32[@]}" \
-    --profile "$L/trace_l$v.json" --profile-kernels > "$L/trace_l$v.log" 2>&1
-  python3 tools/kernel_gaps.py "$L/trace_l$v.json" --each prefill_attention_sm90 --min-us 1000 > "$L/attn_l$v.txt" 2>&1
-  python3 tools/kernel_gaps.py "$L/trace_l$v.json" --totals 8 > "$L/totals_l$v.txt" 2>&1
-done
-stamp "traces"
+phase trace timeout 150 "$bin/ridgeline" bench latency "${A32[@]}" --profile "$L/trace.json" --profile-kernels \
+  > "$L/trace.log" 2>&1
+python3 tools/kernel_gaps.py "$L/trace.json" --each prefill_attention_sm90 --min-us 1000 > "$L/attn.txt" 2>&1
+python3 tools/kernel_gaps.py "$L/trace.json" --totals 8 > "$L/totals.txt" 2>&1
+stamp "trace"
 kill "$sampler" 2>/dev/null
 wait "$sampler" 2>/dev/null
-tar -C "$L" --exclude='*.json' -czf "$final_out/prefill_lazy_logs.tgz" .
+tar -C "$L" --exclude='*.json' -czf "$final_out/ttft_clock_logs.tgz" .
 echo "== summary =="
-gtest_summary "$L/tests.txt"
 head -2 "$L/smi.err"
 python3 - "$L" <<'PY'
 import datetime, glob, json, os, re, statistics, sys
@@ -91,12 +79,12 @@ for line in open(os.path.join(d, "phases.txt")):
     if name.startswith("trace") and busy:  # the clock through the traced prefills: does it fall layer by layer?
         print("  MHz every 50 ms above 250 W: " + " ".join(f"{x[1]:.0f}" for x in busy))
 print("== prefill rows (TFLOP/s)")
-for f in sorted(glob.glob(os.path.join(d, "rows_l*.txt"))):
+for f in sorted(glob.glob(os.path.join(d, "rows_q*.txt"))):
     rows = re.findall(r"^RESULT prefill_attn (\S+) (\S+) TFLOP/s", open(f).read(), re.M)
     print(os.path.basename(f)[5:-4] + ": " + ", ".join(f"{s.replace('_h32kv8d128_causal', '')} {v}" for s, v in rows))
 flop = 2.0 * 32000 * 32000 * 128 * 32  # a layer's causal attention, 32 heads of 128
 print("== attention in the prompt, each layer (the trace's last prefill)")
-for f in sorted(glob.glob(os.path.join(d, "attn_l*.txt"))):
+for f in sorted(glob.glob(os.path.join(d, "attn.txt"))):
     text = open(f).read()
     m = re.search(r"launches; us: (.*)", text)
     if not m:
@@ -104,7 +92,7 @@ for f in sorted(glob.glob(os.path.join(d, "attn_l*.txt"))):
         continue
     us = [float(x) for x in m.group(1).split()][-32:]
     med = statistics.median(us)
-    print(f"{os.path.basename(f)[5:-4]}: sum {sum(us) / 1e3:.1f} ms, median {med / 1e3:.2f} ms "
+    print(f"attention: sum {sum(us) / 1e3:.1f} ms, median {med / 1e3:.2f} ms "
           f"({flop / med / 1e6:.0f} TFLOP/s), min {min(us) / 1e3:.2f}, max {max(us) / 1e3:.2f}; "
           f"{flop * len(us) / sum(us) / 1e6:.0f} TFLOP/s over the layers")
     print("  ms by layer: " + " ".join(f"{x / 1e3:.1f}" for x in us))
