@@ -84,16 +84,15 @@ for f in sorted(glob.glob(os.path.join(d, "rows_q*.txt"))):
     print(os.path.basename(f)[5:-4] + ": " + ", ".join(f"{s.replace('_h32kv8d128_causal', '')} {v}" for s, v in rows))
 flop = 2.0 * 32000 * 32000 * 128 * 32  # a layer's causal attention, 32 heads of 128
 print("== attention in the prompt, each layer (the trace's last prefill)")
-for f in sorted(glob.glob(os.path.join(d, "attn.txt"))):
-    text = open(f).read()
-    m = re.search(r"launches; us: (.*)", text)
-    if not m:
-        print(os.path.basename(f), text.strip()[:200])
-        continue
+text = open(os.path.join(d, "attn.txt")).read()
+m = re.search(r"launches; us: (.*)", text)
+if m:
     us = [float(x) for x in m.group(1).split()][-32:]
     med = statistics.median(us)
-    print(f"attention: sum {sum(us) / 1e3:.1f} ms, median {med / 1e3:.2f} ms "
-          f"({flop / med / 1e6:.0f} TFLOP/s), min {min(us) / 1e3:.2f}, max {max(us) / 1e3:.2f}; "
-          f"{flop * len(us) / sum(us) / 1e6:.0f} TFLOP/s over the layers")
+    print(f"attention: sum {sum(us) / 1e3:.1f} ms, median {med / 1e3:.2f} ms ({flop / med / 1e6:.0f} TFLOP/s), "
+          f"min {min(us) / 1e3:.2f}, max {max(us) / 1e3:.2f}; {flop * len(us) / sum(us) / 1e6:.0f} TFLOP/s over the "
+          "layers")
     print("  ms by layer: " + " ".join(f"{x / 1e3:.1f}" for x in us))
+else:
+    print("attention: " + text.strip()[:200])
 PY
