@@ -58,13 +58,16 @@ constexpr int kUnionOffset = kStages * kStageBytes;
 constexpr int kQOffset = kUnionOffset + kUnionBytes;
 constexpr int kRedOffset = kQOffset + kMaxGroupDims * 4;
 constexpr int kBarOffset = kRedOffset + 64 * 4;
-constexpr int kSmemBytes = kBarOffset + 2 * kStages * 8 + 16;
+// Lab (kStackLabNewRowShared): the new position's key and value rows in the cache's format, at most 256 bf16 each.
+constexpr int kNewRowOffset = kBarOffset + 2 * kStages * 8 + 16;
+constexpr int kNewRowBytes = 2 * 256 * 2;
+constexpr int kSmemBytes = kNewRowOffset + kNewRowBytes;
 static_assert(kSmemBytes <= 227 * 1024, "one block per SM must fit");
 
 // Byte offsets in the scratch (host and device compute the same layout): the split partials, the counters, the
 // tagged words (16-byte aligned for vector loads).
 struct ScratchLayout {
-  size_t counters, qkv, attn, res_o, res_d, inter, total;
+  size_t counters, qkv, attn, res_o, res_d, inter, part64, total;
   __host__ __device__ ScratchLayout(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t hidden, int64_t inter_n,
                                     int64_t max_splits) {
     auto align = [](size_t b) { return (b + 255) & ~static_cast<size_t>(255); };
@@ -74,7 +77,8 @@ struct ScratchLayout {
     res_o = align(attn + static_cast<size_t>(heads * head_dim) * 4);
     res_d = align(res_o + static_cast<size_t>(hidden) * 4);
     inter = align(res_d + static_cast<size_t>(hidden) * 4);
-    total = align(inter + static_cast<size_t>(inter_n) * 4);
+    part64 = align(inter + static_cast<size_t>(inter_n) * 4);
+    total = align(part64 + static_cast<size_t>(heads * max_splits * (head_dim + 2)) * 8);
   }
 };
 
@@ -86,6 +90,7 @@ struct Tagged {
   uint32_t* res_d;     // [hidden]: the residual after down_proj (the last layer writes StackParams::residual instead)
   uint32_t* inter;     // [I]
   uint32_t* counters;  // see Sync
+  uint64_t* part;      // lab (kStackLabPollMerge): [H][max_splits][D + 2] tagged partials (o, then max and sum)
 };
 
 // The kernel's parameters: the model's (decode_stack.h) and, set at launch from the scratch, the tagged
@@ -157,13 +162,13 @@ __device__ __noinline__ void stuck(uint32_t tag) {
   printf("decode_stack: block %d waited 20 s for tag %u\n", blockIdx.x, tag);
   __trap();
 }
-// Reloads w from p until every word carries tag (w: a first load). A block that waits 20 s means another block
-// never became resident or never wrote: trap rather than hang.
+// Calls reload() until ready() (after a first load the caller made) says the words carry tag. A block that waits 20 s
+// means another block never became resident or never wrote: trap rather than hang.
 // Between polls the thread sleeps (fewer loads on the lines other blocks are writing): 32 ns first, doubling up to
 // backoff_ns; 0 polls back to back.
-template <int kN>
-__device__ __forceinline__ void wait_words(uint32_t (&w)[kN], const uint32_t* p, uint32_t tag, int backoff_ns) {
-  if (all_tagged(w, tag)) return;
+template <class Reload, class Ready>
+__device__ __forceinline__ void poll_until(Reload reload, Ready ready, uint32_t tag, int backoff_ns) {
+  if (ready()) return;
   const uint64_t t0 = global_ns();
   unsigned ns = 32;
   do {
@@ -172,8 +177,13 @@ __device__ __forceinline__ void wait_words(uint32_t (&w)[kN], const uint32_t* p,
       __nanosleep(ns);
       if (ns < static_cast<unsigned>(backoff_ns)) ns *= 2;
     }
-    load_words(w, p);
-  } while (!all_tagged(w, tag));
+    reload();
+  } while (!ready());
+}
+// Reloads w from p until every word carries tag (w: a first load).
+template <int kN>
+__device__ __forceinline__ void wait_words(uint32_t (&w)[kN], const uint32_t* p, uint32_t tag, int backoff_ns) {
+  poll_until([&] { load_words(w, p); }, [&] { return all_tagged(w, tag); }, tag, backoff_ns);
 }
 // The wait_words backoff of this launch, or -1 (lab: read inputs without waiting).
 __device__ __forceinline__ int poll_backoff(const StackParams& p) {
@@ -510,6 +520,52 @@ __device__ __forceinline__ void load_row(float (&x)[kDpl], const uint16_t* cache
   unpack_row<kDpl, kFp8>(x, load_raw<kDpl, kFp8>(cache, off));
 }
 
+// load_raw from a row in shared memory (lab kStackLabNewRowShared: the new position's row, as stored in the cache).
+template <int kDpl, bool kFp8>
+__device__ __forceinline__ RawRow<kDpl, kFp8> load_raw_shared(const uint16_t* row, int off) {
+  RawRow<kDpl, kFp8> r;
+  if constexpr (kFp8) {
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(row) + off;
+    if constexpr (kDpl == 8) {
+      const uint2 v = *reinterpret_cast<const uint2*>(src);
+      r.w[0] = v.x, r.w[1] = v.y;
+    } else if constexpr (kDpl == 4) {
+      r.w[0] = *reinterpret_cast<const unsigned int*>(src);
+    } else {
+      r.w[0] = *reinterpret_cast<const unsigned short*>(src);
+    }
+  } else {
+    const uint16_t* src = row + off;
+    if constexpr (kDpl == 8) {
+      const uint4 v = *reinterpret_cast<const uint4*>(src);
+      r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+    } else if constexpr (kDpl == 4) {
+      const uint2 v = *reinterpret_cast<const uint2*>(src);
+      r.w[0] = v.x, r.w[1] = v.y;
+    } else {
+      r.w[0] = *reinterpret_cast<const unsigned int*>(src);
+    }
+  }
+  return r;
+}
+
+// Lab (kStackLabPollMerge): a split partial's tagged 64-bit words (f32 bits below, the tag above), stored and loaded
+// relaxed at GPU scope (single-copy atomic per word, as Tagged's 32-bit words).
+__device__ __forceinline__ void st_tagged64(uint64_t* p, float v, uint32_t tag) {
+  const uint64_t w = (static_cast<uint64_t>(tag) << 32) | __float_as_uint(v);
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
+}
+__device__ __forceinline__ void load_pair64(uint64_t (&w)[2], const uint64_t* p) {
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(w[0]), "=l"(w[1]) : "l"(p) : "memory");
+}
+__device__ __forceinline__ bool pair64_tagged(const uint64_t (&w)[2], uint32_t tag) {
+  return static_cast<uint32_t>(w[0] >> 32) == tag && static_cast<uint32_t>(w[1] >> 32) == tag;
+}
+// Reloads w from p until both words carry tag (w: a first load).
+__device__ __forceinline__ void wait_pair64(uint64_t (&w)[2], const uint64_t* p, uint32_t tag, int backoff_ns) {
+  poll_until([&] { load_pair64(w, p); }, [&] { return pair64_tagged(w, tag); }, tag, backoff_ns);
+}
+
 // A lane's kDpl elements of a row of tagged words, waited for until they carry tag.
 template <int kDpl>
 __device__ __forceinline__ void load_row_tagged(float (&x)[kDpl], const uint32_t* src, uint32_t tag, int backoff_ns) {
@@ -584,10 +640,10 @@ constexpr int kMinKeysPerSplit = 16;  // see key_splits
 struct Splits {
   int count, per;
 };
-__device__ Splits key_splits(int len, int num_kv_heads, int max_splits) {
+__device__ Splits key_splits(int len, int num_kv_heads, int max_splits, int min_keys) {
   int want = static_cast<int>(gridDim.x) / num_kv_heads;
   want = want < 1 ? 1 : (want > max_splits ? max_splits : want);
-  const int cap = (len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  const int cap = (len + min_keys - 1) / min_keys;
   if (want > cap) want = cap;
   const int per = (len + want - 1) / want;
   return {(len + per - 1) / per, per};
@@ -600,10 +656,88 @@ __device__ __forceinline__ uint32_t atom_add_acq_rel(uint32_t* p, uint32_t v) {
   return old;
 }
 
+// The merge of a KV head's split partials, staged in shared memory ([gq][count][kD + 2]: o, then max and sum), in
+// split order: the attention output's tagged words.
+template <int kD>
+__device__ __forceinline__ void merge_staged(const float* stage, const Tagged& tg, int kvh, int gq, int count,
+                                             uint32_t attn_tag) {
+  const int stride = kD + 2, per_head = count * stride;
+  for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
+    const int h = e / kD, d = e % kD;
+    const float* src = stage + h * per_head;
+    float mx = -INFINITY;
+    for (int j = 0; j < count; ++j) mx = fmaxf(mx, src[j * stride + kD]);
+    float sum = 0.0f, o = 0.0f;
+    for (int j = 0; j < count; ++j) {
+      const float f = exp2f(src[j * stride + kD] - mx);
+      sum += src[j * stride + kD + 1] * f;
+      o += src[j * stride + d] * f;
+    }
+    st_tagged(tg.attn + (static_cast<int64_t>(kvh) * gq + h) * kD + d, f32_to_bf16_bits(o / sum), attn_tag);
+  }
+}
+
+// Lab (kStackLabPollMerge): the last split of a KV head polls every split's tagged partials (its own among them) into
+// shared memory (stage: the warps' accumulators, free once every warp has merged them) and merges them as the
+// count's merge does. At the launch's last layer it zeroes the words it read, so the next launch starts from words no
+// tag matches (nothing else writes them before the launch ends: every split of the layer has stored them).
+template <int kDpl, int kG>
+__device__ __noinline__ void merge_polled(const StackParams& p, const Tagged& tg, int layer, int kvh, int gq, int count,
+                             uint32_t part_tag, uint32_t attn_tag, float* stage) {
+  constexpr int kD = kDpl * 32;
+  const int stride = kD + 2, per_head = count * stride;
+  const int pairs = gq * per_head / 2;  // stride is even, so a head's partials are whole 16-byte pairs of words
+  constexpr int kPer = kDpl * kG <= 16 ? 4 : 2;  // loads in flight a thread
+  const int backoff = poll_backoff(p);
+  auto words = [&](int c) {
+    const int h = (2 * c) / per_head, r = 2 * c - h * per_head;
+    return tg.part + (static_cast<int64_t>(kvh) * gq + h) * p.max_splits * stride + r;
+  };
+  for (int c0 = 0; c0 < pairs; c0 += kPer * kConsumers) {
+    uint64_t w[kPer][2];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = c0 + i * kConsumers + threadIdx.x;
+      if (c < pairs) load_pair64(w[i], words(c));
+    }
+    if (c0 == 0) consumers_sync();  // every warp has read its accumulators out of stage
+    unsigned pending = 0;  // the pairs not yet tagged, polled below one at a time (one copy of the wait loop)
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = c0 + i * kConsumers + threadIdx.x;
+      if (c < pairs) {
+        if (backoff < 0 || pair64_tagged(w[i], part_tag)) {
+          stage[2 * c] = __uint_as_float(static_cast<uint32_t>(w[i][0]));
+          stage[2 * c + 1] = __uint_as_float(static_cast<uint32_t>(w[i][1]));
+        } else {
+          pending |= 1u << i;
+        }
+      }
+    }
+    while (pending) {
+      const int i = __ffs(pending) - 1;
+      pending &= pending - 1;
+      const int c = c0 + i * kConsumers + threadIdx.x;
+      uint64_t x[2];
+      load_pair64(x, words(c));
+      wait_pair64(x, words(c), part_tag, backoff);
+      stage[2 * c] = __uint_as_float(static_cast<uint32_t>(x[0]));
+      stage[2 * c + 1] = __uint_as_float(static_cast<uint32_t>(x[1]));
+    }
+  }
+  consumers_sync();
+  merge_staged<kD>(stage, tg, kvh, gq, count, attn_tag);
+  if (layer == p.num_layers - 1) {
+    for (int c = threadIdx.x; c < pairs; c += kConsumers) {
+      *reinterpret_cast<ulonglong2*>(words(c)) = make_ulonglong2(0, 0);
+    }
+  }
+}
+
 // The attention phase (see the file comment). kG: most query heads per KV head for this head_dim. A block has one
 // unit at most (key_splits). Each warp first loads its first batch of cached keys and values (positions before the
 // new one, written by earlier steps), so that load overlaps the wait for the step's q/k/v instead of following it.
-template <int kDpl, int kG, bool kFp8>
+template <int kDpl, int kG, bool kFp8, bool kLab>
 __device__ void attend(const StackParams& p, const StackLayer& L, int layer, const Sync& sync, const Tagged& tg,
                        uint32_t base, uint8_t* smem, int len, int pos, int slot, const Splits& sp) {
   constexpr int kD = kDpl * 32;
@@ -614,6 +748,9 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
   float* ml = state + kWarps * kMaxGroupDims;                    // [kWarps][16][2] max and sum
   float* qs = reinterpret_cast<float*>(smem + kQOffset);         // [gq][kD]
   int* flag = reinterpret_cast<int*>(smem + kRedOffset) + 48;
+  // Lab (kStackLabNewRowShared): the new position's key row, then its value row (element offset kD), as cached.
+  uint16_t* new_row = reinterpret_cast<uint16_t*>(smem + kNewRowOffset);
+  const bool row_shared = kLab && (p.lab & kStackLabNewRowShared);
   const float fpos = static_cast<float>(pos);
   const uint32_t qkv_tag = tag_of(base, layer, kTagQkv);
   const int units = (p.lab & kStackLabNoAttention) ? 0 : kvh_n * sp.count;
@@ -649,9 +786,11 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
         load_row_tagged<kDpl>(x, tg.qkv + q_size + kvh * kD + lane * kDpl, qkv_tag, poll_backoff(p));
         norm_rope<kDpl>(x, L.k_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos);
         store_row<kDpl, kFp8>(L.k_cache, kd, x);
+        if (row_shared) store_row<kDpl, kFp8>(new_row, lane * kDpl, x);
         load_row_tagged<kDpl>(x, tg.qkv + q_size + kv_row + kvh * kD + lane * kDpl, qkv_tag,
                                 poll_backoff(p));
         store_row<kDpl, kFp8>(L.v_cache, kd, x);
+        if (row_shared) store_row<kDpl, kFp8>(new_row, kD + lane * kDpl, x);
       }
     }
     consumers_sync();  // q in shared memory; the new K/V row in the cache (read back below by this block)
@@ -678,6 +817,9 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
         } else if (kb0 + j < len - 1) {
           unpack_row<kDpl, kFp8>(kf[j], pre_k[j]);
           unpack_row<kDpl, kFp8>(vf[j], pre_v[j]);
+        } else if (row_shared) {  // the new position's row, kept in shared memory by the task loop above
+          unpack_row<kDpl, kFp8>(kf[j], load_raw_shared<kDpl, kFp8>(new_row, lane * kDpl));
+          unpack_row<kDpl, kFp8>(vf[j], load_raw_shared<kDpl, kFp8>(new_row, kD + lane * kDpl));
         } else {
           const int64_t off = kv_offset(p, kb0 + j, kvh) + lane * kDpl;
           load_row<kDpl, kFp8>(kf[j], L.k_cache, off);
@@ -692,6 +834,11 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         ok[j] = kb + j < k1;
+        if (row_shared && kb + j == len - 1) {
+          unpack_row<kDpl, kFp8>(kf[j], load_raw_shared<kDpl, kFp8>(new_row, lane * kDpl));
+          unpack_row<kDpl, kFp8>(vf[j], load_raw_shared<kDpl, kFp8>(new_row, kD + lane * kDpl));
+          continue;
+        }
         const int64_t off = kv_offset(p, ok[j] ? kb + j : kb, kvh) + lane * kDpl;  // past the split: a valid row
         load_row<kDpl, kFp8>(kf[j], L.k_cache, off);
         load_row<kDpl, kFp8>(vf[j], L.v_cache, off);
@@ -711,6 +858,10 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
     consumers_sync();
     // The warps merged in warp order: unnormalised output, its maximum and its sum per (head, element).
     float* part = static_cast<float*>(p.scratch);  // [H][max_splits][kD + 2]
+    const int stride = kD + 2, per_head = sp.count * stride;
+    // Lab (kStackLabPollMerge): the partials as tagged words, polled by the last split (see decode_stack.h). Their
+    // tag is the layer's q/k/v tag: distinct between the launch's layers, and the words are zero between launches.
+    const bool poll = kLab && (p.lab & kStackLabPollMerge) && sp.count > 1 && gq * per_head <= kStateFloats;
     for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
       const int h = e / kD, d = e % kD;
       float mx = -INFINITY;
@@ -724,6 +875,13 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
       const int64_t head = static_cast<int64_t>(kvh) * gq + h;
       if (sp.count == 1) {
         st_tagged(tg.attn + head * kD + d, f32_to_bf16_bits(o / sum), tag_of(base, layer, kTagAttn));
+      } else if (poll) {
+        uint64_t* dst = tg.part + (head * p.max_splits + s) * stride;
+        st_tagged64(dst + d, o, qkv_tag);
+        if (d == 0) {
+          st_tagged64(dst + kD, mx, qkv_tag);
+          st_tagged64(dst + kD + 1, sum, qkv_tag);
+        }
       } else {
         float* dst = part + (head * p.max_splits + s) * (kD + 2);
         dst[d] = o;
@@ -733,7 +891,11 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
         }
       }
     }
-    if (sp.count > 1) {
+    if (poll) {
+      if (s == sp.count - 1) {
+        merge_polled<kDpl, kG>(p, tg, layer, kvh, gq, sp.count, qkv_tag, tag_of(base, layer, kTagAttn), state);
+      }
+    } else if (sp.count > 1) {
       consumers_sync();
       if (threadIdx.x == 0) {
         // Release: this block's partials (ordered before by the block barrier above); acquire: the other splits'.
@@ -743,7 +905,6 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
         *flag = (before + 1) % static_cast<uint32_t>(sp.count) == 0;
       }
       consumers_sync();
-      const int stride = kD + 2, per_head = sp.count * stride;
       if (*flag && gq * per_head <= kStateFloats) {
         // The last split of this KV head merges all of them in split order, from shared memory: every partial is
         // loaded at once (one round trip to L2) into the accumulator area, which the warps' merge above has freed.
@@ -768,20 +929,7 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
           }
         }
         consumers_sync();
-        for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
-          const int h = e / kD, d = e % kD;
-          const float* src = stage + h * per_head;
-          float mx = -INFINITY;
-          for (int j = 0; j < sp.count; ++j) mx = fmaxf(mx, src[j * stride + kD]);
-          float sum = 0.0f, o = 0.0f;
-          for (int j = 0; j < sp.count; ++j) {
-            const float f = exp2f(src[j * stride + kD] - mx);
-            sum += src[j * stride + kD + 1] * f;
-            o += src[j * stride + d] * f;
-          }
-          st_tagged(tg.attn + (static_cast<int64_t>(kvh) * gq + h) * kD + d, f32_to_bf16_bits(o / sum),
-                    tag_of(base, layer, kTagAttn));
-        }
+        merge_staged<kD>(stage, tg, kvh, gq, sp.count, tag_of(base, layer, kTagAttn));
       } else if (*flag) {  // the same, reading the partials from L2 (they do not fit in shared memory)
         for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
           const int h = e / kD, d = e % kD;
@@ -806,7 +954,9 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
 
 // One kernel per attention shape (kDpl = head_dim / 32; kG: most query heads per KV head; kFp8: an FP8 e4m3 KV
 // cache), so that each gets the registers its own attention phase needs (a thread has 168 at most: see kThreads).
-template <int kDpl, int kG, bool kFp8>
+// kLab: the instance that reads the attention phase's lab bits (decode_stack.h, bits 25-28); production's instances
+// compile none of those forms, so their code and registers stay as they were.
+template <int kDpl, int kG, bool kFp8, bool kLab>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_constant__ KernelArgs a) {
 #if RL_SM90_ENABLED
   const StackParams& p = a.p;
@@ -836,7 +986,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
   const uint32_t base = static_cast<uint32_t>(launch * kTagsPerLayer * static_cast<uint64_t>(p.num_layers) % 65535u);
   const int len = p.seq_lens[0], pos = p.positions[0], slot = p.slots[0];
   if (pos != len - 1 || slot < 0 || slot >= p.num_slots || (len - 1) / p.block_size >= p.max_blocks) __trap();
-  const Splits sp = key_splits(len, p.num_kv_heads, split_cap);
+  const int min_keys = kLab ? kMinKeysPerSplit << ((p.lab >> kStackLabMinKeysShift) & 3) : kMinKeysPerSplit;
+  const Splits sp = key_splits(len, p.num_kv_heads, split_cap, min_keys);
   uint16_t* xs = reinterpret_cast<uint16_t*>(smem + kUnionOffset);
   float* red = reinterpret_cast<float*>(smem + kRedOffset);
   const int q_dim = p.num_heads * p.head_dim;
@@ -852,7 +1003,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
     load_normed<kRound>(xs, tg.res_d, layer == 0 ? p.residual : nullptr, prev_res, L.attn_norm, p.norm_f32, p.hidden,
                         L.attn_eps, red, p);
     consume<kQkv>(p, L, layer, ring, xs, red, tg, base, t);
-    attend<kDpl, kG, kFp8>(p, L, layer, sync, tg, base, smem, len, pos, slot, sp);
+    attend<kDpl, kG, kFp8, kLab>(p, L, layer, sync, tg, base, smem, len, pos, slot, sp);
     // (Lab: with no attention work nothing writes the attention output, so nothing waits for it.)
     load_vec<kRound>(xs, tg.attn, tag_of(base, layer, kTagAttn), q_dim, p, !(p.lab & kStackLabNoAttention));
     consume<kOut>(p, L, layer, ring, xs, red, tg, base, t);
@@ -895,19 +1046,27 @@ using StackKernel = void (*)(KernelArgs);
 
 // The instantiation for a head_dim, a query-head group size and a cache dtype (stack_supported has checked them).
 // No FP8 instance at head_dim 256: its registers would spill (stack_supported refuses that shape).
-template <bool kFp8>
+template <bool kFp8, bool kLab>
 StackKernel kernel_for(int64_t head_dim, int64_t gq) {
-  if (head_dim == 64) return gq <= 4 ? decode_stack_kernel<2, 4, kFp8> : decode_stack_kernel<2, 8, kFp8>;
-  if (head_dim == 128) return gq <= 4 ? decode_stack_kernel<4, 4, kFp8> : decode_stack_kernel<4, 8, kFp8>;
+  if (head_dim == 64) {
+    return gq <= 4 ? decode_stack_kernel<2, 4, kFp8, kLab> : decode_stack_kernel<2, 8, kFp8, kLab>;
+  }
+  if (head_dim == 128) {
+    return gq <= 4 ? decode_stack_kernel<4, 4, kFp8, kLab> : decode_stack_kernel<4, 8, kFp8, kLab>;
+  }
   if constexpr (kFp8) {
     return nullptr;
   } else {
-    return decode_stack_kernel<8, 4, false>;
+    return decode_stack_kernel<8, 4, false, kLab>;
   }
 }
-StackKernel kernel_for(int64_t head_dim, int64_t gq, bool fp8) {
-  return fp8 ? kernel_for<true>(head_dim, gq) : kernel_for<false>(head_dim, gq);
+// The lab instance where the lab bits ask for one of the attention phase's forms (bits 25-28), production's otherwise.
+StackKernel kernel_for(int64_t head_dim, int64_t gq, bool fp8, bool lab = false) {
+  if (lab) return fp8 ? kernel_for<true, true>(head_dim, gq) : kernel_for<false, true>(head_dim, gq);
+  return fp8 ? kernel_for<true, false>(head_dim, gq) : kernel_for<false, false>(head_dim, gq);
 }
+constexpr int kAttentionLabBits =
+    kStackLabNewRowShared | kStackLabPollMerge | (3 << kStackLabMinKeysShift) | kStackLabAttentionInstance;
 
 }  // namespace
 
@@ -931,10 +1090,11 @@ bool stack_supported(const StackShape& s, std::string* why) {
   }
   // Per device (the attribute belongs to the current device's context): set each time a model checks its stack.
   const StackKernel kernel = kernel_for(s.head_dim, gq, s.kv_fp8);
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();  // not left for a later launch check to report
-    return no("the device cannot give a block the kernel's shared memory");
+  for (const StackKernel k : {kernel, kernel_for(s.head_dim, gq, s.kv_fp8, true)}) {  // production's and the lab's
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
+      (void)cudaGetLastError();  // not left for a later launch check to report
+      return no("the device cannot give a block the kernel's shared memory");
+    }
   }
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmemBytes) !=
@@ -963,8 +1123,9 @@ void launch_decode_stack(StackParams p, cudaStream_t stream) {
   char* scratch = static_cast<char*>(p.scratch);
   auto words = [&](size_t off) { return reinterpret_cast<uint32_t*>(scratch + off); };
   const KernelArgs a{p, Tagged{words(lay.qkv), words(lay.attn), words(lay.res_o), words(lay.res_d), words(lay.inter),
-                               words(lay.counters)}};
-  const StackKernel kernel = kernel_for(p.head_dim, p.num_heads / p.num_kv_heads, p.kv_fp8);
+                               words(lay.counters), reinterpret_cast<uint64_t*>(scratch + lay.part64)}};
+  const StackKernel kernel =
+      kernel_for(p.head_dim, p.num_heads / p.num_kv_heads, p.kv_fp8, (p.lab & kAttentionLabBits) != 0);
   RL_CHECK_MSG(kernel != nullptr, "dense stack: no kernel for head_dim %d over this cache", p.head_dim);
   launch_pdl(kernel, dim3(sms), dim3(kThreads), kSmemBytes, stream, a);
 }
