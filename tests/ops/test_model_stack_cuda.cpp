@@ -244,8 +244,9 @@ TEST_P(CudaDenseStack, MatchesTheLayerKernelsAndIsDeterministic) {
   std::filesystem::remove_all(dir);
 }
 
-// The attention phase's lab forms (decode_stack.h, bits 25-28). The new position's row read from shared memory (25)
-// and the polled split merge (26) give production's bits. Fewer, longer splits (bits 27-28: at least 32, 64 or 128
+// The attention phase's lab forms (decode_stack.h, bits 25-30). The new position's row read from shared memory (25),
+// the polled split merge (26) and the RoPE table computed once a launch (30) give production's bits, as does the lab
+// instance with none of them (29). Fewer, longer splits (bits 27-28: at least 32, 64 or 128
 // keys a split) change the split structure, so they are held to the layer kernels' tolerance, and the polled merge
 // with them to their bits: at 300 keys production's split counts leave the partials of the shapes with 2 or 4 KV heads
 // too large for shared memory (there the count's merge serves), and fewer splits bring them under the bound.
@@ -257,7 +258,7 @@ TEST_P(CudaDenseStack, LabFormsOfTheAttentionPhase) {
       std::filesystem::temp_directory_path() / (std::string("rl_stack_lab_") + c.name + (fp8 ? "_fp8" : ""));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << c.config;
-  constexpr int kRowShared = 1 << 25, kPollMerge = 1 << 26, kMinKeysShift = 27;
+  constexpr int kRowShared = 1 << 25, kPollMerge = 1 << 26, kMinKeysShift = 27, kInstance = 1 << 29, kTrig = 1 << 30;
   StackRun off(dir.string(), false, true, kv_dt), prod(dir.string(), lab_backend(0), true, kv_dt);
   const int64_t v = prod.vocab();
   for (int64_t prompt_len : {5, 300}) {
@@ -267,7 +268,7 @@ TEST_P(CudaDenseStack, LabFormsOfTheAttentionPhase) {
     const std::vector<int32_t> tab = table((prompt_len + 6 + kBlockSize - 1) / kBlockSize, 21);
     const auto ref = off.decode(prompt, feed, tab);
     const auto base = prod.decode(prompt, feed, tab);
-    for (int bits : {kRowShared, kPollMerge, kRowShared | kPollMerge}) {
+    for (int bits : {kInstance, kRowShared, kPollMerge, kTrig, kRowShared | kPollMerge | kTrig}) {
       StackRun lab(dir.string(), lab_backend(bits), true, kv_dt);
       EXPECT_EQ(lab.decode(prompt, feed, tab), base) << "lab bits " << bits << " against production";
     }

@@ -61,7 +61,10 @@ constexpr int kBarOffset = kRedOffset + 64 * 4;
 // Lab (kStackLabNewRowShared): the new position's key and value rows in the cache's format, at most 256 bf16 each.
 constexpr int kNewRowOffset = kBarOffset + 2 * kStages * 8 + 16;
 constexpr int kNewRowBytes = 2 * 256 * 2;
-constexpr int kSmemBytes = kNewRowOffset + kNewRowBytes;
+// Lab (kStackLabTrigShared): the step's RoPE cosines and sines, (cos, sin) per frequency, at most 128 frequencies.
+constexpr int kTrigOffset = kNewRowOffset + kNewRowBytes;
+constexpr int kTrigBytes = 2 * 128 * 4;
+constexpr int kSmemBytes = kTrigOffset + kTrigBytes;
 static_assert(kSmemBytes <= 227 * 1024, "one block per SM must fit");
 
 // Byte offsets in the scratch (host and device compute the same layout): the split partials, the counters, the
@@ -445,8 +448,10 @@ __device__ void consume(const StackParams& p, const StackLayer& L, int layer, co
 // RMSNorm (optional) and neox RoPE of one head held as kDpl consecutive elements per lane (lane l: elements
 // [l kDpl, (l + 1) kDpl); the rotation partner of lane l is lane l ^ 16). Rounded to bf16 as the unfused path stores
 // it.
+// trig: the step's (cos, sin) per frequency, computed as below (lab kStackLabTrigShared), or null.
 template <int kDpl>
-__device__ void norm_rope(float (&x)[kDpl], const void* nw, bool nw_f32, float eps, const float* inv_freq, float pos) {
+__device__ void norm_rope(float (&x)[kDpl], const void* nw, bool nw_f32, float eps, const float* inv_freq, float pos,
+                          const float* trig) {
   const int lane = threadIdx.x & 31;
   constexpr int kD = kDpl * 32;
   if (nw) {
@@ -463,7 +468,12 @@ __device__ void norm_rope(float (&x)[kDpl], const void* nw, bool nw_f32, float e
     const float partner = __shfl_xor_sync(0xffffffffu, x[i], 16);
     const int f = (lane & 15) * kDpl + i;
     float sn, cs;
-    sincosf(pos * inv_freq[f], &sn, &cs);
+    if (trig) {
+      cs = trig[2 * f];
+      sn = trig[2 * f + 1];
+    } else {
+      sincosf(pos * inv_freq[f], &sn, &cs);
+    }
     const float r = lo ? x[i] * cs - partner * sn : x[i] * cs + partner * sn;
     x[i] = bf16_bits_to_f32(f32_to_bf16_bits(r));
   }
@@ -751,6 +761,9 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
   // Lab (kStackLabNewRowShared): the new position's key row, then its value row (element offset kD), as cached.
   uint16_t* new_row = reinterpret_cast<uint16_t*>(smem + kNewRowOffset);
   const bool row_shared = kLab && (p.lab & kStackLabNewRowShared);
+  // Lab (kStackLabTrigShared): the launch's RoPE table, filled before the first layer.
+  const float* trig =
+      kLab && (p.lab & kStackLabTrigShared) ? reinterpret_cast<const float*>(smem + kTrigOffset) : nullptr;
   const float fpos = static_cast<float>(pos);
   const uint32_t qkv_tag = tag_of(base, layer, kTagQkv);
   const int units = (p.lab & kStackLabNoAttention) ? 0 : kvh_n * sp.count;
@@ -778,13 +791,13 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
       if (task < gq) {
         const int64_t h = static_cast<int64_t>(kvh) * gq + task;
         load_row_tagged<kDpl>(x, tg.qkv + h * kD + lane * kDpl, qkv_tag, poll_backoff(p));
-        norm_rope<kDpl>(x, L.q_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos);
+        norm_rope<kDpl>(x, L.q_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos, trig);
 #pragma unroll
         for (int i = 0; i < kDpl; ++i) qs[task * kD + lane * kDpl + i] = x[i];
       } else if (k1 == len) {
         const int64_t kd = static_cast<int64_t>(slot) * kv_row + kvh * kD + lane * kDpl;
         load_row_tagged<kDpl>(x, tg.qkv + q_size + kvh * kD + lane * kDpl, qkv_tag, poll_backoff(p));
-        norm_rope<kDpl>(x, L.k_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos);
+        norm_rope<kDpl>(x, L.k_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos, trig);
         store_row<kDpl, kFp8>(L.k_cache, kd, x);
         if (row_shared) store_row<kDpl, kFp8>(new_row, lane * kDpl, x);
         load_row_tagged<kDpl>(x, tg.qkv + q_size + kv_row + kvh * kD + lane * kDpl, qkv_tag,
@@ -993,6 +1006,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
   const int q_dim = p.num_heads * p.head_dim;
   // Input chunks in flight a thread: 2 where the attention phase leaves the registers (no spills), else 1.
   constexpr int kRound = kDpl * kG <= 16 ? 2 : 1;
+  if constexpr (kLab) {
+    if (p.lab & kStackLabTrigShared) {  // read after the first layer's input barriers
+      float* trig = reinterpret_cast<float*>(smem + kTrigOffset);
+      for (int f = threadIdx.x; f < p.head_dim / 2; f += kConsumers) {
+        sincosf(static_cast<float>(pos) * p.inv_freq[f], &trig[2 * f + 1], &trig[2 * f]);
+      }
+    }
+  }
   uint32_t t = 0;
   for (int layer = 0; layer < p.num_layers; ++layer) {
     const StackLayer& L = p.layers[layer];
@@ -1065,8 +1086,8 @@ StackKernel kernel_for(int64_t head_dim, int64_t gq, bool fp8, bool lab = false)
   if (lab) return fp8 ? kernel_for<true, true>(head_dim, gq) : kernel_for<false, true>(head_dim, gq);
   return fp8 ? kernel_for<true, false>(head_dim, gq) : kernel_for<false, false>(head_dim, gq);
 }
-constexpr int kAttentionLabBits =
-    kStackLabNewRowShared | kStackLabPollMerge | (3 << kStackLabMinKeysShift) | kStackLabAttentionInstance;
+constexpr int kAttentionLabBits = kStackLabNewRowShared | kStackLabPollMerge | (3 << kStackLabMinKeysShift) |
+                                  kStackLabAttentionInstance | kStackLabTrigShared;
 
 }  // namespace
 

@@ -97,6 +97,9 @@ constexpr int kStackLabMinKeysShift = 27;
 // Bit 29: the kernel instance built for bits 25-28 (it takes them whenever one is set), with production's forms: the
 // A/B's control for that instance's own code and registers.
 constexpr int kStackLabAttentionInstance = 1 << 29;
+// Bit 30: the step's RoPE cosines and sines computed once a launch into shared memory (the same sincosf of the same
+// angles) instead of by every q and k head's lanes in every layer, on the attention phase's path. The same bits.
+constexpr int kStackLabTrigShared = 1 << 30;
 
 // A block polling for another block's output sleeps between polls, 32 ns first, doubling up to this cap
 // (decode_stack.cu, wait_words). Measured on the H200 (docs/benchmarks.md, session 14): polling back to back slowed
