@@ -5,7 +5,8 @@
 # 2), a 1000-token prompt each way (past the stack's 512-key bound: both must run the layer kernels), and the lab
 # ablations (RIDGELINE_CUDA_STACK_LAB, decode_stack.h: 1 no attention, 2 no GEMV arithmetic, 4 inputs read without
 # waiting for their tags; ABLATIONS=0 leaves them out). MODES (default "off 0") are the alternating forms: off the
-# layer kernels, a number the stack with those lab bits. RACECHECK=1 adds racecheck on the model test's shapes
+# layer kernels, a number the stack with those lab bits, base the stack of the ridgeline in $BASE_BIN (another build,
+# for an A/B of two kernels). KVS (default "auto") are the KV cache dtypes each mode runs over (e.g. "bf16 fp8"). RACECHECK=1 adds racecheck on the model test's shapes
 # (RACECHECK_SHAPES, default qwen3), instrumenting only the stack kernel (--kernel-name kns=decode_stack_kernel:
 # cuBLASLt's kernels in the same test report hazards of their own and, instrumented, take minutes; issue 21.6), with
 # RACECHECK_LAB's lab bits (default 0) beside the grid's. MEMCHECK_FILTER (default the llama3 shape's tests) names
@@ -54,16 +55,24 @@ run() {  # tag off|LAB args...: one bench latency with the stack off, or on with
   shift 2
   if [ "$mode" = off ]; then
     RIDGELINE_CUDA_DECODE_STACK=0 lat "$t" "$@"
+  elif [ "$mode" = base ]; then
+    local mine=$bin
+    bin=$BASE_BIN
+    lat "$t" "$@"
+    bin=$mine
   else
     RIDGELINE_CUDA_STACK_LAB=$mode lat "$t" "$@"
   fi
 }
 tags=()
 for r in $(seq 1 "${ROUNDS:-2}"); do
-  for mode in ${MODES:-off 0}; do
-    run "q_${mode}_$r" $mode "${QWEN06B[@]}" --batch 1 --input-len 128 --output-len 256
-    run "l_${mode}_$r" $mode "${LLAMA8B[@]}" --batch 1 --input-len 128 --output-len 256
-    tags+=("q_${mode}_$r" "l_${mode}_$r")
+  for kv in ${KVS:-auto}; do
+    for mode in ${MODES:-off 0}; do
+      x=$([ "$kv" = auto ] || echo "_$kv")
+      run "q_${mode}${x}_$r" $mode "${QWEN06B[@]}" --kv-cache-dtype "$kv" --batch 1 --input-len 128 --output-len 256
+      run "l_${mode}${x}_$r" $mode "${LLAMA8B[@]}" --kv-cache-dtype "$kv" --batch 1 --input-len 128 --output-len 256
+      tags+=("q_${mode}${x}_$r" "l_${mode}${x}_$r")
+    done
   done
 done
 for mode in off 0; do

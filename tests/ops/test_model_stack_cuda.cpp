@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
 #include <tuple>
 
@@ -39,20 +38,6 @@ CudaBackend& backend(bool stack) {
     RL_CHECK_MSG(b.is_ok(), "%s", b.message().c_str());
     be = std::move(b).value();
     static_cast<CudaBackend*>(be.get())->set_dense_stack(stack);
-  }
-  return *static_cast<CudaBackend*>(be.get());
-}
-
-// A backend running the stack with lab bits (decode_stack.h kStackLab*), one per set of bits.
-CudaBackend& lab_backend(int bits) {
-  static std::map<int, std::unique_ptr<Backend>> backends;
-  std::unique_ptr<Backend>& be = backends[bits];
-  if (!be) {
-    auto b = create_cuda_backend(0);
-    RL_CHECK_MSG(b.is_ok(), "%s", b.message().c_str());
-    be = std::move(b).value();
-    static_cast<CudaBackend*>(be.get())->set_dense_stack(true);
-    static_cast<CudaBackend*>(be.get())->set_dense_stack_lab(bits);
   }
   return *static_cast<CudaBackend*>(be.get());
 }
@@ -241,48 +226,6 @@ TEST_P(CudaDenseStack, MatchesTheLayerKernelsAndIsDeterministic) {
   const int64_t before = backend(true).dense_stack_launches();
   EXPECT_EQ(graphs.greedy(long_prompt, 6, long_table), off.greedy(long_prompt, 6, long_table));
   EXPECT_EQ(backend(true).dense_stack_launches(), before);
-  std::filesystem::remove_all(dir);
-}
-
-// The attention phase's lab forms (decode_stack.h, bits 25-30). The new position's row read from shared memory (25),
-// the polled split merge (26) and the RoPE table computed once a launch (30) give production's bits, as does the lab
-// instance with none of them (29). Fewer, longer splits (bits 27-28: at least 32, 64 or 128
-// keys a split) change the split structure, so they are held to the layer kernels' tolerance, and the polled merge
-// with them to their bits: at 300 keys production's split counts leave the partials of the shapes with 2 or 4 KV heads
-// too large for shared memory (there the count's merge serves), and fewer splits bring them under the bound.
-TEST_P(CudaDenseStack, LabFormsOfTheAttentionPhase) {
-  const StackCase& c = std::get<0>(GetParam());
-  const bool fp8 = std::get<1>(GetParam());
-  const DType kv_dt = fp8 ? DType::kFP8E4M3 : DType::kBF16;
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / (std::string("rl_stack_lab_") + c.name + (fp8 ? "_fp8" : ""));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "config.json") << c.config;
-  constexpr int kRowShared = 1 << 25, kPollMerge = 1 << 26, kMinKeysShift = 27, kInstance = 1 << 29, kTrig = 1 << 30;
-  StackRun off(dir.string(), false, true, kv_dt), prod(dir.string(), lab_backend(0), true, kv_dt);
-  const int64_t v = prod.vocab();
-  for (int64_t prompt_len : {5, 300}) {
-    SCOPED_TRACE("prompt " + std::to_string(prompt_len));
-    const std::vector<int32_t> prompt = tokens(prompt_len, v, static_cast<uint32_t>(prompt_len) + 1u);
-    const std::vector<int32_t> feed = tokens(6, v, 3u);
-    const std::vector<int32_t> tab = table((prompt_len + 6 + kBlockSize - 1) / kBlockSize, 21);
-    const auto ref = off.decode(prompt, feed, tab);
-    const auto base = prod.decode(prompt, feed, tab);
-    for (int bits : {kInstance, kRowShared, kPollMerge, kTrig, kRowShared | kPollMerge | kTrig}) {
-      StackRun lab(dir.string(), lab_backend(bits), true, kv_dt);
-      EXPECT_EQ(lab.decode(prompt, feed, tab), base) << "lab bits " << bits << " against production";
-    }
-    for (int mk = 1; mk <= 3; ++mk) {
-      StackRun fewer(dir.string(), lab_backend(mk << kMinKeysShift), true, kv_dt);
-      const auto got = fewer.decode(prompt, feed, tab);
-      ASSERT_EQ(got.size(), feed.size());
-      for (size_t i = 0; i < feed.size(); ++i) {
-        EXPECT_LT(rel_rms(got[i], ref[i]), 2e-2) << "at least " << (16 << mk) << " keys a split, step " << i;
-      }
-      StackRun both(dir.string(), lab_backend((mk << kMinKeysShift) | kRowShared | kPollMerge), true, kv_dt);
-      EXPECT_EQ(both.decode(prompt, feed, tab), got) << "polled merge at " << (16 << mk) << " keys a split";
-    }
-  }
   std::filesystem::remove_all(dir);
 }
 

@@ -148,8 +148,6 @@ class CudaBackend final : public Backend {
   int64_t dense_stack_max_context() const override;
   void dense_stack_decode(const DenseStack& s, const DenseStackStep& step) override;
   void set_dense_stack(bool on) { dense_stack_ = on; }
-  // The stack's lab bits (decode_stack.h kStackLab*; RIDGELINE_CUDA_STACK_LAB at creation): tests of the lab forms.
-  void set_dense_stack_lab(int bits) { stack_lab_ = bits; }
   // Steps run through dense_stack_decode so far (tests check that the stack served them).
   int64_t dense_stack_launches() const { return dense_stack_launches_; }
   void set_deterministic(bool on) override { deterministic_ = on; }

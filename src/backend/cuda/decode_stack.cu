@@ -13,9 +13,9 @@
 //   2. attention, one (KV head, key split) unit per block: the group's q heads normed and rotated, the new K/V
 //      normed, rotated and written to the cache by the split holding the new position, then each warp's keys (4 at
 //      a time, loaded from the paged cache; the first batch's cached rows loaded before waiting for q/k/v) under an
-//      online softmax, the warps merged in order; with several splits the unit's last finisher (an acquire-release
-//      count) loads every split's partials at once and merges them in split order (the result does not depend on which
-//      block finishes last)
+//      online softmax, the warps merged in order; with several splits every split stores its partials as tagged
+//      64-bit words and the split holding the new position polls them all into shared memory and merges them in
+//      split order (the result does not depend on which block finishes last)
 //   3. x = attention output; residual += W_o x (+ bias)
 //   4. x = RMSNorm(residual); inter = silu(W_gate x) · (W_up x)
 //   5. x = inter; residual += W_down x
@@ -58,24 +58,20 @@ constexpr int kUnionOffset = kStages * kStageBytes;
 constexpr int kQOffset = kUnionOffset + kUnionBytes;
 constexpr int kRedOffset = kQOffset + kMaxGroupDims * 4;
 constexpr int kBarOffset = kRedOffset + 64 * 4;
-// Lab (kStackLabNewRowShared): the new position's key and value rows in the cache's format, at most 256 bf16 each.
-constexpr int kNewRowOffset = kBarOffset + 2 * kStages * 8 + 16;
-constexpr int kNewRowBytes = 2 * 256 * 2;
-// Lab (kStackLabTrigShared): the step's RoPE cosines and sines, (cos, sin) per frequency, at most 128 frequencies.
-constexpr int kTrigOffset = kNewRowOffset + kNewRowBytes;
+// The step's RoPE cosines and sines, (cos, sin) per frequency, at most 128 frequencies (see norm_rope).
+constexpr int kTrigOffset = kBarOffset + 2 * kStages * 8 + 16;
 constexpr int kTrigBytes = 2 * 128 * 4;
 constexpr int kSmemBytes = kTrigOffset + kTrigBytes;
 static_assert(kSmemBytes <= 227 * 1024, "one block per SM must fit");
 
-// Byte offsets in the scratch (host and device compute the same layout): the split partials, the counters, the
-// tagged words (16-byte aligned for vector loads).
+// Byte offsets in the scratch (host and device compute the same layout): the counters, the tagged words (16-byte
+// aligned for vector loads), the tagged split partials.
 struct ScratchLayout {
-  size_t counters, qkv, attn, res_o, res_d, inter, part64, total;
+  size_t counters = 0, qkv, attn, res_o, res_d, inter, part64, total;
   __host__ __device__ ScratchLayout(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t hidden, int64_t inter_n,
                                     int64_t max_splits) {
     auto align = [](size_t b) { return (b + 255) & ~static_cast<size_t>(255); };
-    counters = static_cast<size_t>(heads * max_splits * (head_dim + 2)) * sizeof(float);
-    qkv = align(counters + static_cast<size_t>(2 + kv_heads) * sizeof(uint32_t));
+    qkv = align(counters + 2 * sizeof(uint32_t));
     attn = align(qkv + static_cast<size_t>((heads + 2 * kv_heads) * head_dim) * 4);
     res_o = align(attn + static_cast<size_t>(heads * head_dim) * 4);
     res_d = align(res_o + static_cast<size_t>(hidden) * 4);
@@ -93,7 +89,7 @@ struct Tagged {
   uint32_t* res_d;     // [hidden]: the residual after down_proj (the last layer writes StackParams::residual instead)
   uint32_t* inter;     // [I]
   uint32_t* counters;  // see Sync
-  uint64_t* part;      // lab (kStackLabPollMerge): [H][max_splits][D + 2] tagged partials (o, then max and sum)
+  uint64_t* part;      // [H][max_splits][D + 2]: the split partials (o, then max and sum), tagged (merge_splits)
 };
 
 // The kernel's parameters: the model's (decode_stack.h) and, set at launch from the scratch, the tagged
@@ -111,12 +107,10 @@ __device__ __forceinline__ void consumers_sync() {
   sm90::named_sync(1, kConsumers);
 }
 
-// Counters after the split partials in the scratch: [0] the launch count (the tags' epoch), [1] blocks done,
-// [2 + kvh] split arrivals of a KV head (cumulative over the launch's layers).
+// The scratch's counters: [0] the launch count (the tags' epoch), [1] blocks done.
 struct Sync {
   uint32_t* epoch;
   uint32_t* done;
-  uint32_t* heads;
 };
 
 // Tagged activations: every element a phase hands to the next is one 32-bit word, its bf16 bits in the low half and
@@ -448,10 +442,11 @@ __device__ void consume(const StackParams& p, const StackLayer& L, int layer, co
 // RMSNorm (optional) and neox RoPE of one head held as kDpl consecutive elements per lane (lane l: elements
 // [l kDpl, (l + 1) kDpl); the rotation partner of lane l is lane l ^ 16). Rounded to bf16 as the unfused path stores
 // it.
-// trig: the step's (cos, sin) per frequency, computed as below (lab kStackLabTrigShared), or null.
+// trig: the step's (cos, sin) per frequency in shared memory, sincosf(pos · inv_freq) computed once a launch (the
+// kernel, before its first layer) instead of by the lanes of every q and k head in every layer. Measured (H100,
+// session 42, Qwen3-0.6B batch 1, two rounds, one lab instance): 1,064.5 / 1,063.7 tok/s against 1,044.6 / 1,046.5.
 template <int kDpl>
-__device__ void norm_rope(float (&x)[kDpl], const void* nw, bool nw_f32, float eps, const float* inv_freq, float pos,
-                          const float* trig) {
+__device__ void norm_rope(float (&x)[kDpl], const void* nw, bool nw_f32, float eps, const float* trig) {
   const int lane = threadIdx.x & 31;
   constexpr int kD = kDpl * 32;
   if (nw) {
@@ -467,13 +462,7 @@ __device__ void norm_rope(float (&x)[kDpl], const void* nw, bool nw_f32, float e
   for (int i = 0; i < kDpl; ++i) {
     const float partner = __shfl_xor_sync(0xffffffffu, x[i], 16);
     const int f = (lane & 15) * kDpl + i;
-    float sn, cs;
-    if (trig) {
-      cs = trig[2 * f];
-      sn = trig[2 * f + 1];
-    } else {
-      sincosf(pos * inv_freq[f], &sn, &cs);
-    }
+    const float cs = trig[2 * f], sn = trig[2 * f + 1];
     const float r = lo ? x[i] * cs - partner * sn : x[i] * cs + partner * sn;
     x[i] = bf16_bits_to_f32(f32_to_bf16_bits(r));
   }
@@ -530,37 +519,8 @@ __device__ __forceinline__ void load_row(float (&x)[kDpl], const uint16_t* cache
   unpack_row<kDpl, kFp8>(x, load_raw<kDpl, kFp8>(cache, off));
 }
 
-// load_raw from a row in shared memory (lab kStackLabNewRowShared: the new position's row, as stored in the cache).
-template <int kDpl, bool kFp8>
-__device__ __forceinline__ RawRow<kDpl, kFp8> load_raw_shared(const uint16_t* row, int off) {
-  RawRow<kDpl, kFp8> r;
-  if constexpr (kFp8) {
-    const uint8_t* src = reinterpret_cast<const uint8_t*>(row) + off;
-    if constexpr (kDpl == 8) {
-      const uint2 v = *reinterpret_cast<const uint2*>(src);
-      r.w[0] = v.x, r.w[1] = v.y;
-    } else if constexpr (kDpl == 4) {
-      r.w[0] = *reinterpret_cast<const unsigned int*>(src);
-    } else {
-      r.w[0] = *reinterpret_cast<const unsigned short*>(src);
-    }
-  } else {
-    const uint16_t* src = row + off;
-    if constexpr (kDpl == 8) {
-      const uint4 v = *reinterpret_cast<const uint4*>(src);
-      r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
-    } else if constexpr (kDpl == 4) {
-      const uint2 v = *reinterpret_cast<const uint2*>(src);
-      r.w[0] = v.x, r.w[1] = v.y;
-    } else {
-      r.w[0] = *reinterpret_cast<const unsigned int*>(src);
-    }
-  }
-  return r;
-}
-
-// Lab (kStackLabPollMerge): a split partial's tagged 64-bit words (f32 bits below, the tag above), stored and loaded
-// relaxed at GPU scope (single-copy atomic per word, as Tagged's 32-bit words).
+// A split partial's tagged 64-bit words (f32 bits below, the tag above), stored and loaded relaxed at GPU scope
+// (single-copy atomic per word, as Tagged's 32-bit words).
 __device__ __forceinline__ void st_tagged64(uint64_t* p, float v, uint32_t tag) {
   const uint64_t w = (static_cast<uint64_t>(tag) << 32) | __float_as_uint(v);
   asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
@@ -642,58 +602,43 @@ __device__ __forceinline__ int64_t kv_offset(const StackParams& p, int key, int 
   return ((page * p.block_size + key % p.block_size) * p.num_kv_heads + kvh) * p.head_dim;
 }
 
-constexpr int kMinKeysPerSplit = 16;  // see key_splits
+// The fewest keys a split holds (key_splits). Measured (H100, session 42, Qwen3-0.6B / Llama-3.1-8B batch 1 at
+// 128 + 256, two rounds, tok/s, the merge polled, on a lab instance whose extra code cost it 4 / 1 %): 16 keys
+// 1,077.9 / 1,074.7 and 181.3 / 181.4, 32 keys 1,096.9 / 1,098.3 and 182.7 / 182.7, 64 keys 1,027.0 / 1,025.1 and
+// 179.4 / 179.5. At 128-384 keys 32 is one 4-key batch a warp: every warp folds its keys, loaded before the wait for
+// q/k/v, and half as many splits merge.
+constexpr int kMinKeysPerSplit = 32;
 
-// Key split of the step: the most splits that keep one unit per block and at least kMinKeysPerSplit keys each
-// (short contexts: a split is one 4-key batch per warp or less); every split holds at least one key. Unit u: KV head
-// u % KVH, split u / KVH.
+// Key split of the step: the most splits that keep one unit per block, at least kMinKeysPerSplit keys each and at most
+// max_splits; every split holds at least one key. Unit u: KV head u % KVH, split u / KVH.
 struct Splits {
   int count, per;
 };
-__device__ Splits key_splits(int len, int num_kv_heads, int max_splits, int min_keys) {
+__device__ Splits key_splits(int len, int num_kv_heads, int max_splits) {
   int want = static_cast<int>(gridDim.x) / num_kv_heads;
   want = want < 1 ? 1 : (want > max_splits ? max_splits : want);
-  const int cap = (len + min_keys - 1) / min_keys;
+  const int cap = (len + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   if (want > cap) want = cap;
   const int per = (len + want - 1) / want;
   return {(len + per - 1) / per, per};
 }
 
-// Add with release and acquire semantics at GPU scope (no sequentially consistent fence: __threadfence costs more).
-__device__ __forceinline__ uint32_t atom_add_acq_rel(uint32_t* p, uint32_t v) {
-  uint32_t old;
-  asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
-
-// The merge of a KV head's split partials, staged in shared memory ([gq][count][kD + 2]: o, then max and sum), in
-// split order: the attention output's tagged words.
-template <int kD>
-__device__ __forceinline__ void merge_staged(const float* stage, const Tagged& tg, int kvh, int gq, int count,
-                                             uint32_t attn_tag) {
-  const int stride = kD + 2, per_head = count * stride;
-  for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
-    const int h = e / kD, d = e % kD;
-    const float* src = stage + h * per_head;
-    float mx = -INFINITY;
-    for (int j = 0; j < count; ++j) mx = fmaxf(mx, src[j * stride + kD]);
-    float sum = 0.0f, o = 0.0f;
-    for (int j = 0; j < count; ++j) {
-      const float f = exp2f(src[j * stride + kD] - mx);
-      sum += src[j * stride + kD + 1] * f;
-      o += src[j * stride + d] * f;
-    }
-    st_tagged(tg.attn + (static_cast<int64_t>(kvh) * gq + h) * kD + d, f32_to_bf16_bits(o / sum), attn_tag);
-  }
-}
-
-// Lab (kStackLabPollMerge): the last split of a KV head polls every split's tagged partials (its own among them) into
-// shared memory (stage: the warps' accumulators, free once every warp has merged them) and merges them as the
-// count's merge does. At the launch's last layer it zeroes the words it read, so the next launch starts from words no
-// tag matches (nothing else writes them before the launch ends: every split of the layer has stored them).
+// The split merge of a KV head (with several splits). Every split stores its partials (o, then max and sum per query
+// head) as tagged 64-bit words; the split holding the new position, which also writes the new key and value and so
+// usually finishes last, polls every split's words (its own among them) into shared memory (stage: the warps'
+// accumulators, free once every warp has merged them) and merges them in split order. One round trip (the last
+// partial's words reaching it) on the attention phase's path, where the last finisher of an arrival count took two
+// (the count's atomic, then the partials' loads) and the barriers around them. Measured (H100, session 42, Qwen3-0.6B
+// batch 1 at 128 + 256, two rounds, both forms in one lab instance): 1,062.7 / 1,062.8 tok/s against the count's
+// 1,044.6 / 1,046.5; with the RoPE table and 32 keys a split, production against 31100e4's kernel: 1,142.3 / 1,142.3 /
+// 1,141.1 against 1,086.6 / 1,089.0 / 1,083.3, Llama-3.1-8B 185.3-185.4 against 184.2 (docs/benchmarks.md).
+// The words carry the layer's q/k/v tag, distinct between a launch's layers; at the
+// launch's last layer the merger zeroes the words it read (every split of that layer has stored them, and nothing
+// writes them again before the launch ends), so every launch starts from words no tag matches, whatever launches
+// ago a word was last written.
 template <int kDpl, int kG>
-__device__ __noinline__ void merge_polled(const StackParams& p, const Tagged& tg, int layer, int kvh, int gq, int count,
-                             uint32_t part_tag, uint32_t attn_tag, float* stage) {
+__device__ __noinline__ void merge_splits(const StackParams& p, const Tagged& tg, int layer, int kvh, int gq, int count,
+                                          uint32_t part_tag, uint32_t attn_tag, float* stage) {
   constexpr int kD = kDpl * 32;
   const int stride = kD + 2, per_head = count * stride;
   const int pairs = gq * per_head / 2;  // stride is even, so a head's partials are whole 16-byte pairs of words
@@ -736,7 +681,19 @@ __device__ __noinline__ void merge_polled(const StackParams& p, const Tagged& tg
     }
   }
   consumers_sync();
-  merge_staged<kD>(stage, tg, kvh, gq, count, attn_tag);
+  for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
+    const int h = e / kD, d = e % kD;
+    const float* src = stage + h * per_head;
+    float mx = -INFINITY;
+    for (int j = 0; j < count; ++j) mx = fmaxf(mx, src[j * stride + kD]);
+    float sum = 0.0f, o = 0.0f;
+    for (int j = 0; j < count; ++j) {
+      const float f = exp2f(src[j * stride + kD] - mx);
+      sum += src[j * stride + kD + 1] * f;
+      o += src[j * stride + d] * f;
+    }
+    st_tagged(tg.attn + (static_cast<int64_t>(kvh) * gq + h) * kD + d, f32_to_bf16_bits(o / sum), attn_tag);
+  }
   if (layer == p.num_layers - 1) {
     for (int c = threadIdx.x; c < pairs; c += kConsumers) {
       *reinterpret_cast<ulonglong2*>(words(c)) = make_ulonglong2(0, 0);
@@ -747,9 +704,14 @@ __device__ __noinline__ void merge_polled(const StackParams& p, const Tagged& tg
 // The attention phase (see the file comment). kG: most query heads per KV head for this head_dim. A block has one
 // unit at most (key_splits). Each warp first loads its first batch of cached keys and values (positions before the
 // new one, written by earlier steps), so that load overlaps the wait for the step's q/k/v instead of following it.
-template <int kDpl, int kG, bool kFp8, bool kLab>
-__device__ void attend(const StackParams& p, const StackLayer& L, int layer, const Sync& sync, const Tagged& tg,
-                       uint32_t base, uint8_t* smem, int len, int pos, int slot, const Splits& sp) {
+// Measured and dropped (H100, session 42, Qwen3-0.6B batch 1 at 128 + 256, two rounds): the split holding the new
+// position reading its new key and value rows back from shared memory, where it kept them beside its cache stores,
+// instead of from the cache: 1,045.9 / 1,046.2 tok/s against 1,044.6 / 1,046.5 (the same bits). Those lab forms ran in
+// a second instance of the kernel, whose extra code cost it 4 % (Qwen3-0.6B) and 1 % (Llama-3.1-8B) against
+// production's instance with the same forms off (64 bytes of spills against none).
+template <int kDpl, int kG, bool kFp8>
+__device__ void attend(const StackParams& p, const StackLayer& L, int layer, const Tagged& tg, uint32_t base,
+                       uint8_t* smem, int len, int slot, const Splits& sp) {
   constexpr int kD = kDpl * 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kvh_n = p.num_kv_heads, gq = p.num_heads / kvh_n;
@@ -757,14 +719,7 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
   float* state = reinterpret_cast<float*>(smem + kUnionOffset);  // [kWarps][gq][kD] accumulators
   float* ml = state + kWarps * kMaxGroupDims;                    // [kWarps][16][2] max and sum
   float* qs = reinterpret_cast<float*>(smem + kQOffset);         // [gq][kD]
-  int* flag = reinterpret_cast<int*>(smem + kRedOffset) + 48;
-  // Lab (kStackLabNewRowShared): the new position's key row, then its value row (element offset kD), as cached.
-  uint16_t* new_row = reinterpret_cast<uint16_t*>(smem + kNewRowOffset);
-  const bool row_shared = kLab && (p.lab & kStackLabNewRowShared);
-  // Lab (kStackLabTrigShared): the launch's RoPE table, filled before the first layer.
-  const float* trig =
-      kLab && (p.lab & kStackLabTrigShared) ? reinterpret_cast<const float*>(smem + kTrigOffset) : nullptr;
-  const float fpos = static_cast<float>(pos);
+  const float* trig = reinterpret_cast<const float*>(smem + kTrigOffset);
   const uint32_t qkv_tag = tag_of(base, layer, kTagQkv);
   const int units = (p.lab & kStackLabNoAttention) ? 0 : kvh_n * sp.count;
   const int u = blockIdx.x;
@@ -791,19 +746,17 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
       if (task < gq) {
         const int64_t h = static_cast<int64_t>(kvh) * gq + task;
         load_row_tagged<kDpl>(x, tg.qkv + h * kD + lane * kDpl, qkv_tag, poll_backoff(p));
-        norm_rope<kDpl>(x, L.q_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos, trig);
+        norm_rope<kDpl>(x, L.q_norm, p.qk_norm_f32, p.qk_eps, trig);
 #pragma unroll
         for (int i = 0; i < kDpl; ++i) qs[task * kD + lane * kDpl + i] = x[i];
       } else if (k1 == len) {
         const int64_t kd = static_cast<int64_t>(slot) * kv_row + kvh * kD + lane * kDpl;
         load_row_tagged<kDpl>(x, tg.qkv + q_size + kvh * kD + lane * kDpl, qkv_tag, poll_backoff(p));
-        norm_rope<kDpl>(x, L.k_norm, p.qk_norm_f32, p.qk_eps, p.inv_freq, fpos, trig);
+        norm_rope<kDpl>(x, L.k_norm, p.qk_norm_f32, p.qk_eps, trig);
         store_row<kDpl, kFp8>(L.k_cache, kd, x);
-        if (row_shared) store_row<kDpl, kFp8>(new_row, lane * kDpl, x);
         load_row_tagged<kDpl>(x, tg.qkv + q_size + kv_row + kvh * kD + lane * kDpl, qkv_tag,
                                 poll_backoff(p));
         store_row<kDpl, kFp8>(L.v_cache, kd, x);
-        if (row_shared) store_row<kDpl, kFp8>(new_row, kD + lane * kDpl, x);
       }
     }
     consumers_sync();  // q in shared memory; the new K/V row in the cache (read back below by this block)
@@ -830,9 +783,6 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
         } else if (kb0 + j < len - 1) {
           unpack_row<kDpl, kFp8>(kf[j], pre_k[j]);
           unpack_row<kDpl, kFp8>(vf[j], pre_v[j]);
-        } else if (row_shared) {  // the new position's row, kept in shared memory by the task loop above
-          unpack_row<kDpl, kFp8>(kf[j], load_raw_shared<kDpl, kFp8>(new_row, lane * kDpl));
-          unpack_row<kDpl, kFp8>(vf[j], load_raw_shared<kDpl, kFp8>(new_row, kD + lane * kDpl));
         } else {
           const int64_t off = kv_offset(p, kb0 + j, kvh) + lane * kDpl;
           load_row<kDpl, kFp8>(kf[j], L.k_cache, off);
@@ -847,11 +797,6 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         ok[j] = kb + j < k1;
-        if (row_shared && kb + j == len - 1) {
-          unpack_row<kDpl, kFp8>(kf[j], load_raw_shared<kDpl, kFp8>(new_row, lane * kDpl));
-          unpack_row<kDpl, kFp8>(vf[j], load_raw_shared<kDpl, kFp8>(new_row, kD + lane * kDpl));
-          continue;
-        }
         const int64_t off = kv_offset(p, ok[j] ? kb + j : kb, kvh) + lane * kDpl;  // past the split: a valid row
         load_row<kDpl, kFp8>(kf[j], L.k_cache, off);
         load_row<kDpl, kFp8>(vf[j], L.v_cache, off);
@@ -869,12 +814,9 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
       }
     }
     consumers_sync();
-    // The warps merged in warp order: unnormalised output, its maximum and its sum per (head, element).
-    float* part = static_cast<float*>(p.scratch);  // [H][max_splits][kD + 2]
-    const int stride = kD + 2, per_head = sp.count * stride;
-    // Lab (kStackLabPollMerge): the partials as tagged words, polled by the last split (see decode_stack.h). Their
-    // tag is the layer's q/k/v tag: distinct between the launch's layers, and the words are zero between launches.
-    const bool poll = kLab && (p.lab & kStackLabPollMerge) && sp.count > 1 && gq * per_head <= kStateFloats;
+    // The warps merged in warp order: unnormalised output, its maximum and its sum per (head, element); with several
+    // splits these are the split's partials (merge_splits).
+    const int stride = kD + 2;
     for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
       const int h = e / kD, d = e % kD;
       float mx = -INFINITY;
@@ -888,77 +830,17 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
       const int64_t head = static_cast<int64_t>(kvh) * gq + h;
       if (sp.count == 1) {
         st_tagged(tg.attn + head * kD + d, f32_to_bf16_bits(o / sum), tag_of(base, layer, kTagAttn));
-      } else if (poll) {
+      } else {
         uint64_t* dst = tg.part + (head * p.max_splits + s) * stride;
         st_tagged64(dst + d, o, qkv_tag);
         if (d == 0) {
           st_tagged64(dst + kD, mx, qkv_tag);
           st_tagged64(dst + kD + 1, sum, qkv_tag);
         }
-      } else {
-        float* dst = part + (head * p.max_splits + s) * (kD + 2);
-        dst[d] = o;
-        if (d == 0) {
-          dst[kD] = mx;
-          dst[kD + 1] = sum;
-        }
       }
     }
-    if (poll) {
-      if (s == sp.count - 1) {
-        merge_polled<kDpl, kG>(p, tg, layer, kvh, gq, sp.count, qkv_tag, tag_of(base, layer, kTagAttn), state);
-      }
-    } else if (sp.count > 1) {
-      consumers_sync();
-      if (threadIdx.x == 0) {
-        // Release: this block's partials (ordered before by the block barrier above); acquire: the other splits'.
-        // The count runs over the launch's layers (reset by the launch's last block), so no reset has to reach
-        // the next layer's arrivals.
-        const uint32_t before = atom_add_acq_rel(sync.heads + kvh, 1u);
-        *flag = (before + 1) % static_cast<uint32_t>(sp.count) == 0;
-      }
-      consumers_sync();
-      if (*flag && gq * per_head <= kStateFloats) {
-        // The last split of this KV head merges all of them in split order, from shared memory: every partial is
-        // loaded at once (one round trip to L2) into the accumulator area, which the warps' merge above has freed.
-        float* stage = state;
-        const int pairs = gq * per_head / 2;  // stride is even, so a head's partials are whole 8-byte pairs
-        constexpr int kPer = kDpl * kG <= 16 ? 8 : 2;  // loads in flight a thread (registers: kThreads)
-        for (int c0 = 0; c0 < pairs; c0 += kPer * kConsumers) {
-          uint2 v[kPer];
-#pragma unroll
-          for (int i = 0; i < kPer; ++i) {
-            const int c = c0 + i * kConsumers + threadIdx.x;
-            if (c < pairs) {
-              const int h = (2 * c) / per_head, r = 2 * c - h * per_head;
-              const int64_t head = static_cast<int64_t>(kvh) * gq + h;
-              v[i] = __ldcg(reinterpret_cast<const uint2*>(part + head * p.max_splits * stride + r));
-            }
-          }
-#pragma unroll
-          for (int i = 0; i < kPer; ++i) {
-            const int c = c0 + i * kConsumers + threadIdx.x;
-            if (c < pairs) reinterpret_cast<uint2*>(stage)[c] = v[i];
-          }
-        }
-        consumers_sync();
-        merge_staged<kD>(stage, tg, kvh, gq, sp.count, tag_of(base, layer, kTagAttn));
-      } else if (*flag) {  // the same, reading the partials from L2 (they do not fit in shared memory)
-        for (int e = threadIdx.x; e < gq * kD; e += kConsumers) {
-          const int h = e / kD, d = e % kD;
-          const int64_t head = static_cast<int64_t>(kvh) * gq + h;
-          const float* src = part + head * p.max_splits * (kD + 2);
-          float mx = -INFINITY;
-          for (int j = 0; j < sp.count; ++j) mx = fmaxf(mx, __ldcg(src + j * (kD + 2) + kD));
-          float sum = 0.0f, o = 0.0f;
-          for (int j = 0; j < sp.count; ++j) {
-            const float f = exp2f(__ldcg(src + j * (kD + 2) + kD) - mx);
-            sum += __ldcg(src + j * (kD + 2) + kD + 1) * f;
-            o += __ldcg(src + j * (kD + 2) + d) * f;
-          }
-          st_tagged(tg.attn + head * kD + d, f32_to_bf16_bits(o / sum), tag_of(base, layer, kTagAttn));
-        }
-      }
+    if (sp.count > 1 && s == sp.count - 1) {
+      merge_splits<kDpl, kG>(p, tg, layer, kvh, gq, sp.count, qkv_tag, tag_of(base, layer, kTagAttn), state);
     }
   }
 }
@@ -967,9 +849,7 @@ __device__ void attend(const StackParams& p, const StackLayer& L, int layer, con
 
 // One kernel per attention shape (kDpl = head_dim / 32; kG: most query heads per KV head; kFp8: an FP8 e4m3 KV
 // cache), so that each gets the registers its own attention phase needs (a thread has 168 at most: see kThreads).
-// kLab: the instance that reads the attention phase's lab bits (decode_stack.h, bits 25-28); production's instances
-// compile none of those forms, so their code and registers stay as they were.
-template <int kDpl, int kG, bool kFp8, bool kLab>
+template <int kDpl, int kG, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_constant__ KernelArgs a) {
 #if RL_SM90_ENABLED
   const StackParams& p = a.p;
@@ -992,26 +872,25 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
     return;
   }
   pdl_wait();  // the residual stream (embedding) and the step's inputs
-  const int split_cap = static_cast<int>(p.max_splits);
-  const Sync sync{tg.counters, tg.counters + 1, tg.counters + 2};
+  // Key splits: at most one a block (max_splits), and no more than the merger's shared memory stages.
+  const int fit = kStateFloats / ((p.num_heads / p.num_kv_heads) * (p.head_dim + 2));
+  const int split_cap = static_cast<int>(p.max_splits) < fit ? static_cast<int>(p.max_splits) : fit;
+  const Sync sync{tg.counters, tg.counters + 1};
   // This launch's tags follow the previous launch's (the launch count is advanced by the last block to finish).
   const uint64_t launch = ld_relaxed(sync.epoch);
   const uint32_t base = static_cast<uint32_t>(launch * kTagsPerLayer * static_cast<uint64_t>(p.num_layers) % 65535u);
   const int len = p.seq_lens[0], pos = p.positions[0], slot = p.slots[0];
   if (pos != len - 1 || slot < 0 || slot >= p.num_slots || (len - 1) / p.block_size >= p.max_blocks) __trap();
-  const int min_keys = kLab ? kMinKeysPerSplit << ((p.lab >> kStackLabMinKeysShift) & 3) : kMinKeysPerSplit;
-  const Splits sp = key_splits(len, p.num_kv_heads, split_cap, min_keys);
+  const Splits sp = key_splits(len, p.num_kv_heads, split_cap);
   uint16_t* xs = reinterpret_cast<uint16_t*>(smem + kUnionOffset);
   float* red = reinterpret_cast<float*>(smem + kRedOffset);
   const int q_dim = p.num_heads * p.head_dim;
   // Input chunks in flight a thread: 2 where the attention phase leaves the registers (no spills), else 1.
   constexpr int kRound = kDpl * kG <= 16 ? 2 : 1;
-  if constexpr (kLab) {
-    if (p.lab & kStackLabTrigShared) {  // read after the first layer's input barriers
-      float* trig = reinterpret_cast<float*>(smem + kTrigOffset);
-      for (int f = threadIdx.x; f < p.head_dim / 2; f += kConsumers) {
-        sincosf(static_cast<float>(pos) * p.inv_freq[f], &trig[2 * f + 1], &trig[2 * f]);
-      }
+  {  // The step's RoPE table (norm_rope), read after the first layer's input barriers.
+    float* trig = reinterpret_cast<float*>(smem + kTrigOffset);
+    for (int f = threadIdx.x; f < p.head_dim / 2; f += kConsumers) {
+      sincosf(static_cast<float>(pos) * p.inv_freq[f], &trig[2 * f + 1], &trig[2 * f]);
     }
   }
   uint32_t t = 0;
@@ -1024,7 +903,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
     load_normed<kRound>(xs, tg.res_d, layer == 0 ? p.residual : nullptr, prev_res, L.attn_norm, p.norm_f32, p.hidden,
                         L.attn_eps, red, p);
     consume<kQkv>(p, L, layer, ring, xs, red, tg, base, t);
-    attend<kDpl, kG, kFp8, kLab>(p, L, layer, sync, tg, base, smem, len, pos, slot, sp);
+    attend<kDpl, kG, kFp8>(p, L, layer, tg, base, smem, len, slot, sp);
     // (Lab: with no attention work nothing writes the attention output, so nothing waits for it.)
     load_vec<kRound>(xs, tg.attn, tag_of(base, layer, kTagAttn), q_dim, p, !(p.lab & kStackLabNoAttention));
     consume<kOut>(p, L, layer, ring, xs, red, tg, base, t);
@@ -1034,13 +913,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_stack_kernel(const __grid_
     load_vec<kRound>(xs, tg.inter, tag_of(base, layer, kTagInter), p.inter, p);
     consume<kDown>(p, L, layer, ring, xs, red, tg, base, t);
   }
-  // The last block to finish (every block has read the launch count and made its last split arrival) leaves the
-  // arrival counters at zero and advances the launch count for the next launch's tags.
+  // The last block to finish (every block has read the launch count) advances it for the next launch's tags.
   consumers_sync();
   if (threadIdx.x == 0) {
     __threadfence();
     if (atomicAdd(sync.done, 1u) == gridDim.x - 1) {
-      for (int h = 0; h < p.num_kv_heads; ++h) atomicExch(sync.heads + h, 0u);
       atomicExch(sync.done, 0u);
       atomicAdd(sync.epoch, 1u);
     }
@@ -1067,27 +944,19 @@ using StackKernel = void (*)(KernelArgs);
 
 // The instantiation for a head_dim, a query-head group size and a cache dtype (stack_supported has checked them).
 // No FP8 instance at head_dim 256: its registers would spill (stack_supported refuses that shape).
-template <bool kFp8, bool kLab>
+template <bool kFp8>
 StackKernel kernel_for(int64_t head_dim, int64_t gq) {
-  if (head_dim == 64) {
-    return gq <= 4 ? decode_stack_kernel<2, 4, kFp8, kLab> : decode_stack_kernel<2, 8, kFp8, kLab>;
-  }
-  if (head_dim == 128) {
-    return gq <= 4 ? decode_stack_kernel<4, 4, kFp8, kLab> : decode_stack_kernel<4, 8, kFp8, kLab>;
-  }
+  if (head_dim == 64) return gq <= 4 ? decode_stack_kernel<2, 4, kFp8> : decode_stack_kernel<2, 8, kFp8>;
+  if (head_dim == 128) return gq <= 4 ? decode_stack_kernel<4, 4, kFp8> : decode_stack_kernel<4, 8, kFp8>;
   if constexpr (kFp8) {
     return nullptr;
   } else {
-    return decode_stack_kernel<8, 4, false, kLab>;
+    return decode_stack_kernel<8, 4, false>;
   }
 }
-// The lab instance where the lab bits ask for one of the attention phase's forms (bits 25-28), production's otherwise.
-StackKernel kernel_for(int64_t head_dim, int64_t gq, bool fp8, bool lab = false) {
-  if (lab) return fp8 ? kernel_for<true, true>(head_dim, gq) : kernel_for<false, true>(head_dim, gq);
-  return fp8 ? kernel_for<true, false>(head_dim, gq) : kernel_for<false, false>(head_dim, gq);
+StackKernel kernel_for(int64_t head_dim, int64_t gq, bool fp8) {
+  return fp8 ? kernel_for<true>(head_dim, gq) : kernel_for<false>(head_dim, gq);
 }
-constexpr int kAttentionLabBits = kStackLabNewRowShared | kStackLabPollMerge | (3 << kStackLabMinKeysShift) |
-                                  kStackLabAttentionInstance | kStackLabTrigShared;
 
 }  // namespace
 
@@ -1111,11 +980,9 @@ bool stack_supported(const StackShape& s, std::string* why) {
   }
   // Per device (the attribute belongs to the current device's context): set each time a model checks its stack.
   const StackKernel kernel = kernel_for(s.head_dim, gq, s.kv_fp8);
-  for (const StackKernel k : {kernel, kernel_for(s.head_dim, gq, s.kv_fp8, true)}) {  // production's and the lab's
-    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
-      (void)cudaGetLastError();  // not left for a later launch check to report
-      return no("the device cannot give a block the kernel's shared memory");
-    }
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // not left for a later launch check to report
+    return no("the device cannot give a block the kernel's shared memory");
   }
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmemBytes) !=
@@ -1145,8 +1012,7 @@ void launch_decode_stack(StackParams p, cudaStream_t stream) {
   auto words = [&](size_t off) { return reinterpret_cast<uint32_t*>(scratch + off); };
   const KernelArgs a{p, Tagged{words(lay.qkv), words(lay.attn), words(lay.res_o), words(lay.res_d), words(lay.inter),
                                words(lay.counters), reinterpret_cast<uint64_t*>(scratch + lay.part64)}};
-  const StackKernel kernel =
-      kernel_for(p.head_dim, p.num_heads / p.num_kv_heads, p.kv_fp8, (p.lab & kAttentionLabBits) != 0);
+  const StackKernel kernel = kernel_for(p.head_dim, p.num_heads / p.num_kv_heads, p.kv_fp8);
   RL_CHECK_MSG(kernel != nullptr, "dense stack: no kernel for head_dim %d over this cache", p.head_dim);
   launch_pdl(kernel, dim3(sms), dim3(kThreads), kSmemBytes, stream, a);
 }

@@ -47,8 +47,8 @@ struct StackParams {
   // The residual stream, bf16 [hidden]: in, the embedding; out, after the last layer. Between phases the
   // activations live in the scratch as tagged words (decode_stack.cu).
   uint16_t* residual = nullptr;
-  void* scratch = nullptr;  // stack_scratch_bytes(): split-KV partials, counters and the tagged activations (zero
-                            // at first use; every launch leaves its arrival counters at zero)
+  void* scratch = nullptr;  // stack_scratch_bytes(): counters, the tagged activations and the tagged split-KV
+                            // partials (zero at first use; every launch leaves its partials' words at zero)
   // The step's one sequence: position, KV slot, context length (position + 1) and block-table row.
   const int32_t* positions = nullptr;
   const int32_t* slots = nullptr;
@@ -79,27 +79,6 @@ constexpr int kStackLabGridShift = 16;
 // against 1,186.9 / 1,182.6 / 1,184.1 per row; the weight stream alone (lab bits 1-8) 2,965.7 against 2,819.8.
 // Llama-3.1-8B (k = 4096: four chunks a row) is unchanged.
 constexpr int kStackLabRowCopies = 1 << 24;
-// Bits 25-28: forms of the attention phase aimed at its critical path (session 42; lab until measured on a device).
-// Bit 25: the split holding the new position reads the new key and value rows back from shared memory (where it kept
-// them, in the cache's format, beside its stores into the cache) instead of from the cache: one L2 round trip fewer
-// on the path of the split that usually finishes last. The same bits (the same rows, the same conversions).
-constexpr int kStackLabNewRowShared = 1 << 25;
-// Bit 26: the split merge without the arrival count. Every split stores its partials as tagged 64-bit words (f32 bits,
-// the layer's tag above them), and the split holding the new position polls them all into shared memory and merges
-// them in split order: one round trip (the last partial's words reaching it) instead of two (the count's atomic,
-// then the partials' loads), and no barriers around the count. The same arithmetic and order as the count's merge,
-// so the same bits. The words are zeroed by their merger at the launch's last layer, so every launch starts from
-// words no tag matches. Where a head's partials do not fit in shared memory, the count's merge serves as before.
-constexpr int kStackLabPollMerge = 1 << 26;
-// Bits 27-28, if not 0: the fewest keys a split holds, 16 << value (production 16, kMinKeysPerSplit in
-// decode_stack.cu): fewer, longer splits. Not the same bits (another split structure).
-constexpr int kStackLabMinKeysShift = 27;
-// Bit 29: the kernel instance built for bits 25-28 (it takes them whenever one is set), with production's forms: the
-// A/B's control for that instance's own code and registers.
-constexpr int kStackLabAttentionInstance = 1 << 29;
-// Bit 30: the step's RoPE cosines and sines computed once a launch into shared memory (the same sincosf of the same
-// angles) instead of by every q and k head's lanes in every layer, on the attention phase's path. The same bits.
-constexpr int kStackLabTrigShared = 1 << 30;
 
 // A block polling for another block's output sleeps between polls, 32 ns first, doubling up to this cap
 // (decode_stack.cu, wait_words). Measured on the H200 (docs/benchmarks.md, session 14): polling back to back slowed
