@@ -98,6 +98,12 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     dense_stack_ = false;
   }
   if (const char* env = std::getenv("RIDGELINE_CUDA_STACK_LAB")) stack_lab_ = std::atoi(env);
+  // Lab A/B of the stack's context bound (decode_stack.h kStackMaxContext): keys, 1 to 65536.
+  if (const char* env = std::getenv("RIDGELINE_CUDA_STACK_MAX_CONTEXT")) {
+    const long long v = std::atoll(env);
+    RL_CHECK_MSG(v >= 1 && v <= 65536, "RIDGELINE_CUDA_STACK_MAX_CONTEXT=%s: want 1 to 65536 keys", env);
+    stack_max_context_ = v;
+  }
   // End-to-end A/B of the decode attention kernels (kernel_config.h, kDecodeMmaKernel): simt, mma, mma_prefetch,
   // mma_early, staged, staged_cluster. Unset: the production choice.
   if (const char* env = std::getenv("RIDGELINE_CUDA_DECODE_KERNEL")) {

@@ -257,6 +257,7 @@ class CudaBackend final : public Backend {
   int64_t chunk_scratch_limit_ = -1;
   bool dense_stack_ = true;
   int stack_lab_ = 0;  // RIDGELINE_CUDA_STACK_LAB: decode_stack.h's lab bits (timing ablations only)
+  int64_t stack_max_context_ = 0;  // RIDGELINE_CUDA_STACK_MAX_CONTEXT (lab A/B); 0: decode_stack.h kStackMaxContext
   int64_t dense_stack_launches_ = 0;
 };
 

@@ -71,7 +71,9 @@ size_t CudaBackend::dense_stack_scratch_bytes(const DenseStack& s) const {
   return cuda::stack_scratch_bytes(shape_of(s));
 }
 
-int64_t CudaBackend::dense_stack_max_context() const { return cuda::kStackMaxContext; }
+int64_t CudaBackend::dense_stack_max_context() const {
+  return stack_max_context_ > 0 ? stack_max_context_ : cuda::kStackMaxContext;
+}
 
 void CudaBackend::dense_stack_decode(const DenseStack& s, const DenseStackStep& step) {
   const QkvLayout& l = s.layout;
