@@ -632,10 +632,9 @@ __device__ Splits key_splits(int len, int num_kv_heads, int max_splits) {
 // batch 1 at 128 + 256, two rounds, both forms in one lab instance): 1,062.7 / 1,062.8 tok/s against the count's
 // 1,044.6 / 1,046.5; with the RoPE table and 32 keys a split, production against 31100e4's kernel: 1,142.3 / 1,142.3 /
 // 1,141.1 against 1,086.6 / 1,089.0 / 1,083.3, Llama-3.1-8B 185.3-185.4 against 184.2 (docs/benchmarks.md).
-// The words carry the layer's q/k/v tag, distinct between a launch's layers; at the
-// launch's last layer the merger zeroes the words it read (every split of that layer has stored them, and nothing
-// writes them again before the launch ends), so every launch starts from words no tag matches, whatever launches
-// ago a word was last written.
+// The words carry the layer's q/k/v tag, distinct between a launch's layers; at the launch's last layer the merger
+// zeroes the words it read (every split of that layer has stored them, and nothing writes them again before the
+// launch ends), so every launch starts from words no tag matches, however many launches ago a word was last written.
 template <int kDpl, int kG>
 __device__ __noinline__ void merge_splits(const StackParams& p, const Tagged& tg, int layer, int kvh, int gq, int count,
                                           uint32_t part_tag, uint32_t attn_tag, float* stage) {

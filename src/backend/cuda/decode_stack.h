@@ -15,7 +15,12 @@ namespace rl::cuda {
 constexpr int kStackMaxLayers = 64;
 // The stack serves decode steps of at most this many keys. Measured on the H200 (docs/benchmarks.md, session 12):
 // it beats the layer kernels at 128-384 keys (Qwen3-0.6B, Llama-3.1-8B) and loses at 3,800 (its attention phase
-// is one split per block, latency-bound past a few hundred keys per split).
+// is one split per block, latency-bound past a few hundred keys per split). Session 42 (H100, the polled split merge,
+// scripts/device/stack_context.sh, two rounds, tok/s, every step through the stack against the layer kernels past
+// this bound; RIDGELINE_CUDA_STACK_MAX_CONTEXT moves it for such an A/B): after a 600-token prompt Qwen3-0.6B
+// 1,028.5 / 1,027.2 against 1,019.2 / 1,017.0 but Llama-3.1-8B 178.3 / 178.1 against 180.6 / 180.7; after 1,000 tokens
+// 971.4 / 971.5 against 995.0 / 996.7 and 175.5 / 175.5 against 180.3 / 180.3; after 2,000 and 3,800 the stack loses
+// 5-16 %. Past ~512 keys a split's keys beyond its first batch load after the wait, one round trip a batch.
 constexpr int64_t kStackMaxContext = 512;
 
 // One layer's device pointers. Linear weights are bf16 [out, in] row-major; norm weights and biases are bf16 or
