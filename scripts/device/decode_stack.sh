@@ -6,11 +6,12 @@
 # ablations (RIDGELINE_CUDA_STACK_LAB, decode_stack.h: 1 no attention, 2 no GEMV arithmetic, 4 inputs read without
 # waiting for their tags; ABLATIONS=0 leaves them out). MODES (default "off 0") are the alternating forms: off the
 # layer kernels, a number the stack with those lab bits, base the stack of the ridgeline in $BASE_BIN (another build,
-# for an A/B of two kernels). KVS (default "auto") are the KV cache dtypes each mode runs over (e.g. "bf16 fp8"). RACECHECK=1 adds racecheck on the model test's shapes
-# (RACECHECK_SHAPES, default qwen3), instrumenting only the stack kernel (--kernel-name kns=decode_stack_kernel:
-# cuBLASLt's kernels in the same test report hazards of their own and, instrumented, take minutes; issue 21.6), with
-# RACECHECK_LAB's lab bits (default 0) beside the grid's. MEMCHECK_FILTER (default the llama3 shape's tests) names
-# the memcheck run's tests, MEMCHECK_LAB (default 0) its lab bits.
+# for an A/B of two kernels). KVS (default "auto") are the KV cache dtypes each mode runs over (e.g. "bf16 fp8").
+# RACECHECK=1 adds racecheck on the model test's shapes (RACECHECK_SHAPES, default qwen3), instrumenting only the
+# stack kernel (--kernel-name kns=decode_stack_kernel: cuBLASLt's kernels in the same test report hazards of their
+# own and, instrumented, take minutes; issue 21.6), with RACECHECK_LAB's lab bits (default 0) beside the grid's.
+# MEMCHECK_FILTER (default the llama3 shape's tests) names the memcheck run's tests, MEMCHECK_LAB (default 0) its lab
+# bits.
 # Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says, for the test's fixtures). Prints a short table
 # last; full logs in $OUT/decode_stack_logs.tgz. About 90 s on the H200.
 set -uo pipefail
@@ -28,8 +29,8 @@ if [ "${RACECHECK:-0}" = 1 ]; then
   race() {  # shape, then the tool's kernel filter
     local shape=$1
     shift
-    RIDGELINE_CUDA_STACK_LAB=$(( (${RACECHECK_GRID:-8} << 16) | ${RACECHECK_LAB:-0} )) timeout "${RACECHECK_LIMIT:-200}" "$sanitizer" \
-      --tool racecheck --error-exitcode 3 "$@" "$T" \
+    RIDGELINE_CUDA_STACK_LAB=$(( (${RACECHECK_GRID:-8} << 16) | ${RACECHECK_LAB:-0} )) \
+      timeout "${RACECHECK_LIMIT:-200}" "$sanitizer" --tool racecheck --error-exitcode 3 "$@" "$T" \
       --gtest_filter="Shapes/CudaDenseStack.MatchesTheLayerKernelsAndIsDeterministic/$shape" --gtest_color=no \
       > "$L/racecheck_$shape.log" 2>&1
   }

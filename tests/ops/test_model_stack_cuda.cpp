@@ -55,23 +55,22 @@ struct StackRun {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<Sampler> sampler;
 
-  StackRun(const std::string& dir, bool stack, bool enforce_eager, DType kv_dtype)
-      : StackRun(dir, backend(stack), enforce_eager, kv_dtype) {}
-  StackRun(const std::string& dir, CudaBackend& be, bool enforce_eager, DType kv_dtype) {
+  StackRun(const std::string& dir, bool stack, bool enforce_eager, DType kv_dtype) {
     LoadOptions opts;
     opts.weight_dtype = DType::kBF16;
     opts.dummy_weights = true;
-    auto m = load_model(dir, &be, opts);
+    auto m = load_model(dir, &backend(stack), opts);
     RL_CHECK_MSG(m.is_ok(), "%s", m.message().c_str());
     model = std::move(m).value();
-    kv = std::make_unique<KvStorage>(&be, model->config(), kNumBlocks, kBlockSize, kv_dtype, nullptr);
+    kv = std::make_unique<KvStorage>(&backend(stack), model->config(), kNumBlocks, kBlockSize, kv_dtype, nullptr);
     RunnerLimits lim;
     lim.max_num_tokens = 1024;  // the long graph check's prompt (short bound + 40) is one step
     lim.max_num_seqs = 4;
     lim.max_model_len = kNumBlocks * kBlockSize;
     lim.enforce_eager = enforce_eager;
     runner = std::make_unique<ModelRunner>(model.get(), kv.get(), lim);
-    sampler = std::make_unique<Sampler>(&be, lim.max_num_seqs, model->config().vocab_size, lim.max_num_seqs);
+    sampler = std::make_unique<Sampler>(&backend(stack), lim.max_num_seqs, model->config().vocab_size,
+                                        lim.max_num_seqs);
   }
   const std::string& note() const { return dynamic_cast<const Decoder&>(*model).dense_stack_note(); }
   int64_t vocab() const { return model->config().vocab_size; }
