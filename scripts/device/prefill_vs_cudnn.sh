@@ -2,18 +2,19 @@
 # Issue 21.1's comparison, alternating: production's prefill rows (`rl_bench_kernels prefill_production`: 4 x 4k, 16 x
 # 1k, 1 x 16k and 1 x 32k, causal, GQA 32 / 8, head_dim 128) and torch's SDPA peers (bench/peers/torch_peers.py prefill:
 # cuDNN, flash), ROUNDS rounds (default 3), the SM clock, power and temperature sampled every 100 ms (nvidia-smi) and
-# averaged over each run. In one long `rl_bench_kernels prefill` process a row's figure moved by up to 10 % with its
-# place in the run; alternating short processes, each form's rounds agree within 1 %. FORMS (default "production peers")
-# are the runs of a round: production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake), diaghalf
-# (the diagonal's half tiles at every length: continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without
-# them: continuous_v3_lazy_autosnake_expfirst), expfirst (the exponentials first where production has no half tiles:
-# above 2k keys; production's form since session 35), noexpfirst (production without them: the form before session
-# 35), expfirst_nodiaghalf (them at every length, without the half tiles), qring (Q in the K stages' ring at every
-# length: PrefillSm90Options::q_ring; production's up to 4k keys since session 39), noqring (production without it:
-# the form of sessions 35-38; the forms above keep production's choice of it), bsN (production over a KV cache of block
-# size N), alt_NAME (the production rows of another build, carried in $ALT_DIR/NAME/rl_bench_kernels: a kernel variant
-# built from another tree). Carried binaries in $RL_BIN_DIR. Each run prints its outputs' XXH3 words; the summary
-# lists the distinct words of each shape and form (forms that claim the same bits show one word).
+# summed up over each run (tools/smi_clocks.py: the clock's median and range, mean power, highest temperature). In one
+# long `rl_bench_kernels prefill` process a row's figure moved by up to 10 % with its place in the run; alternating
+# short processes, each form's rounds agree within 1 %. FORMS (default "production peers") are the runs of a round:
+# production, peers, snake (RIDGELINE_CUDA_PREFILL_SM90=continuous_v3_lazy_snake), diaghalf (the diagonal's half tiles
+# at every length: continuous_v3_lazy_diaghalf_autosnake), nodiaghalf (production without them:
+# continuous_v3_lazy_autosnake_expfirst), expfirst (the exponentials first where production has no half tiles: above 2k
+# keys; production's form since session 35), noexpfirst (production without them: the form before session 35),
+# expfirst_nodiaghalf (them at every length, without the half tiles), qring (Q in the K stages' ring at every length:
+# PrefillSm90Options::q_ring; production's up to 4k keys since session 39), noqring (production without it: the form of
+# sessions 35-38; the forms above keep production's choice of it), bsN (production over a KV cache of block size N),
+# alt_NAME (the production rows of another build, carried in $ALT_DIR/NAME/rl_bench_kernels: a kernel variant built from
+# another tree). Carried binaries in $RL_BIN_DIR. Each run prints its outputs' XXH3 words; the summary lists the
+# distinct words of each shape and form (forms that claim the same bits show one word).
 # RIDGELINE_BENCH_PREFILL_EXTRA="8x2048,6x3072" adds those causal shapes to our rows (not the peers'): lengths between
 # the four fixed shapes, where production's choices by length change (kernel_config.h).
 # Prints a short table last; logs in $OUT/prefill_vs_cudnn_logs.tgz. About 1 minute at 3 rounds.
@@ -54,26 +55,18 @@ kill "$sampler" 2>/dev/null
 wait "$sampler" 2>/dev/null
 tar -C "$L" -czf "$final_out/prefill_vs_cudnn_logs.tgz" .
 python3 - "$L" <<'PY'
-import datetime, glob, os, re, statistics, sys
+import glob, os, re, statistics, sys
+sys.path.insert(0, os.path.join(os.getcwd(), "tools"))
+import smi_clocks
 d = sys.argv[1]
-samples = []
-for line in open(os.path.join(d, "clocks.csv")):
-    parts = [p.strip() for p in line.split(",")]
-    try:
-        t = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f")  # local time, as `date +%s` counts it
-        samples.append((t.timestamp(), float(parts[1]), float(parts[2]), float(parts[3])))
-    except (ValueError, IndexError):
-        pass
+samples = smi_clocks.read_samples(os.path.join(d, "clocks.csv"))
 rows = {}  # (shape, form or peer) -> [value by round]
 names = {}  # in order of appearance
 hashes = {}  # shape -> form -> the output words its runs printed
-print("== phases (mean SM MHz / W / C over each run)")
+print("== phases (over each run's samples: count, SM MHz median (min-max), mean W, max C)")
 for line in open(os.path.join(d, "phases.txt")):
     who, r, rc, t0, t1 = line.split()
-    s = [x for x in samples if float(t0) <= x[0] <= float(t1)]
-    clk = f"{statistics.mean(x[1] for x in s):.0f} MHz {statistics.mean(x[2] for x in s):.0f} W " \
-          f"{max(x[3] for x in s):.0f} C" if s else "no samples"
-    print(f"{who} round {r} {rc}: {clk}")
+    print(f"{who} round {r} {rc}: {smi_clocks.summary(smi_clocks.window(samples, float(t0), float(t1)))}")
     text = open(os.path.join(d, f"{who}_r{r}.txt")).read()
     for m in re.finditer(r"^RESULT prefill_attn (\S+) (\S+) TFLOP/s ?(\S*)", text, re.M):
         name = m.group(3) or who

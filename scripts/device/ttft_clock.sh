@@ -6,9 +6,9 @@
 # in QSCALES (default "1 8"; RIDGELINE_BENCH_PREFILL_QSCALE: scores spread about 0.5 q in log2 units, the dummy-weight
 # model's about 2.4); and a kernel trace of the prompt (tools/kernel_gaps.py --each: the attention kernel's time in
 # each layer, and its TFLOP/s there). The SM clock, power and throttle reasons are sampled every 50 ms throughout and
-# summed up per run over the samples above 250 W (the GPU at work), with the clock series through the traced
-# prefills. Session 41 (H100): attention 545-555 TFLOP/s in the prompt at a median 1,500 MHz, the 1 x 32k row 618 at
-# 1,680 MHz sustained and 650 at 1,980 over 10 launches: the prompt's attention runs at the clock the 700 W cap
+# summed up per run over the samples above 250 W (the GPU at work; tools/smi_clocks.py), with the clock series through
+# the traced prefills. Session 41 (H100): attention 545-555 TFLOP/s in the prompt at a median 1,500 MHz, the 1 x 32k row
+# 618 at 1,680 MHz sustained and 650 at 1,980 over 10 launches: the prompt's attention runs at the clock the 700 W cap
 # leaves it.
 # Carried binaries in $RL_BIN_DIR (SOURCE_LINK as common.sh says). Prints a short table last; logs in
 # $OUT/ttft_clock_logs.tgz. Under a minute.
@@ -48,36 +48,24 @@ tar -C "$L" --exclude='*.json' -czf "$final_out/ttft_clock_logs.tgz" .
 echo "== summary =="
 head -2 "$L/smi.err"
 python3 - "$L" <<'PY'
-import datetime, glob, json, os, re, statistics, sys
+import glob, json, os, re, statistics, sys
+sys.path.insert(0, os.path.join(os.getcwd(), "tools"))
+import smi_clocks
 d = sys.argv[1]
-reasons = {0x1: "idle", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
-           0x80: "hw_power_brake"}
-samples = []
-for line in open(os.path.join(d, "clocks.csv")):
-    p = [x.strip() for x in line.split(",")]
-    try:
-        t = datetime.datetime.strptime(p[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()  # local time, as `date` counts
-        samples.append((t, float(p[1]), float(p[2]), float(p[3]), int(p[4], 16)))
-    except (ValueError, IndexError):
-        pass
-print("== each run: TTFT or rows; over its samples above 250 W: SM MHz median (min-max), W mean, throttle reasons")
+samples = smi_clocks.read_samples(os.path.join(d, "clocks.csv"))
+print("== each run: TTFT or rows; over its samples above 250 W: count, SM MHz median (min-max), mean W, max C, "
+      "throttle reasons")
 for line in open(os.path.join(d, "phases.txt")):
     name, t0, t1 = line.split()
-    busy = [x for x in samples if float(t0) <= x[0] <= float(t1) and x[2] > 250]
-    clk = "no samples above 250 W"
-    if busy:
-        c = [x[1] for x in busy]
-        why = {n: sum(1 for x in busy if x[4] & b) for b, n in reasons.items()}
-        clk = (f"{statistics.median(c):.0f} MHz ({min(c):.0f}-{max(c):.0f}), "
-               f"{statistics.mean(x[2] for x in busy):.0f} W, {len(busy)} samples, "
-               + ", ".join(f"{n} {k}" for n, k in why.items() if k))
+    busy = smi_clocks.window(samples, float(t0), float(t1), min_watts=250)
+    clk = smi_clocks.summary(busy) if busy else "no samples above 250 W"
     what = ""
     j = os.path.join(d, f"lat_{name}.json")
     if os.path.exists(j):
         what = f"TTFT {json.load(open(j))['ttft_ms']:.1f} ms; "
     print(f"{name}: {what}{clk}")
     if name.startswith("trace") and busy:  # the clock through the traced prefills: does it fall layer by layer?
-        print("  MHz every 50 ms above 250 W: " + " ".join(f"{x[1]:.0f}" for x in busy))
+        print("  MHz every 50 ms above 250 W: " + " ".join(f"{x.mhz:.0f}" for x in busy))
 print("== prefill rows (TFLOP/s)")
 for f in sorted(glob.glob(os.path.join(d, "rows_q*.txt"))):
     rows = re.findall(r"^RESULT prefill_attn (\S+) (\S+) TFLOP/s", open(f).read(), re.M)

@@ -11,3 +11,8 @@ set_tests_properties(tools_kernel_gaps PROPERTIES LABELS tools PASS_REGULAR_EXPR
 add_test(NAME tools_wait_order
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_wait_order.py ${PROJECT_SOURCE_DIR}/tools/wait_order.py)
 set_tests_properties(tools_wait_order PROPERTIES LABELS tools PASS_REGULAR_EXPRESSION "wait_order: all checks passed")
+# tools/smi_clocks.py (the SM clock, power and throttle reasons through a run, from an nvidia-smi CSV) on synthetic
+# CSVs of both column sets the device scripts sample.
+add_test(NAME tools_smi_clocks
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_smi_clocks.py ${PROJECT_SOURCE_DIR}/tools/smi_clocks.py)
+set_tests_properties(tools_smi_clocks PROPERTIES LABELS tools PASS_REGULAR_EXPRESSION "smi_clocks: all checks passed")
